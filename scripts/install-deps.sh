@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs (apt, Debian 12) whatever sqar needs to build, test and benchmark that is missing.
+set -euo pipefail
+PACKAGES=(
+  build-essential cmake ninja-build pkg-config python3
+  libsquashfs-dev libzstd-dev libxxhash-dev zlib1g-dev liblzma-dev liblz4-dev liblzo2-dev
+  libfuse3-dev fuse3 libgtest-dev
+  # independent readers the tests compare against, and the peers the benchmark runs
+  squashfs-tools squashfs-tools-ng squashfuse erofs-utils zstd pigz attr
+  # fuzzing and sanitizers
+  clang libclang-rt-14-dev
+)
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "installing: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" </dev/null
+fi

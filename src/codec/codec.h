@@ -1,0 +1,62 @@
+// Block codecs for SquashFS data and metadata: gzip, xz, lzo, lz4, zstd (and lzma, read only).
+//
+// A Codec object holds per-thread state (compression contexts); it is NOT thread-safe.
+// Create one per worker thread with make_codec(). All codecs work on whole blocks:
+// SquashFS compresses each data block (<= 1 MiB) and each 8 KiB metadata block alone.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace sqar {
+
+// Compressor ids as stored in the superblock.
+enum class CodecId : uint16_t { gzip = 1, lzma = 2, lzo = 3, xz = 4, lz4 = 5, zstd = 6 };
+
+struct CodecConfig {
+  CodecId id = CodecId::zstd;
+  int level = -1;               // -1: the codec's default (see default_level())
+  uint32_t block_size = 131072;  // xz sizes its dictionary to the block
+  // Codec-specific extras carried in the on-disk options block.
+  uint32_t gzip_window = 15;
+  uint32_t xz_dict_size = 0;    // 0: block size
+  uint32_t xz_filters = 0;      // bitmask of BCJ filters (read only; we write none)
+  uint32_t lzo_algorithm = 4;   // 0..3 lzo1x_1 variants, 4 lzo1x_999
+  bool lz4_hc = false;
+};
+
+class Codec {
+ public:
+  virtual ~Codec() = default;
+  // Compresses src into dst. Returns the compressed size, or 0 when the result would not be
+  // smaller than the input (the caller then stores the block uncompressed).
+  virtual size_t compress(const uint8_t* src, size_t len, uint8_t* dst, size_t dst_cap) = 0;
+  // Decompresses src into dst. Returns the decompressed size, or nullopt on corrupt input
+  // or when the output does not fit in dst_cap. Never reads or writes out of bounds.
+  virtual std::optional<size_t> decompress(const uint8_t* src, size_t len, uint8_t* dst, size_t dst_cap) = 0;
+};
+
+std::unique_ptr<Codec> make_codec(const CodecConfig& cfg);
+
+// Names as users type them: "gzip", "xz", "lzo", "lz4", "zstd", "lzma".
+std::optional<CodecId> codec_from_name(const std::string& name);
+const char* codec_name(CodecId id);
+int default_level(CodecId id);
+// Valid level range for --level; {0,0} means the codec has no levels.
+std::pair<int, int> level_range(CodecId id);
+bool codec_can_write(CodecId id);
+
+// The compressor options block stored (uncompressed metadata block) after the superblock.
+// Returns empty when the defaults are used and no block needs to be written.
+std::vector<uint8_t> encode_codec_options(const CodecConfig& cfg);
+// Parses an options block read from an image; throws sqar::Error on invalid options.
+void decode_codec_options(CodecConfig& cfg, const uint8_t* data, size_t len);
+
+// Cheap test for data that will not compress (random, already compressed): lets the
+// pipeline store such blocks raw without spending the real codec's CPU on them.
+bool looks_incompressible(const uint8_t* data, size_t len);
+
+}  // namespace sqar

@@ -1,0 +1,18 @@
+// Error type used across sqar: a message that already names the file and the cause.
+#pragma once
+#include <stdexcept>
+#include <string>
+
+namespace sqar {
+
+class Error : public std::runtime_error {
+ public:
+  explicit Error(const std::string& what) : std::runtime_error(what) {}
+};
+
+// "PATH: strerror(errnum)" — the shape every I/O error message takes.
+std::string errno_message(const std::string& path, int errnum);
+
+[[noreturn]] void throw_errno(const std::string& path, int errnum);
+
+}  // namespace sqar
