@@ -1,0 +1,191 @@
+// The reader core: a thread-safe, cached view of one SquashFS 4.0 image.
+//
+// Serves both the CLI read commands (extract, list, cat, info, verify, diff) and the FUSE
+// driver. Every method may be called from any number of threads at once. All on-disk
+// structures are decoded here with bounds checks; a damaged image makes a call throw
+// sqar::Error whose message names the image path and the problem — it never crashes,
+// hangs or allocates without bound.
+//
+// Opening reads only the superblock, the compressor options and the id table: it costs
+// milliseconds whatever the image size. Everything else is read on demand through two
+// shared LRU caches (decompressed data blocks/fragments, decompressed metadata blocks).
+#pragma once
+#include <sys/stat.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "codec/codec.h"
+#include "format/manifest.h"
+
+namespace sqar::reader {
+
+struct ImageOptions {
+  uint64_t offset = 0;                      // byte offset of the image inside the file
+  size_t cache_bytes = 64u << 20;           // decompressed data blocks + fragments
+  size_t metadata_cache_bytes = 16u << 20;  // decompressed 8 KiB metadata blocks
+};
+
+// The superblock as stored (table positions are relative to the image start).
+struct Superblock {
+  uint32_t inode_count = 0;
+  uint32_t mod_time = 0;
+  uint32_t block_size = 0;
+  uint32_t fragment_count = 0;
+  CodecId compressor = CodecId::gzip;
+  uint16_t block_log = 0;
+  uint16_t flags = 0;  // fmt::SuperFlags
+  uint16_t id_count = 0;
+  uint16_t version_major = 0;
+  uint16_t version_minor = 0;
+  uint64_t root_inode_ref = 0;
+  uint64_t bytes_used = 0;
+  uint64_t id_table_start = 0;
+  uint64_t xattr_table_start = 0;
+  uint64_t inode_table_start = 0;
+  uint64_t directory_table_start = 0;
+  uint64_t fragment_table_start = 0;
+  uint64_t export_table_start = 0;
+};
+
+// Position of an inode: (metadata block start relative to the inode table) << 16 | offset.
+using InodeRef = uint64_t;
+
+enum class FileKind : uint8_t { directory, regular, symlink, block_device, char_device, fifo, socket };
+
+struct Inode {
+  InodeRef ref = 0;
+  uint16_t type = 0;  // raw on-disk type, fmt::InodeType (basic or extended)
+  FileKind kind = FileKind::regular;
+  uint32_t mode = 0;  // full st_mode including S_IFMT
+  uint32_t uid = 0;   // resolved through the id table
+  uint32_t gid = 0;
+  uint32_t mtime = 0;
+  uint32_t inode_number = 0;
+  uint32_t nlink = 1;
+  // Regular file: content bytes. Directory: listing size as the kernel reports it (stored
+  // file_size - 3, i.e. 0 for an empty directory). Symlink: target length. Others: 0.
+  uint64_t size = 0;
+  uint32_t rdev = 0;  // devices: the stored (new-style) encoding; see rdev_major/minor
+  uint32_t rdev_major = 0;
+  uint32_t rdev_minor = 0;
+  std::string symlink_target;
+  uint32_t xattr_index = 0xFFFFFFFF;  // fmt::kNoXattr when none
+
+  // Regular files.
+  uint64_t blocks_start = 0;           // absolute position of the first data block (image-relative)
+  uint32_t fragment_index = 0xFFFFFFFF;  // fmt::kNoFragment when the file has no tail fragment
+  uint32_t fragment_offset = 0;
+  uint64_t sparse_bytes = 0;
+  std::vector<uint32_t> block_sizes;    // raw size words (bit 24: stored uncompressed; 0: sparse)
+  std::vector<uint64_t> block_offsets;  // image-relative start of each block (prefix sums)
+
+  // Directories.
+  uint32_t dir_block_start = 0;  // relative to the directory table
+  uint16_t dir_offset = 0;
+  uint32_t dir_file_size = 0;  // as stored (listing bytes + 3)
+  uint32_t parent_inode = 0;   // inode number of the parent (root: inode_count + 1)
+  uint16_t dir_index_count = 0;
+  InodeRef dir_index_ref = 0;  // where the directory index starts (inside the inode table)
+
+  bool is_dir() const { return kind == FileKind::directory; }
+  bool is_regular() const { return kind == FileKind::regular; }
+  bool is_symlink() const { return kind == FileKind::symlink; }
+};
+
+struct DirEntry {
+  std::string name;
+  InodeRef inode_ref = 0;
+  uint32_t inode_number = 0;
+  FileKind kind = FileKind::regular;
+  uint16_t type = 0;  // basic on-disk type from the directory entry
+};
+
+// A read-only view of contiguous file bytes held in the cache (or static zeros for a
+// sparse block). `owner` keeps the bytes alive; no copy is made.
+struct Chunk {
+  std::shared_ptr<const void> owner;
+  const uint8_t* data = nullptr;
+  size_t len = 0;
+};
+
+struct CacheStats {
+  uint64_t data_hits = 0, data_misses = 0, data_bytes = 0;
+  uint64_t meta_hits = 0, meta_misses = 0, meta_bytes = 0;
+};
+
+class Image {
+ public:
+  // Opens and validates the superblock. Throws sqar::Error (bad path, not SquashFS 4.0,
+  // unsupported compressor, tables outside the file...).
+  static std::unique_ptr<Image> open(const std::string& path, const ImageOptions& options = {});
+  virtual ~Image() = default;
+
+  virtual const std::string& path() const = 0;
+  virtual const Superblock& super() const = 0;
+  virtual const CodecConfig& codec_config() const = 0;  // compressor + its options block
+  virtual uint64_t offset() const = 0;                  // ImageOptions::offset
+  virtual uint64_t file_size() const = 0;               // size of the containing file
+
+  virtual InodeRef root_ref() const = 0;
+  virtual Inode root() = 0;
+  // with_blocks=false skips decoding a regular file's block list (cheap stat); read_file
+  // and read_chunk reload the list themselves when handed such an inode.
+  virtual Inode read_inode(InodeRef ref, bool with_blocks = true) = 0;
+
+  // Entries in on-disk (sorted) order. Throws on names that are empty, '.', '..' or contain
+  // '/' or NUL, so no caller can be tricked into writing outside a target directory.
+  virtual std::vector<DirEntry> read_dir(const Inode& dir) = 0;
+  // Uses the directory index of large directories to skip to the right metadata block.
+  virtual std::optional<DirEntry> lookup(const Inode& dir, std::string_view name) = 0;
+  // "a/b/c" relative to the root ("" or "/" is the root). Symlinks are not followed.
+  // nullopt when a component does not exist; throws when a non-final component is not a dir.
+  virtual std::optional<Inode> resolve_path(std::string_view path) = 0;
+
+  // Copies up to len bytes of file content at offset; returns bytes copied (0 at/after EOF).
+  // Sparse blocks read as zeros. Throws sqar::Error on a corrupt block.
+  virtual size_t read_file(const Inode& file, uint64_t offset, void* buf, size_t len) = 0;
+  // The longest run of bytes starting at offset that lies in one block or fragment, without
+  // copying (at most max_len). len == 0 at/after EOF.
+  virtual Chunk read_chunk(const Inode& file, uint64_t offset, size_t max_len) = 0;
+  // Decompresses data block `index` of the file into the cache (read-ahead). Never throws.
+  virtual void prefetch_block(const Inode& file, uint64_t index) = 0;
+  virtual uint64_t block_count(const Inode& file) const = 0;  // full blocks (no fragment)
+
+  virtual std::string read_symlink(const Inode& link) = 0;
+  // (full name with prefix such as "user.", value) pairs; empty without xattrs.
+  virtual std::vector<std::pair<std::string, std::string>> xattrs(const Inode& inode) = 0;
+
+  // Id table lookup (uid/gid are already resolved in Inode).
+  virtual uint32_t id_at(uint16_t index) = 0;
+
+  // Export table: inode number (1..inode_count) -> ref. nullopt without export table.
+  virtual bool has_export_table() const = 0;
+  virtual std::optional<InodeRef> inode_ref_by_number(uint32_t inode_number) = 0;
+
+  // Depth-first walk from the root (parents before children; entries in on-disk order).
+  // path is relative ("" for the root, "a/b"). Return false from fn to skip a directory's
+  // children. Throws on directory loops (a directory that is its own ancestor) and on bad
+  // names (see read_dir).
+  virtual void walk(const std::function<bool(const std::string& path, const Inode& inode)>& fn) = 0;
+
+  // The sqar manifest trailer at align_up(bytes_used, 4096); nullopt when absent.
+  // Throws when present but damaged.
+  virtual std::optional<std::vector<ManifestEntry>> manifest() = 0;
+
+  virtual CacheStats cache_stats() const = 0;
+};
+
+// Fills a struct stat the way the kernel's squashfs driver reports the inode.
+void fill_stat(const Image& image, const Inode& inode, struct stat* st);
+
+const char* kind_name(FileKind kind);
+
+}  // namespace sqar::reader
