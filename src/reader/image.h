@@ -70,8 +70,8 @@ struct Inode {
   uint32_t mtime = 0;
   uint32_t inode_number = 0;
   uint32_t nlink = 1;
-  // Regular file: content bytes. Directory: listing size as the kernel reports it (stored
-  // file_size - 3, i.e. 0 for an empty directory). Symlink: target length. Others: 0.
+  // Regular file: content bytes. Directory: the stored file_size (listing bytes + 3), which is
+  // what the kernel reports. Symlink: target length. Others: 0.
   uint64_t size = 0;
   uint32_t rdev = 0;  // devices: the stored (new-style) encoding; see rdev_major/minor
   uint32_t rdev_major = 0;
@@ -86,6 +86,7 @@ struct Inode {
   uint64_t sparse_bytes = 0;
   std::vector<uint32_t> block_sizes;    // raw size words (bit 24: stored uncompressed; 0: sparse)
   std::vector<uint64_t> block_offsets;  // image-relative start of each block (prefix sums)
+  bool blocks_loaded = false;           // false after read_inode(ref, /*with_blocks=*/false)
 
   // Directories.
   uint32_t dir_block_start = 0;  // relative to the directory table

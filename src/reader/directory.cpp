@@ -1,0 +1,215 @@
+// Directory listings, name lookup (with the directory index), path resolution and walks.
+#include <unordered_set>
+
+#include "common/error.h"
+#include "reader/meta_reader.h"
+
+namespace sqar::reader {
+
+namespace {
+constexpr uint32_t kMaxEntriesPerHeader = 256;
+constexpr uint32_t kMaxNameLen = 256;
+
+FileKind kind_of_entry_type(uint16_t t) {
+  switch (t) {
+    case fmt::kDir: return FileKind::directory;
+    case fmt::kFile: return FileKind::regular;
+    case fmt::kSymlink: return FileKind::symlink;
+    case fmt::kBlockDev: return FileKind::block_device;
+    case fmt::kCharDev: return FileKind::char_device;
+    case fmt::kFifo: return FileKind::fifo;
+    default: return FileKind::socket;
+  }
+}
+
+// Walks a directory listing from a given position, entry by entry.
+class ListingCursor {
+ public:
+  ListingCursor(ImageImpl& img, const Inode& dir, uint64_t block_rel, uint32_t offset, uint32_t consumed)
+      : img_(img),
+        r_(img, img.super().directory_table_start + block_rel, offset, "directory listing"),
+        total_(dir.dir_file_size > 3 ? dir.dir_file_size - 3 : 0),
+        consumed_(consumed),
+        dir_(dir) {
+    if (block_rel >= img.super().bytes_used - img.super().directory_table_start || offset >= fmt::kMetadataBlockSize)
+      img.fail("directory inode " + std::to_string(dir.inode_number) + " points outside the directory table");
+  }
+
+  // Next entry, or false at the end of the listing.
+  bool next(DirEntry& e) {
+    if (remaining_ == 0) {
+      if (consumed_ >= total_) return false;
+      need(12);
+      uint8_t h[12];
+      r_.read(h, 12);
+      remaining_ = load_le32(h) + 1;
+      start_ = load_le32(h + 4);
+      base_ = load_le32(h + 8);
+      if (remaining_ > kMaxEntriesPerHeader) r_.fail("directory header lists " + std::to_string(remaining_) + " entries (max 256)");
+    }
+    need(8);
+    uint8_t b[8];
+    r_.read(b, 8);
+    uint16_t off = load_le16(b);
+    int16_t delta = int16_t(load_le16(b + 2));
+    e.type = load_le16(b + 4);
+    uint32_t name_len = uint32_t(load_le16(b + 6)) + 1;
+    if (name_len > kMaxNameLen) r_.fail("directory entry name of " + std::to_string(name_len) + " bytes is too long");
+    if (e.type < fmt::kDir || e.type > fmt::kSocket) r_.fail("directory entry has invalid type " + std::to_string(e.type));
+    need(name_len);
+    e.name.resize(name_len);
+    r_.read(e.name.data(), name_len);
+    if (!valid_entry_name(e.name))
+      r_.fail("directory " + std::to_string(dir_.inode_number) + " holds an invalid name \"" + printable(e.name) + "\"");
+    if (off >= fmt::kMetadataBlockSize) r_.fail("directory entry \"" + printable(e.name) + "\" has an invalid inode offset");
+    e.inode_ref = (uint64_t(start_) << 16) | off;
+    e.inode_number = uint32_t(int64_t(base_) + delta);
+    e.kind = kind_of_entry_type(e.type);
+    --remaining_;
+    return true;
+  }
+
+  [[noreturn]] void fail(const std::string& why) { r_.fail(why); }
+
+  static std::string printable(const std::string& s) {
+    std::string out;
+    for (unsigned char c : s) {
+      if (c < 0x20 || c == 0x7f || c == '"' || c == '\\') {
+        char buf[8];
+        snprintf(buf, sizeof buf, "\\x%02x", c);
+        out += buf;
+      } else {
+        out += char(c);
+      }
+    }
+    return out;
+  }
+
+ private:
+  void need(uint32_t n) {
+    if (n > total_ - std::min(consumed_, total_)) r_.fail("directory listing is longer than its inode says");
+    consumed_ += n;
+  }
+
+  ImageImpl& img_;
+  MetaReader r_;
+  uint32_t total_;
+  uint32_t consumed_;
+  const Inode& dir_;
+  uint32_t remaining_ = 0;
+  uint32_t start_ = 0;
+  uint32_t base_ = 0;
+};
+}  // namespace
+
+bool valid_entry_name(std::string_view name) {
+  if (name.empty() || name == "." || name == "..") return false;
+  return name.find('/') == std::string_view::npos && name.find('\0') == std::string_view::npos;
+}
+
+std::vector<DirEntry> ImageImpl::read_dir(const Inode& dir) {
+  if (!dir.is_dir()) fail("inode " + std::to_string(dir.inode_number) + " is not a directory");
+  std::vector<DirEntry> out;
+  ListingCursor cur(*this, dir, dir.dir_block_start, dir.dir_offset, 0);
+  DirEntry e;
+  while (cur.next(e)) {
+    // Writers store names sorted (the kernel's lookup depends on it); a duplicate name
+    // could make an extractor follow a symlink planted under the same name.
+    if (!out.empty() && !(out.back().name < e.name))
+      cur.fail("directory entries are unsorted or duplicated at \"" + ListingCursor::printable(e.name) + "\"");
+    out.push_back(e);
+  }
+  return out;
+}
+
+std::optional<DirEntry> ImageImpl::lookup(const Inode& dir, std::string_view name) {
+  if (!dir.is_dir()) fail("inode " + std::to_string(dir.inode_number) + " is not a directory");
+  if (!valid_entry_name(name)) return std::nullopt;
+  uint64_t block = dir.dir_block_start;
+  uint32_t offset = dir.dir_offset;
+  uint32_t consumed = 0;
+  if (dir.dir_index_count > 0) {
+    // The index lists the first name of each metadata block the listing spans; jump to
+    // the last one not greater than the name we want.
+    MetaReader r(*this, sb_.inode_table_start + (dir.dir_index_ref >> 16), uint32_t(dir.dir_index_ref & 0xffff),
+                 "directory index");
+    std::string idx_name;
+    const uint32_t total = dir.dir_file_size > 3 ? dir.dir_file_size - 3 : 0;
+    for (uint32_t i = 0; i < dir.dir_index_count; ++i) {
+      uint8_t b[12];
+      r.read(b, 12);
+      uint32_t index = load_le32(b);
+      uint32_t start = load_le32(b + 4);
+      uint32_t len = load_le32(b + 8) + 1;
+      if (len > kMaxNameLen) r.fail("directory index name is too long");
+      idx_name.resize(len);
+      r.read(idx_name.data(), len);
+      if (std::string_view(idx_name) > name) break;
+      if (index > total || index < consumed) r.fail("directory index entry points outside the listing");
+      block = start;
+      consumed = index;
+      offset = uint32_t((dir.dir_offset + uint64_t(index)) % fmt::kMetadataBlockSize);
+    }
+  }
+  ListingCursor cur(*this, dir, block, offset, consumed);
+  DirEntry e;
+  while (cur.next(e)) {
+    int c = std::string_view(e.name).compare(name);
+    if (c == 0) return e;
+    if (c > 0) break;  // sorted: it is not there
+  }
+  return std::nullopt;
+}
+
+std::optional<Inode> ImageImpl::resolve_path(std::string_view path) {
+  Inode cur = root();
+  size_t pos = 0;
+  while (pos <= path.size()) {
+    size_t slash = path.find('/', pos);
+    std::string_view comp = path.substr(pos, slash == std::string_view::npos ? std::string_view::npos : slash - pos);
+    pos = slash == std::string_view::npos ? path.size() + 1 : slash + 1;
+    if (comp.empty() || comp == ".") continue;
+    if (comp == "..") throw Error(path_ + ": path \"" + std::string(path) + "\": '..' is not supported");
+    if (!cur.is_dir()) throw Error(path_ + ": path \"" + std::string(path) + "\": not a directory");
+    auto e = lookup(cur, comp);
+    if (!e) return std::nullopt;
+    cur = read_inode(e->inode_ref);
+  }
+  return cur;
+}
+
+void ImageImpl::walk(const std::function<bool(const std::string&, const Inode&)>& fn) {
+  struct Frame {
+    std::string path;
+    std::vector<DirEntry> entries;
+    size_t next = 0;
+  };
+  // Every directory may be listed once: a second visit means a loop or a hard-linked
+  // directory, both of which would make the walk endless or exponential.
+  std::unordered_set<uint64_t> seen_dirs;
+  auto dir_key = [](const Inode& d) { return (uint64_t(d.dir_block_start) << 16) | d.dir_offset; };
+
+  Inode r = root();
+  if (!r.is_dir()) fail("the root inode is not a directory");
+  seen_dirs.insert(dir_key(r));
+  if (!fn("", r)) return;
+  std::vector<Frame> stack;
+  stack.push_back({"", read_dir(r), 0});
+  while (!stack.empty()) {
+    Frame& f = stack.back();
+    if (f.next >= f.entries.size()) {
+      stack.pop_back();
+      continue;
+    }
+    const DirEntry& e = f.entries[f.next++];
+    std::string child = f.path.empty() ? e.name : f.path + "/" + e.name;
+    Inode ino = read_inode(e.inode_ref);
+    if (ino.is_dir() && ino.dir_file_size > 3 && !seen_dirs.insert(dir_key(ino)).second)
+      fail("directory loop: \"" + child + "\" lists a directory that was already visited");
+    if (!fn(child, ino) || !ino.is_dir()) continue;
+    auto entries = read_dir(ino);
+    stack.push_back({std::move(child), std::move(entries), 0});
+  }
+}
+
+}  // namespace sqar::reader

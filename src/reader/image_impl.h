@@ -1,0 +1,95 @@
+// Private to src/reader: the Image implementation shared by the reader's source files.
+#pragma once
+#include <atomic>
+#include <mutex>
+
+#include "cache/block_cache.h"
+#include "reader/image.h"
+
+namespace sqar::reader {
+
+class ImageImpl final : public Image {
+ public:
+  ImageImpl(std::string path, const ImageOptions& options);
+  ~ImageImpl() override;
+
+  const std::string& path() const override { return path_; }
+  const Superblock& super() const override { return sb_; }
+  const CodecConfig& codec_config() const override { return codec_cfg_; }
+  uint64_t offset() const override { return offset_; }
+  uint64_t file_size() const override { return file_size_; }
+
+  InodeRef root_ref() const override { return sb_.root_inode_ref; }
+  Inode root() override { return read_inode(sb_.root_inode_ref); }
+  Inode read_inode(InodeRef ref, bool with_blocks = true) override;
+
+  std::vector<DirEntry> read_dir(const Inode& dir) override;
+  std::optional<DirEntry> lookup(const Inode& dir, std::string_view name) override;
+  std::optional<Inode> resolve_path(std::string_view path) override;
+
+  size_t read_file(const Inode& file, uint64_t offset, void* buf, size_t len) override;
+  Chunk read_chunk(const Inode& file, uint64_t offset, size_t max_len) override;
+  void prefetch_block(const Inode& file, uint64_t index) override;
+  uint64_t block_count(const Inode& file) const override;
+
+  std::string read_symlink(const Inode& link) override;
+  std::vector<std::pair<std::string, std::string>> xattrs(const Inode& inode) override;
+  uint32_t id_at(uint16_t index) override;
+
+  bool has_export_table() const override { return sb_.export_table_start != ~0ull; }
+  std::optional<InodeRef> inode_ref_by_number(uint32_t inode_number) override;
+
+  void walk(const std::function<bool(const std::string&, const Inode&)>& fn) override;
+  std::optional<std::vector<ManifestEntry>> manifest() override;
+  CacheStats cache_stats() const override;
+
+  // ---- internals used across the reader's files ----
+  [[noreturn]] void fail(const std::string& what) const;
+  // pread exactly len bytes at image-relative pos; fails when the range leaves the image.
+  void read_exact(uint64_t pos, void* dst, size_t len, const char* what) const;
+  // Decompressed metadata block at image-relative pos (cached).
+  cache::BlockPtr meta_block(uint64_t pos);
+  // Decompressed data block or fragment block: size_word as stored (bit 24: uncompressed).
+  cache::BlockPtr data_block(uint64_t pos, uint32_t size_word, const char* what);
+  // Entry `index` of a table made of metadata blocks located by a pointer array.
+  void read_table_entry(const std::vector<uint64_t>& pointers, uint64_t index, size_t entry_size,
+                        void* dst, const char* what);
+  // Loads the u64 pointer array for a table of `count` entries of entry_size at `start`.
+  std::vector<uint64_t> load_pointer_array(uint64_t start, uint64_t count, size_t entry_size, const char* what);
+
+  struct Fragment {
+    uint64_t start;
+    uint32_t size_word;
+  };
+  Fragment fragment_entry(uint32_t index);
+  // The list of block sizes of a file read with with_blocks=false, loaded on demand.
+  const Inode& with_blocks(const Inode& file, Inode& storage);
+
+ private:
+  Codec& codec();
+  void load_superblock();
+  void load_ids();
+
+  std::string path_;
+  uint64_t offset_;
+  int fd_ = -1;
+  uint64_t file_size_ = 0;
+  uint64_t serial_;  // distinguishes images for thread-local codecs
+  Superblock sb_;
+  CodecConfig codec_cfg_;
+  std::vector<uint32_t> ids_;
+
+  cache::BlockCache data_cache_;
+  cache::BlockCache meta_cache_;
+
+  std::once_flag fragment_once_, export_once_, xattr_once_;
+  std::vector<uint64_t> fragment_ptrs_, export_ptrs_, xattr_ptrs_;
+  uint64_t xattr_kv_start_ = 0;
+  uint32_t xattr_id_count_ = 0;
+};
+
+// Rejects names that could escape a directory or are otherwise invalid on disk.
+bool valid_entry_name(std::string_view name);
+std::string hex(uint64_t v);
+
+}  // namespace sqar::reader

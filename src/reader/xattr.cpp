@@ -1,0 +1,78 @@
+// Extended attributes: xattr id table -> key/value pairs (with out-of-line values).
+#include "common/error.h"
+#include "reader/meta_reader.h"
+
+namespace sqar::reader {
+
+namespace {
+constexpr uint32_t kMaxXattrsPerInode = 65536;
+constexpr uint32_t kMaxXattrValue = 65536;  // Linux XATTR_SIZE_MAX
+constexpr uint16_t kValueOutOfLine = 0x100;
+const char* prefix_for(uint16_t type) {
+  switch (type & 0xff) {
+    case 0: return "user.";
+    case 1: return "trusted.";
+    case 2: return "security.";
+    default: return nullptr;
+  }
+}
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> ImageImpl::xattrs(const Inode& inode) {
+  std::vector<std::pair<std::string, std::string>> out;
+  if (inode.xattr_index == fmt::kNoXattr || sb_.xattr_table_start == fmt::kTableAbsent) return out;
+  std::call_once(xattr_once_, [&] {
+    uint8_t h[16];
+    read_exact(sb_.xattr_table_start, h, sizeof h, "xattr id table header");
+    uint64_t kv = load_le64(h);
+    uint32_t count = load_le32(h + 8);
+    if (kv >= sb_.xattr_table_start) fail("xattr key/value table start " + hex(kv) + " is invalid");
+    auto ptrs = load_pointer_array(sb_.xattr_table_start + 16, count, 16, "xattr id table");
+    xattr_kv_start_ = kv;
+    xattr_id_count_ = count;
+    xattr_ptrs_ = std::move(ptrs);
+  });
+  if (inode.xattr_index >= xattr_id_count_)
+    fail("inode " + std::to_string(inode.inode_number) + " has xattr index " + std::to_string(inode.xattr_index) +
+         " outside the xattr id table");
+  uint8_t e[16];
+  read_table_entry(xattr_ptrs_, inode.xattr_index, 16, e, "xattr id table");
+  const uint64_t ref = load_le64(e);
+  const uint32_t count = load_le32(e + 8);
+  if (count > kMaxXattrsPerInode) fail("inode " + std::to_string(inode.inode_number) + " claims " + std::to_string(count) + " xattrs");
+  const uint32_t off = uint32_t(ref & 0xffff);
+  if (off >= fmt::kMetadataBlockSize || (ref >> 16) >= sb_.bytes_used - xattr_kv_start_)
+    fail("xattr reference " + hex(ref) + " is invalid");
+  MetaReader r(*this, xattr_kv_start_ + (ref >> 16), off, "xattrs");
+  for (uint32_t i = 0; i < count; ++i) {
+    uint16_t type = r.u16();
+    uint16_t name_len = r.u16();
+    const char* prefix = prefix_for(type);
+    if (!prefix) r.fail("unknown xattr prefix type " + std::to_string(type & 0xff));
+    std::string name(prefix);
+    name.resize(name.size() + name_len);
+    r.read(name.data() + std::string_view(prefix).size(), name_len);
+    uint32_t vlen = r.u32();
+    std::string value;
+    if (type & kValueOutOfLine) {
+      if (vlen != 8) r.fail("out-of-line xattr value reference has size " + std::to_string(vlen));
+      uint64_t vref = r.u64();
+      uint32_t voff = uint32_t(vref & 0xffff);
+      if (voff >= fmt::kMetadataBlockSize || (vref >> 16) >= sb_.bytes_used - xattr_kv_start_)
+        r.fail("out-of-line xattr value reference " + hex(vref) + " is invalid");
+      MetaReader v(*this, xattr_kv_start_ + (vref >> 16), voff, "xattr value");
+      uint32_t len = v.u32();
+      if (len > kMaxXattrValue) v.fail("xattr value of " + std::to_string(len) + " bytes is too large");
+      value.resize(len);
+      v.read(value.data(), len);
+    } else {
+      if (vlen > kMaxXattrValue) r.fail("xattr value of " + std::to_string(vlen) + " bytes is too large");
+      value.resize(vlen);
+      r.read(value.data(), vlen);
+    }
+    out.emplace_back(std::move(name), std::move(value));
+  }
+  return out;
+}
+
+}  // namespace sqar::reader
