@@ -1,0 +1,40 @@
+// Content identity for dedup: whole files by (size, XXH3-128), fragment tails by (length, XXH3-128).
+// Decisions are made in image order by one thread, so the first file of a content always owns
+// the data and the output does not depend on thread timing.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <unordered_map>
+
+#include "common/hash.h"
+
+namespace sqar {
+
+class DedupIndex {
+ public:
+  // Returns the earlier file with the same content, or records `file` as its owner.
+  std::optional<uint32_t> find_or_add_file(uint64_t size, const Hash128& hash, uint32_t file);
+  // Undo a find_or_add_file that recorded `file` (used when --verify-dedup finds a collision).
+  void forget_file(uint64_t size, const Hash128& hash);
+
+  struct TailLocation {
+    uint32_t fragment;
+    uint32_t offset;
+  };
+  std::optional<TailLocation> find_tail(uint32_t len, const Hash128& hash) const;
+  void add_tail(uint32_t len, const Hash128& hash, TailLocation where);
+
+ private:
+  struct Key {
+    uint64_t size;
+    Hash128 hash;
+    bool operator==(const Key&) const = default;
+  };
+  struct KeyHasher {
+    size_t operator()(const Key& k) const { return Hash128Hasher{}(k.hash) ^ size_t(k.size); }
+  };
+  std::unordered_map<Key, uint32_t, KeyHasher> files_;
+  std::unordered_map<Key, TailLocation, KeyHasher> tails_;
+};
+
+}  // namespace sqar

@@ -1,0 +1,509 @@
+#include "pipeline/data_pipeline.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "common/error.h"
+#include "dedup/dedup_index.h"
+#include "pipeline/source_reader.h"
+#include "writer/image_file.h"
+
+namespace sqar {
+namespace {
+
+// How a file's content reaches the sequencer.
+enum class FileKind : uint8_t {
+  kEmpty,        // size 0: nothing to read
+  kUnique,       // no other file has its size: streamed, hashed on the way (for the manifest)
+  kSharedSmall,  // shares its size and fits one read unit: hashed in memory, then dedup decided
+  kPrehashed,    // shares its size and is large: hashed in a first pass, dedup decided up front
+};
+
+struct Unit {
+  uint32_t file;
+  uint64_t offset;
+  uint64_t len;
+  bool last;
+};
+
+using Buffer = std::shared_ptr<std::vector<uint8_t>>;
+
+struct Job {
+  bool is_fragment = false;
+  uint32_t file = 0;   // file index (data block) ...
+  uint32_t index = 0;  // ... block index within the file, or fragment index
+  Buffer buf;
+  size_t off = 0, len = 0;
+  bool sparse = false;
+  bool raw = false;
+  std::vector<uint8_t> packed;
+  uint32_t size_word = 0;
+  bool done = false;
+};
+
+bool all_zero(const uint8_t* p, size_t n) { return n == 0 || (p[0] == 0 && std::memcmp(p, p + 1, n - 1) == 0); }
+
+class DataPipeline {
+ public:
+  DataPipeline(Tree& tree, ImageFile& out, const DataOptions& opt)
+      : tree_(tree), out_(out), opt_(opt), block_size_(opt.codec.block_size),
+        threads_(std::max(1u, opt.threads)) {
+    // A read unit is a whole number of blocks of about 1 MiB: big enough for few syscalls,
+    // small enough to bound memory.
+    chunk_ = std::max<uint64_t>(block_size_, (uint64_t(1) << 20) / block_size_ * block_size_);
+    window_ = 8 * threads_ + 16;
+    max_jobs_ = 4 * threads_ + 8;
+  }
+
+  DataResult run() {
+    const size_t nfiles = tree_.files.size();
+    locs_.resize(nfiles);
+    kinds_.resize(nfiles);
+    skip_.assign(nfiles, false);
+    for (size_t i = 0; i < nfiles; ++i) skip_[i] = node_of(uint32_t(i)).omitted;
+    classify();
+    prehash();
+    plan_units();
+
+    slots_.resize(window_);
+    std::vector<std::thread> workers;
+    for (unsigned i = 0; i < threads_; ++i) workers.emplace_back([this] { guarded([this] { reader_loop(); }); });
+    for (unsigned i = 0; i < threads_; ++i) workers.emplace_back([this] { guarded([this] { compressor_loop(); }); });
+    workers.emplace_back([this] { guarded([this] { writer_loop(); }); });
+    guarded([this] { sequence(); });
+    {
+      std::lock_guard lk(job_mu_);
+      finished_ = true;
+    }
+    compress_cv_.notify_all();
+    done_cv_.notify_all();
+    for (auto& t : workers) t.join();
+    if (failed_) throw Error(error_);
+    out_.flush();
+    return finish();
+  }
+
+ private:
+  // ---- error handling: the first error stops every stage ----
+  template <class F>
+  void guarded(F&& f) {
+    try {
+      f();
+    } catch (const std::exception& e) {
+      fail(e.what());
+    }
+  }
+  void fail(const std::string& msg) {
+    {
+      std::lock_guard lk(err_mu_);
+      if (failed_) return;
+      error_ = msg;
+      failed_ = true;
+    }
+    {
+      std::lock_guard lk(read_mu_);
+    }
+    {
+      std::lock_guard lk(job_mu_);
+    }
+    read_cv_.notify_all();
+    ready_cv_.notify_all();
+    compress_cv_.notify_all();
+    done_cv_.notify_all();
+    space_cv_.notify_all();
+  }
+
+  const Node& node_of(uint32_t file) const { return tree_.nodes[tree_.files[file]]; }
+
+  void skip_file(uint32_t file, const std::string& why) {
+    if (!opt_.skip_unreadable) throw Error(why);
+    if (opt_.warn) opt_.warn(why + " (skipped)");
+    skip_[file] = true;
+    tree_.nodes[tree_.files[file]].omitted = true;
+  }
+
+  // ---- planning (main thread, before the workers start) ----
+  void classify() {
+    std::unordered_map<uint64_t, uint32_t> per_size;
+    for (uint32_t f : tree_.files) ++per_size[tree_.nodes[f].size];
+    for (size_t i = 0; i < kinds_.size(); ++i) {
+      uint64_t size = node_of(uint32_t(i)).size;
+      if (size == 0)
+        kinds_[i] = FileKind::kEmpty;
+      else if (!opt_.dedup || per_size[size] == 1)
+        kinds_[i] = FileKind::kUnique;
+      else
+        kinds_[i] = size <= chunk_ ? FileKind::kSharedSmall : FileKind::kPrehashed;
+    }
+  }
+
+  void prehash() {
+    std::vector<uint32_t> todo;
+    for (uint32_t i = 0; i < kinds_.size(); ++i)
+      if (kinds_[i] == FileKind::kPrehashed && !skip_[i]) todo.push_back(i);
+    if (todo.empty()) return;
+    prehash_.resize(kinds_.size());
+    std::vector<int> errs(todo.size(), 0);
+    std::vector<std::string> changed(todo.size());
+    std::atomic<size_t> next{0};
+    auto work = [&] {
+      for (size_t k; (k = next.fetch_add(1)) < todo.size() && !failed_;) {
+        const Node& n = node_of(todo[k]);
+        errs[k] = hash_source_file(n.source_path, n.size, prehash_[todo[k]], changed[k]);
+        if (opt_.bytes_done) opt_.bytes_done->fetch_add(n.size, std::memory_order_relaxed);
+      }
+    };
+    std::vector<std::thread> pool;
+    for (unsigned i = 1; i < threads_; ++i) pool.emplace_back(work);
+    work();
+    for (auto& t : pool) t.join();
+    // Dedup decisions in image order: the first file of a content owns the data.
+    for (size_t k = 0; k < todo.size(); ++k) {
+      uint32_t f = todo[k];
+      const Node& n = node_of(f);
+      stats_.bytes_read += n.size;
+      if (errs[k]) {
+        skip_file(f, errno_message(n.source_path, errs[k]));
+        continue;
+      }
+      if (!changed[k].empty()) throw Error(n.source_path + ": " + changed[k]);
+      locs_[f].hash = prehash_[f];
+      share_if_duplicate(f, n.size, prehash_[f]);
+    }
+  }
+
+  // Returns true when `file` now shares an earlier file's data.
+  bool share_if_duplicate(uint32_t file, uint64_t size, const Hash128& hash) {
+    auto orig = dedup_.find_or_add_file(size, hash, file);
+    if (!orig) return false;
+    if (opt_.verify_dedup &&
+        !source_files_identical(node_of(*orig).source_path, node_of(file).source_path, size)) {
+      if (opt_.warn) opt_.warn(node_of(file).source_path + ": XXH3-128 collision with " +
+                               node_of(*orig).source_path + ", stored separately");
+      return false;
+    }
+    locs_[file].same_as = *orig;
+    ++stats_.dedup_files;
+    stats_.dedup_bytes += size;
+    return true;
+  }
+
+  void plan_units() {
+    for (uint32_t i = 0; i < kinds_.size(); ++i) {
+      if (kinds_[i] == FileKind::kEmpty) {
+        locs_[i].hash = hash128("", 0);
+        continue;
+      }
+      if (skip_[i] || locs_[i].same_as != kNoNode) continue;
+      const uint64_t size = node_of(i).size;
+      for (uint64_t off = 0; off < size; off += chunk_) {
+        uint64_t len = std::min(chunk_, size - off);
+        units_.push_back({i, off, len, off + len == size});
+      }
+    }
+  }
+
+  // ---- readers ----
+  struct Slot {
+    std::vector<uint8_t> data;
+    int err = 0;
+    std::string changed;
+    bool ready = false;
+  };
+
+  void reader_loop() {
+    for (;;) {
+      size_t i;
+      {
+        std::unique_lock lk(read_mu_);
+        read_cv_.wait(lk, [&] { return failed_ || next_unit_ >= units_.size() || next_unit_ < consumed_ + window_; });
+        if (failed_ || next_unit_ >= units_.size()) return;
+        i = next_unit_++;
+      }
+      const Unit& u = units_[i];
+      Slot& s = slots_[i % window_];
+      s.changed.clear();
+      s.err = read_source_range(node_of(u.file).source_path, u.offset, u.len, u.last, s.data, s.changed);
+      {
+        std::lock_guard lk(read_mu_);
+        s.ready = true;
+      }
+      ready_cv_.notify_all();
+    }
+  }
+
+  // ---- sequencer (main thread) ----
+  void sequence() {
+    frag_buf_ = std::make_shared<std::vector<uint8_t>>();
+    for (size_t i = 0; i < units_.size(); ++i) {
+      Slot& s = slots_[i % window_];
+      {
+        std::unique_lock lk(read_mu_);
+        ready_cv_.wait(lk, [&] { return failed_ || s.ready; });
+        if (failed_) return;
+      }
+      process_unit(units_[i], s);
+      {
+        std::lock_guard lk(read_mu_);
+        s.ready = false;
+        consumed_ = i + 1;
+      }
+      read_cv_.notify_all();
+      if (failed_) return;
+    }
+    flush_fragment();
+  }
+
+  void process_unit(const Unit& u, Slot& s) {
+    const uint32_t f = u.file;
+    if (skip_[f]) return;
+    const Node& n = node_of(f);
+    if (s.err) {
+      if (u.offset != 0) throw Error(errno_message(n.source_path, s.err));
+      skip_file(f, errno_message(n.source_path, s.err));
+      return;
+    }
+    if (!s.changed.empty()) throw Error(n.source_path + ": " + s.changed);
+    stats_.bytes_read += u.len;
+    if (opt_.bytes_done) opt_.bytes_done->fetch_add(u.len, std::memory_order_relaxed);
+    Buffer data = std::make_shared<std::vector<uint8_t>>(std::move(s.data));
+    FileLocation& loc = locs_[f];
+    if (u.offset == 0) {
+      if (kinds_[f] == FileKind::kSharedSmall) {
+        loc.hash = hash128(data->data(), data->size());
+        if (share_if_duplicate(f, n.size, loc.hash)) return;
+      } else {
+        hasher_.reset();
+      }
+      loc.block_sizes.assign(n.size / block_size_, 0);
+    }
+    if (kinds_[f] != FileKind::kSharedSmall) hasher_.update(data->data(), data->size());
+
+    const size_t full_blocks = size_t(u.len / block_size_);
+    for (size_t b = 0; b < full_blocks; ++b) {
+      auto job = std::make_unique<Job>();
+      job->file = f;
+      job->index = uint32_t(u.offset / block_size_ + b);
+      job->buf = data;
+      job->off = b * block_size_;
+      job->len = block_size_;
+      job->sparse = all_zero(data->data() + job->off, job->len);
+      submit(std::move(job));
+    }
+    if (!u.last) return;
+    if (kinds_[f] != FileKind::kSharedSmall) {
+      loc.hash = hasher_.digest();
+      if (kinds_[f] == FileKind::kPrehashed && !(loc.hash == prehash_[f]))
+        throw Error(n.source_path + ": file changed while being read (content hash differs between passes)");
+    }
+    const size_t tail = size_t(u.len % block_size_);
+    if (tail) add_tail(f, data->data() + full_blocks * block_size_, tail);
+  }
+
+  void add_tail(uint32_t f, const uint8_t* p, size_t len) {
+    FileLocation& loc = locs_[f];
+    const Hash128 h = hash128(p, len);
+    // Identical tails share one fragment slot. With --verify-dedup tails are not shared, since
+    // the earlier tail may no longer be in memory to compare against.
+    if (opt_.dedup && !opt_.verify_dedup) {
+      if (auto where = dedup_.find_tail(uint32_t(len), h)) {
+        loc.fragment = where->fragment;
+        loc.fragment_offset = where->offset;
+        stats_.tail_dedup_bytes += len;
+        return;
+      }
+    }
+    if (frag_buf_->size() + len > block_size_) flush_fragment();
+    loc.fragment = fragment_count_;
+    loc.fragment_offset = uint32_t(frag_buf_->size());
+    frag_buf_->insert(frag_buf_->end(), p, p + len);
+    if (opt_.dedup) dedup_.add_tail(uint32_t(len), h, {loc.fragment, loc.fragment_offset});
+  }
+
+  void flush_fragment() {
+    if (frag_buf_->empty()) return;
+    auto job = std::make_unique<Job>();
+    job->is_fragment = true;
+    job->index = fragment_count_++;
+    job->len = frag_buf_->size();
+    job->buf = std::move(frag_buf_);
+    submit(std::move(job));
+    frag_buf_ = std::make_shared<std::vector<uint8_t>>();
+    frag_buf_->reserve(block_size_);
+  }
+
+  void submit(std::unique_ptr<Job> job) {
+    std::unique_lock lk(job_mu_);
+    space_cv_.wait(lk, [&] { return failed_ || jobs_.size() < max_jobs_; });
+    if (failed_) throw Error(error_);
+    to_compress_.push_back(job.get());
+    jobs_.push_back(std::move(job));
+    lk.unlock();
+    compress_cv_.notify_one();
+  }
+
+  // ---- compressors ----
+  void compressor_loop() {
+    auto codec = make_codec(opt_.codec);
+    uint64_t input = 0, compressed = 0, raw = 0, incompressible = 0, sparse = 0;
+    for (;;) {
+      Job* job;
+      {
+        std::unique_lock lk(job_mu_);
+        compress_cv_.wait(lk, [&] { return failed_ || finished_ || !to_compress_.empty(); });
+        if (failed_ || to_compress_.empty()) break;
+        job = to_compress_.front();
+        to_compress_.pop_front();
+      }
+      const uint8_t* src = job->buf->data() + job->off;
+      if (job->sparse) {
+        ++sparse;
+        job->size_word = 0;
+      } else if (opt_.detect_incompressible && looks_incompressible(src, job->len)) {
+        ++incompressible;
+        job->raw = true;
+      } else {
+        input += job->len;
+        job->packed.resize(job->len);
+        size_t n = codec->compress(src, job->len, job->packed.data(), job->packed.size());
+        if (n) {
+          ++compressed;
+          job->packed.resize(n);
+          job->size_word = uint32_t(n);
+        } else {
+          ++raw;
+          job->raw = true;
+        }
+      }
+      if (job->raw) {
+        job->packed.clear();
+        job->size_word = uint32_t(job->len) | fmt::kDataUncompressed;
+      }
+      {
+        std::lock_guard lk(job_mu_);
+        job->done = true;
+      }
+      done_cv_.notify_one();
+    }
+    std::lock_guard lk(stats_mu_);
+    stats_.codec_input_bytes += input;
+    stats_.blocks_compressed += compressed;
+    stats_.blocks_raw += raw;
+    stats_.blocks_incompressible += incompressible;
+    stats_.blocks_sparse += sparse;
+  }
+
+  // ---- writer ----
+  void writer_loop() {
+    for (;;) {
+      std::unique_ptr<Job> job;
+      {
+        std::unique_lock lk(job_mu_);
+        done_cv_.wait(lk, [&] { return failed_ || (finished_ && jobs_.empty()) || (!jobs_.empty() && jobs_.front()->done); });
+        if (failed_ || jobs_.empty()) return;
+        job = std::move(jobs_.front());
+        jobs_.pop_front();
+      }
+      space_cv_.notify_one();
+      write_job(*job);
+    }
+  }
+
+  void write_job(const Job& job) {
+    const uint64_t pos = out_.position();
+    if (job.is_fragment) {
+      if (fragments_.size() <= job.index) fragments_.resize(job.index + 1);
+      fragments_[job.index] = {pos, job.size_word};
+    } else {
+      FileLocation& loc = locs_[job.file];
+      if (job.index == 0) loc.blocks_start = pos;
+      loc.block_sizes[job.index] = job.size_word;
+      if (job.sparse) {
+        loc.sparse_bytes += job.len;
+        return;
+      }
+    }
+    const uint8_t* p = job.raw ? job.buf->data() + job.off : job.packed.data();
+    const size_t n = job.raw ? job.len : job.packed.size();
+    out_.append(p, n);
+    written_bytes_ += n;
+  }
+
+  DataResult finish() {
+    DataResult r;
+    for (size_t i = 0; i < locs_.size(); ++i) {
+      stats_.bytes_in += node_of(uint32_t(i)).size;
+      if (locs_[i].same_as != kNoNode) {
+        // Point the duplicate at its owner's blocks and fragment; keep its own hash.
+        const FileLocation& owner = locs_[locs_[i].same_as];
+        Hash128 h = locs_[i].hash;
+        uint32_t same = locs_[i].same_as;
+        locs_[i] = owner;
+        locs_[i].hash = h;
+        locs_[i].same_as = same;
+      }
+    }
+    stats_.files = locs_.size();
+    stats_.fragments = fragments_.size();
+    stats_.data_bytes_written = written_bytes_;
+    r.files = std::move(locs_);
+    r.fragments = std::move(fragments_);
+    r.stats = stats_;
+    return r;
+  }
+
+  Tree& tree_;
+  ImageFile& out_;
+  const DataOptions& opt_;
+  const uint32_t block_size_;
+  const unsigned threads_;
+  uint64_t chunk_;
+  size_t window_, max_jobs_;
+
+  std::vector<FileLocation> locs_;
+  std::vector<FileKind> kinds_;
+  std::vector<Hash128> prehash_;
+  std::vector<bool> skip_;  // main thread only
+  std::vector<Unit> units_;
+  DedupIndex dedup_;
+  DataStats stats_;
+  std::mutex stats_mu_;
+
+  // sequencer state
+  StreamHasher hasher_;
+  Buffer frag_buf_;
+  uint32_t fragment_count_ = 0;
+
+  // reader stage
+  std::vector<Slot> slots_;
+  size_t next_unit_ = 0, consumed_ = 0;
+  std::mutex read_mu_;
+  std::condition_variable read_cv_, ready_cv_;
+
+  // compression and writing
+  std::deque<std::unique_ptr<Job>> jobs_;  // in sequence order; front is the next to write
+  std::deque<Job*> to_compress_;
+  bool finished_ = false;
+  std::mutex job_mu_;
+  std::condition_variable compress_cv_, done_cv_, space_cv_;
+  std::vector<FragmentLocation> fragments_;  // writer thread only
+  uint64_t written_bytes_ = 0;               // writer thread only
+
+  std::mutex err_mu_;
+  std::atomic<bool> failed_{false};
+  std::string error_;
+};
+
+}  // namespace
+
+DataResult write_file_data(Tree& tree, ImageFile& out, const DataOptions& opt) {
+  return DataPipeline(tree, out, opt).run();
+}
+
+}  // namespace sqar

@@ -1,0 +1,76 @@
+// The data path of `sqar create`: read source files in parallel, dedup by content before any
+// compression, compress blocks on all cores, write them in a fixed order.
+//
+//   readers (N threads) --> sequencer (1 thread, image order) --> compressors (N) --> writer (1)
+//
+// Every decision that shapes the output (dedup owner, block cut, fragment packing, write order)
+// is taken by the sequencer in image order, so the image is byte-identical for any thread count.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "codec/codec.h"
+#include "common/hash.h"
+#include "format/squashfs.h"
+#include "scan/tree.h"
+
+namespace sqar {
+
+class ImageFile;
+
+struct DataOptions {
+  CodecConfig codec;  // codec.block_size is the image block size
+  unsigned threads = 1;
+  bool dedup = true;
+  bool verify_dedup = false;  // byte-compare files before sharing their data
+  bool skip_unreadable = false;
+  bool detect_incompressible = true;
+  std::function<void(const std::string&)> warn;
+  std::atomic<uint64_t>* bytes_done = nullptr;  // progress: source bytes processed
+};
+
+struct FileLocation {
+  uint64_t blocks_start = 0;
+  std::vector<uint32_t> block_sizes;  // on-disk size words of the full blocks (0 = sparse)
+  uint32_t fragment = fmt::kNoFragment;
+  uint32_t fragment_offset = 0;
+  uint64_t sparse_bytes = 0;
+  Hash128 hash;                       // XXH3-128 of the whole content
+  uint32_t same_as = kNoNode;         // file index whose data this file shares
+};
+
+struct FragmentLocation {
+  uint64_t start = 0;
+  uint32_t size_word = 0;
+};
+
+struct DataStats {
+  uint64_t files = 0;
+  uint64_t bytes_in = 0;            // content bytes of all regular files
+  uint64_t bytes_read = 0;          // bytes read from the source, hashing passes included
+  uint64_t dedup_files = 0;         // files that share another file's data
+  uint64_t dedup_bytes = 0;         // content bytes not stored because of whole-file dedup
+  uint64_t tail_dedup_bytes = 0;    // tail bytes that share an identical fragment tail
+  uint64_t codec_input_bytes = 0;   // bytes handed to the compressor (a duplicate never is)
+  uint64_t blocks_compressed = 0;
+  uint64_t blocks_raw = 0;          // did not shrink
+  uint64_t blocks_incompressible = 0;  // detected early, stored raw without running the codec
+  uint64_t blocks_sparse = 0;
+  uint64_t fragments = 0;
+  uint64_t data_bytes_written = 0;
+};
+
+struct DataResult {
+  std::vector<FileLocation> files;  // indexed like Tree::files; duplicates resolved (same_as copied)
+  std::vector<FragmentLocation> fragments;
+  DataStats stats;
+};
+
+// Writes all file data to `out` starting at its current position. Marks nodes `omitted` when
+// they are unreadable and opt.skip_unreadable. Throws sqar::Error naming the file and the cause.
+DataResult write_file_data(Tree& tree, ImageFile& out, const DataOptions& opt);
+
+}  // namespace sqar

@@ -1,0 +1,24 @@
+// Reading source files with as few system calls as possible: small files cost open + one read
+// + close, which is what limits trees of 10^5 small files.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/hash.h"
+
+namespace sqar {
+
+// Reads [offset, offset+len) of `path` into `out`. When `expect_eof` the file must end exactly
+// there (one extra byte is requested to notice growth). Returns 0 or an errno value; file-changed
+// conditions are reported through `changed` with a message.
+int read_source_range(const std::string& path, uint64_t offset, uint64_t len, bool expect_eof,
+                      std::vector<uint8_t>& out, std::string& changed);
+
+// Streams a whole file through XXH3-128 with a bounded buffer. Returns 0 or an errno value.
+int hash_source_file(const std::string& path, uint64_t expected_size, Hash128& out, std::string& changed);
+
+// Byte comparison of two source files (for --verify-dedup). Returns true when identical.
+bool source_files_identical(const std::string& a, const std::string& b, uint64_t size);
+
+}  // namespace sqar

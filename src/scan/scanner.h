@@ -1,0 +1,26 @@
+// Walks the source directories and builds the Tree: every entry type, metadata, xattrs, hard links.
+#pragma once
+#include <atomic>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "scan/exclude.h"
+#include "scan/tree.h"
+
+namespace sqar {
+
+struct ScanOptions {
+  std::vector<std::string> sources;  // directories (merged into the root) or single entries
+  ExcludeList excludes;
+  bool one_file_system = false;
+  bool xattrs = true;
+  bool skip_unreadable = false;  // unreadable directories become warnings instead of errors
+  std::function<void(const std::string&)> warn;  // receives "PATH: cause" warnings
+  std::atomic<uint64_t>* entries_seen = nullptr;  // progress counter, may be null
+};
+
+// Throws sqar::Error naming the path and the cause on the first fatal problem.
+Tree scan_sources(const ScanOptions& options);
+
+}  // namespace sqar

@@ -1,0 +1,169 @@
+#include "writer/create.h"
+
+#include <sqfs/super.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include "common/endian.h"
+#include "common/error.h"
+#include "format/manifest.h"
+#include "format/squashfs.h"
+#include "scan/scanner.h"
+#include "writer/image_file.h"
+#include "writer/metadata_writer.h"
+
+namespace sqar {
+namespace {
+
+void validate(const CreateOptions& opt) {
+  const uint32_t bs = opt.codec.block_size;
+  if (bs < fmt::kMinBlockSize || bs > fmt::kMaxBlockSize || (bs & (bs - 1)))
+    throw Error("block size must be a power of two from 4K to 1M, got " + std::to_string(bs));
+  if (!codec_can_write(opt.codec.id)) throw Error(std::string("cannot write ") + codec_name(opt.codec.id) + " images");
+  if (opt.codec.level >= 0) {
+    auto [lo, hi] = level_range(opt.codec.id);
+    if (opt.codec.level < lo || opt.codec.level > hi)
+      throw Error(std::string(codec_name(opt.codec.id)) + " level must be " + std::to_string(lo) + ".." +
+                  std::to_string(hi) + ", got " + std::to_string(opt.codec.level));
+  }
+  if (opt.sources.empty()) throw Error("no source directory given");
+}
+
+uint16_t block_log(uint32_t bs) {
+  uint16_t l = 0;
+  while ((1u << l) < bs) ++l;
+  return l;
+}
+
+void count_entries(const Tree& tree, CreateStats& s) {
+  for (const Node& n : tree.nodes) {
+    if (n.omitted) continue;
+    ++s.entries;
+    if (n.link_target != kNoNode) {
+      ++s.hardlinks;
+      continue;
+    }
+    switch (n.mode & S_IFMT) {
+      case S_IFDIR: ++s.directories; break;
+      case S_IFREG: ++s.files; break;
+      case S_IFLNK: ++s.symlinks; break;
+      case S_IFCHR: case S_IFBLK: ++s.devices; break;
+      case S_IFIFO: ++s.fifos; break;
+      case S_IFSOCK: ++s.sockets; break;
+    }
+  }
+}
+
+}  // namespace
+
+CreateStats create_image(CreateOptions opt, CreateProgress* progress) {
+  const auto t0 = std::chrono::steady_clock::now();
+  validate(opt);
+  if (opt.threads == 0) opt.threads = std::max(1u, std::thread::hardware_concurrency());
+  CreateStats stats;
+
+  ImageFile out(opt.image, opt.force);  // fails early if IMAGE exists without --force
+
+  ScanOptions scan;
+  scan.sources = opt.sources;
+  scan.excludes = opt.excludes;
+  scan.one_file_system = opt.one_file_system;
+  scan.xattrs = opt.xattrs;
+  scan.skip_unreadable = opt.skip_unreadable;
+  scan.warn = opt.warn;
+  if (progress) scan.entries_seen = &progress->entries;
+  Tree tree = scan_sources(scan);
+  {
+    // The image must not swallow itself when it is written inside a source directory.
+    struct stat tmp;
+    if (stat(out.temp_path().c_str(), &tmp) == 0) {
+      for (Node& n : tree.nodes) {
+        struct stat st;
+        if (S_ISREG(n.mode) && n.link_target == kNoNode && lstat(n.source_path.c_str(), &st) == 0 &&
+            st.st_dev == tmp.st_dev && st.st_ino == tmp.st_ino)
+          n.omitted = true;
+      }
+    }
+  }
+
+  // Superblock placeholder and the compressor options block come first; data follows.
+  std::vector<uint8_t> zeros(fmt::kSuperblockSize, 0);
+  out.append(zeros.data(), zeros.size());
+  uint16_t flags = 0;
+  const std::vector<uint8_t> codec_options = encode_codec_options(opt.codec);
+  if (!codec_options.empty()) {
+    uint8_t header[2];
+    store_le16(header, uint16_t(codec_options.size() | fmt::kMetadataUncompressed));
+    out.append(header, 2);
+    out.append(codec_options.data(), codec_options.size());
+    flags |= fmt::kFlagCompressorOptions;
+  }
+
+  if (progress) {
+    progress->bytes_total = tree.total_file_bytes;
+    progress->phase = 1;
+  }
+  DataOptions data_opt;
+  data_opt.codec = opt.codec;
+  data_opt.threads = opt.threads;
+  data_opt.dedup = opt.dedup;
+  data_opt.verify_dedup = opt.verify_dedup;
+  data_opt.skip_unreadable = opt.skip_unreadable;
+  data_opt.detect_incompressible = opt.detect_incompressible;
+  data_opt.warn = opt.warn;
+  if (progress) data_opt.bytes_done = &progress->bytes_done;
+  DataResult data = write_file_data(tree, out, data_opt);
+  if (progress) progress->phase = 2;
+
+  int64_t sb_time = opt.mtime ? *opt.mtime : opt.source_date ? *opt.source_date : int64_t(time(nullptr));
+  sqfs_super_t super;
+  if (sqfs_super_init(&super, opt.codec.block_size, uint32_t(std::clamp<int64_t>(sb_time, 0, UINT32_MAX)),
+                      SQFS_COMPRESSOR(opt.codec.id)) != 0)
+    throw Error("invalid superblock parameters");
+  super.block_log = block_log(opt.codec.block_size);
+  MetadataOptions meta_opt;
+  meta_opt.codec = opt.codec;
+  meta_opt.exportable = opt.exportable;
+  meta_opt.xattrs = opt.xattrs;
+  meta_opt.uid = opt.uid;
+  meta_opt.gid = opt.gid;
+  meta_opt.mtime_override = opt.mtime;
+  meta_opt.mtime_clamp = opt.source_date;
+  MetadataResult meta = write_metadata(tree, data, out, super, meta_opt);
+
+  super.flags = uint16_t(super.flags | flags);
+  if (opt.dedup) super.flags |= fmt::kFlagDuplicates;
+  if (meta.xattr_sets == 0) super.flags |= fmt::kFlagNoXattrs;
+  super.bytes_used = out.position();
+  const uint64_t padded = fmt::align_up(super.bytes_used, fmt::kDeviceAlign);
+  zeros.assign(padded - super.bytes_used, 0);
+  out.append(zeros.data(), zeros.size());
+  out.flush();
+  if (sqfs_super_write(&super, out.as_sqfs_file()) != 0) throw Error(opt.image + ": writing the superblock failed");
+
+  if (opt.manifest) {
+    std::vector<ManifestEntry> entries;
+    for (size_t i = 0; i < tree.files.size(); ++i) {
+      if (tree.nodes[tree.files[i]].omitted) continue;
+      entries.push_back({meta.file_inode_numbers[i], data.files[i].hash});
+    }
+    auto blob = encode_manifest(std::move(entries));
+    out.append(blob.data(), blob.size());
+  }
+  out.commit();
+
+  count_entries(tree, stats);
+  stats.inodes = meta.inode_count;
+  stats.data = data.stats;
+  stats.image_bytes = super.bytes_used;
+  stats.file_bytes = out.position();
+  stats.xattr_sets = meta.xattr_sets;
+  stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (progress) progress->phase = 3;
+  return stats;
+}
+
+}  // namespace sqar

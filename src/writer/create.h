@@ -1,0 +1,56 @@
+// `sqar create` as a library call: scan, data pipeline, metadata, manifest, atomic rename.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "codec/codec.h"
+#include "pipeline/data_pipeline.h"
+#include "scan/exclude.h"
+
+namespace sqar {
+
+struct CreateOptions {
+  std::vector<std::string> sources;
+  std::string image;
+  CodecConfig codec;  // codec.block_size: 4 KiB .. 1 MiB, a power of two
+  unsigned threads = 0;  // 0: all cores
+  bool force = false;
+  bool dedup = true;
+  bool verify_dedup = false;
+  bool manifest = true;
+  bool xattrs = true;
+  bool exportable = true;
+  bool one_file_system = false;
+  bool skip_unreadable = false;
+  bool detect_incompressible = true;
+  ExcludeList excludes;
+  std::optional<uint32_t> uid, gid;
+  std::optional<int64_t> mtime;         // --mtime: every inode and the superblock
+  std::optional<int64_t> source_date;   // SOURCE_DATE_EPOCH: superblock time, inode times clamped
+  std::function<void(const std::string&)> warn;
+};
+
+struct CreateProgress {
+  std::atomic<int> phase{0};  // 0 scanning, 1 data, 2 metadata, 3 done
+  std::atomic<uint64_t> entries{0};
+  std::atomic<uint64_t> bytes_done{0};
+  std::atomic<uint64_t> bytes_total{0};
+};
+
+struct CreateStats {
+  uint64_t entries = 0, directories = 0, files = 0, symlinks = 0, hardlinks = 0, devices = 0, fifos = 0, sockets = 0;
+  uint32_t inodes = 0;
+  DataStats data;
+  uint64_t image_bytes = 0;     // bytes_used of the filesystem (without padding and manifest)
+  uint64_t file_bytes = 0;      // total size of the output file
+  uint64_t xattr_sets = 0;
+  double seconds = 0;
+};
+
+CreateStats create_image(CreateOptions opt, CreateProgress* progress = nullptr);
+
+}  // namespace sqar

@@ -1,0 +1,271 @@
+#include "writer/metadata_writer.h"
+
+#include <sqfs/dir_writer.h>
+#include <sqfs/error.h>
+#include <sqfs/frag_table.h>
+#include <sqfs/id_table.h>
+#include <sqfs/inode.h>
+#include <sqfs/meta_writer.h>
+#include <sqfs/xattr_writer.h>
+#include <sys/stat.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#include "common/error.h"
+#include "format/squashfs.h"
+#include "writer/image_file.h"
+#include "writer/sqfs_codec_adapter.h"
+
+namespace sqar {
+namespace {
+
+struct SqfsDeleter {
+  void operator()(void* p) const { sqfs_destroy(p); }
+};
+template <class T>
+using SqfsPtr = std::unique_ptr<T, SqfsDeleter>;
+
+struct FreeDeleter {
+  void operator()(void* p) const { std::free(p); }
+};
+using InodePtr = std::unique_ptr<sqfs_inode_generic_t, FreeDeleter>;
+
+
+InodePtr alloc_inode(size_t payload) {
+  auto* p = static_cast<sqfs_inode_generic_t*>(std::calloc(1, sizeof(sqfs_inode_generic_t) + payload));
+  if (!p) throw std::bad_alloc();
+  p->payload_bytes_available = uint32_t(payload);
+  p->payload_bytes_used = uint32_t(payload);
+  return InodePtr(p);
+}
+
+class MetadataWriter {
+ public:
+  MetadataWriter(const Tree& tree, const DataResult& data, ImageFile& out, sqfs_super_t& super,
+                 const MetadataOptions& opt)
+      : tree_(tree), data_(data), out_(out), super_(super), opt_(opt), codec_(opt.codec) {}
+
+  MetadataResult run() {
+    sqfs_file_t* file = out_.as_sqfs_file();
+    sqfs_compressor_t* cmp = codec_.get();
+    inode_writer_.reset(sqfs_meta_writer_create(file, cmp, 0));
+    dir_meta_.reset(sqfs_meta_writer_create(file, cmp, SQFS_META_WRITER_KEEP_IN_MEMORY));
+    if (!inode_writer_ || !dir_meta_) throw std::bad_alloc();
+    dir_writer_.reset(sqfs_dir_writer_create(dir_meta_.get(), opt_.exportable ? SQFS_DIR_WRITER_CREATE_EXPORT_TABLE : 0));
+    ids_.reset(sqfs_id_table_create(0));
+    xattrs_.reset(sqfs_xattr_writer_create(0));
+    if (!dir_writer_ || !ids_ || !xattrs_) throw std::bad_alloc();
+
+    number_.assign(tree_.nodes.size(), 0);
+    ref_.assign(tree_.nodes.size(), 0);
+    writes_inode_.assign(tree_.nodes.size(), false);
+    assign_inode_numbers();
+
+    super_.inode_table_start = file->get_size(file);
+    serialize_children(0);
+    serialize(0);
+    check(sqfs_meta_writer_flush(inode_writer_.get()), "the inode table");
+    check(sqfs_meta_writer_flush(dir_meta_.get()), "the directory table");
+    super_.root_inode_ref = ref_[0];
+    super_.directory_table_start = file->get_size(file);
+    check(sqfs_meta_write_write_to_file(dir_meta_.get()), "the directory table");
+
+    SqfsPtr<sqfs_frag_table_t> frags(sqfs_frag_table_create(0));
+    if (!frags) throw std::bad_alloc();
+    for (const auto& f : data_.fragments) {
+      uint32_t idx;
+      check(sqfs_frag_table_append(frags.get(), f.start, f.size_word, &idx), "the fragment table");
+    }
+    check(sqfs_frag_table_write(frags.get(), file, &super_, cmp), "the fragment table");
+    if (opt_.exportable) {
+      check(sqfs_dir_writer_write_export_table(dir_writer_.get(), file, cmp, number_[0], ref_[0], &super_),
+            "the export table");
+      super_.flags |= SQFS_FLAG_EXPORTABLE;
+    }
+    check(sqfs_id_table_write(ids_.get(), file, &super_, cmp), "the id table");
+    check(sqfs_xattr_writer_flush(xattrs_.get(), file, &super_, cmp), "the xattr table");
+    super_.inode_count = next_number_ - 1;
+
+    MetadataResult r;
+    r.inode_count = super_.inode_count;
+    r.file_inode_numbers.assign(tree_.files.size(), 0);
+    for (size_t i = 0; i < tree_.files.size(); ++i) r.file_inode_numbers[i] = number_[tree_.files[i]];
+    r.xattr_sets = xattr_sets_;
+    return r;
+  }
+
+ private:
+  void check(int rc, const std::string& what) const {
+    if (rc >= 0) return;
+    if (!out_.last_error().empty()) throw Error(out_.last_error());
+    throw Error("writing " + what + " failed (libsquashfs error " + std::to_string(rc) + ")");
+  }
+
+  bool present(uint32_t i) const {
+    const Node& n = tree_.nodes[i];
+    if (n.omitted) return false;
+    return n.link_target == kNoNode || !tree_.nodes[n.link_target].omitted;
+  }
+  // The node whose metadata and inode a (possibly hard-linked) entry uses.
+  uint32_t owner(uint32_t i) const {
+    const Node& n = tree_.nodes[i];
+    return n.link_target == kNoNode ? i : n.link_target;
+  }
+
+  // Inodes are numbered in the order they are written. Children are written before the
+  // directory listing that names them, so a hard-linked inode is written at whichever of its
+  // entries comes first in this order: every listing that names it is written later.
+  void assign_inode_numbers() {
+    number_children(0);
+    number_[0] = next_number_++;
+    writes_inode_[0] = true;
+  }
+  void number_children(uint32_t dir) {
+    for (uint32_t c : tree_.nodes[dir].children)
+      if (present(c) && S_ISDIR(tree_.nodes[c].mode)) number_children(c);
+    for (uint32_t c : tree_.nodes[dir].children) {
+      if (!present(c)) continue;
+      uint32_t o = owner(c);
+      if (number_[o] == 0) {
+        number_[o] = next_number_++;
+        writes_inode_[c] = true;
+      }
+    }
+  }
+
+  void serialize_children(uint32_t dir) {
+    for (uint32_t c : tree_.nodes[dir].children)
+      if (present(c) && S_ISDIR(tree_.nodes[c].mode)) serialize_children(c);
+    for (uint32_t c : tree_.nodes[dir].children)
+      if (present(c) && writes_inode_[c]) serialize(c);
+  }
+
+  uint32_t xattr_index(const Node& n) {
+    if (!opt_.xattrs || n.xattrs.empty()) return fmt::kNoXattr;
+    check(sqfs_xattr_writer_begin(xattrs_.get(), 0), "xattrs");
+    for (const auto& [k, v] : n.xattrs)
+      check(sqfs_xattr_writer_add(xattrs_.get(), k.c_str(), v.data(), v.size()), "xattr " + k + " of " + n.source_path);
+    uint32_t idx;
+    check(sqfs_xattr_writer_end(xattrs_.get(), &idx), "xattrs");
+    ++xattr_sets_;
+    return idx;
+  }
+
+  uint32_t inode_time(const Node& n) const {
+    int64_t t = n.mtime;
+    if (opt_.mtime_override) t = *opt_.mtime_override;
+    if (opt_.mtime_clamp && t > *opt_.mtime_clamp) t = *opt_.mtime_clamp;
+    return uint32_t(std::clamp<int64_t>(t, 0, UINT32_MAX));
+  }
+
+  InodePtr directory_inode(uint32_t i) {
+    const Node& n = tree_.nodes[i];
+    check(sqfs_dir_writer_begin(dir_writer_.get(), 0), "a directory");
+    uint32_t subdirs = 0;
+    for (uint32_t c : n.children) {
+      if (!present(c)) continue;
+      const uint32_t o = owner(c);
+      const Node& child = tree_.nodes[o];
+      if (S_ISDIR(child.mode)) ++subdirs;
+      check(sqfs_dir_writer_add_entry(dir_writer_.get(), tree_.nodes[c].name.c_str(), number_[o], ref_[o],
+                                      uint16_t(child.mode)),
+            "directory entry " + tree_.nodes[c].source_path);
+    }
+    check(sqfs_dir_writer_end(dir_writer_.get()), "directory " + n.source_path);
+    // The root's parent is conventionally inode_count + 1 (as mksquashfs writes it).
+    const uint32_t parent = i == 0 ? uint32_t(next_number_) : number_[n.parent];
+    InodePtr ino(sqfs_dir_writer_create_inode(dir_writer_.get(), 0, xattr_index(n), parent));
+    if (!ino) throw std::bad_alloc();
+    if (ino->base.type == SQFS_INODE_DIR)
+      ino->data.dir.nlink = 2 + subdirs;
+    else
+      ino->data.dir_ext.nlink = 2 + subdirs;
+    return ino;
+  }
+
+  InodePtr file_inode(const Node& n) {
+    const FileLocation& loc = data_.files[n.file_index];
+    const size_t nblocks = loc.block_sizes.size();
+    InodePtr ino = alloc_inode(nblocks * sizeof(uint32_t));
+    ino->base.type = SQFS_INODE_EXT_FILE;
+    auto& f = ino->data.file_ext;
+    f.blocks_start = loc.blocks_start;
+    f.file_size = n.size;
+    f.sparse = loc.sparse_bytes;
+    f.nlink = n.link_count;
+    f.fragment_idx = loc.fragment;
+    f.fragment_offset = loc.fragment == fmt::kNoFragment ? 0 : loc.fragment_offset;
+    f.xattr_idx = fmt::kNoXattr;
+    std::memcpy(ino->extra, loc.block_sizes.data(), nblocks * sizeof(uint32_t));
+    return ino;
+  }
+
+  InodePtr other_inode(const Node& n) {
+    InodePtr ino;
+    if (S_ISLNK(n.mode)) {
+      ino = alloc_inode(n.symlink_target.size());
+      ino->base.type = SQFS_INODE_SLINK;
+      ino->data.slink.nlink = n.link_count;
+      ino->data.slink.target_size = uint32_t(n.symlink_target.size());
+      std::memcpy(ino->extra, n.symlink_target.data(), n.symlink_target.size());
+    } else if (S_ISCHR(n.mode) || S_ISBLK(n.mode)) {
+      ino = alloc_inode(0);
+      ino->base.type = S_ISCHR(n.mode) ? SQFS_INODE_CDEV : SQFS_INODE_BDEV;
+      ino->data.dev.nlink = n.link_count;
+      ino->data.dev.devno = fmt::encode_dev(n.rdev_major, n.rdev_minor);
+    } else {
+      ino = alloc_inode(0);
+      ino->base.type = S_ISFIFO(n.mode) ? SQFS_INODE_FIFO : SQFS_INODE_SOCKET;
+      ino->data.ipc.nlink = n.link_count;
+    }
+    return ino;
+  }
+
+  void serialize(uint32_t i) {
+    const uint32_t o = owner(i);
+    const Node& n = tree_.nodes[o];
+    InodePtr ino = S_ISDIR(n.mode) ? directory_inode(o) : S_ISREG(n.mode) ? file_inode(n) : other_inode(n);
+    ino->base.mode = uint16_t(n.mode);
+    ino->base.mod_time = inode_time(n);
+    ino->base.inode_number = number_[o];
+    check(sqfs_id_table_id_to_index(ids_.get(), opt_.uid.value_or(n.uid), &ino->base.uid_idx), "the id table");
+    check(sqfs_id_table_id_to_index(ids_.get(), opt_.gid.value_or(n.gid), &ino->base.gid_idx), "the id table");
+    if (!S_ISDIR(n.mode)) {
+      uint32_t x = xattr_index(n);
+      if (x != fmt::kNoXattr) check(sqfs_inode_set_xattr_index(ino.get(), x), "xattrs of " + n.source_path);
+    }
+    check(sqfs_inode_make_basic(ino.get()), "inode of " + n.source_path);
+    sqfs_u64 block;
+    sqfs_u32 offset;
+    sqfs_meta_writer_get_position(inode_writer_.get(), &block, &offset);
+    ref_[o] = (block << 16) | offset;
+    check(sqfs_meta_writer_write_inode(inode_writer_.get(), ino.get()), "inode of " + n.source_path);
+  }
+
+  const Tree& tree_;
+  const DataResult& data_;
+  ImageFile& out_;
+  sqfs_super_t& super_;
+  const MetadataOptions& opt_;
+  SqfsCodecAdapter codec_;
+  SqfsPtr<sqfs_meta_writer_t> inode_writer_, dir_meta_;
+  SqfsPtr<sqfs_dir_writer_t> dir_writer_;
+  SqfsPtr<sqfs_id_table_t> ids_;
+  SqfsPtr<sqfs_xattr_writer_t> xattrs_;
+  std::vector<uint32_t> number_;
+  std::vector<uint64_t> ref_;
+  std::vector<bool> writes_inode_;
+  uint32_t next_number_ = 1;
+  uint64_t xattr_sets_ = 0;
+};
+
+}  // namespace
+
+MetadataResult write_metadata(const Tree& tree, const DataResult& data, ImageFile& out, sqfs_super_t& super,
+                              const MetadataOptions& opt) {
+  return MetadataWriter(tree, data, out, super, opt).run();
+}
+
+}  // namespace sqar

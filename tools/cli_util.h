@@ -1,0 +1,15 @@
+// Small helpers shared by the sqar sub-commands: option values and human-readable numbers.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace sqar::cli {
+
+// "128K", "1M", "4096" -> bytes; nullopt when malformed.
+std::optional<uint64_t> parse_size(const std::string& text);
+std::optional<int64_t> parse_int(const std::string& text);
+std::string human_bytes(uint64_t bytes);  // "1.2 GiB"
+std::string json_escape(const std::string& s);
+
+}  // namespace sqar::cli
