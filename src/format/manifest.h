@@ -6,6 +6,12 @@
 //   entries:           u32 inode number, u64 hash low, u64 hash high  (sorted by inode number)
 //   zero padding to a multiple of 4096.
 // Kernel, unsquashfs and squashfuse stop at bytes_used and never see it.
+//
+// Only inodes that own their data have an entry (dedup makes most of a tree's duplicates share
+// data; 16 bytes per duplicate would be a large share of a small-file image). A regular file
+// without an entry shares its data with one that has: same file size, blocks_start, fragment
+// index and fragment offset, hence the same content hash. Empty files have no entry; their hash
+// is XXH3-128 of nothing.
 #pragma once
 #include <cstdint>
 #include <optional>
