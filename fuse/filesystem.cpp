@@ -1,0 +1,372 @@
+#include "filesystem.h"
+
+#include <fcntl.h>
+#include <sys/statvfs.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "common/error.h"
+#include "log.h"
+
+namespace sqar::fuse {
+
+namespace {
+// The image never changes while mounted: let the kernel cache names and attributes "forever".
+constexpr double kForever = 86400.0 * 365;
+
+mode_t dtype_mode(reader::FileKind k) {
+  switch (k) {
+    case reader::FileKind::directory: return S_IFDIR;
+    case reader::FileKind::regular: return S_IFREG;
+    case reader::FileKind::symlink: return S_IFLNK;
+    case reader::FileKind::block_device: return S_IFBLK;
+    case reader::FileKind::char_device: return S_IFCHR;
+    case reader::FileKind::fifo: return S_IFIFO;
+    case reader::FileKind::socket: return S_IFSOCK;
+  }
+  return 0;
+}
+
+template <class T>
+std::shared_ptr<T>& handle(fuse_file_info* fi) {
+  return *reinterpret_cast<std::shared_ptr<T>*>(fi->fh);
+}
+}  // namespace
+
+Filesystem::Filesystem(std::unique_ptr<reader::Image> image, const Options& options)
+    : image_(std::move(image)), options_(options) {
+  reader::Inode root = image_->root();
+  if (!root.is_dir()) throw Error(image_->path() + ": the root inode is not a directory");
+  root_number_ = root.inode_number;
+  root_ref_ = root.ref;
+}
+
+void Filesystem::start_background_threads() {
+  if (options_.readahead_blocks > 0) prefetcher_.start(2);
+}
+void Filesystem::stop_background_threads() { prefetcher_.stop(); }
+
+fuse_ino_t Filesystem::to_fuse(uint32_t n) const {
+  if (n == root_number_) return FUSE_ROOT_ID;
+  if (n == FUSE_ROOT_ID) return root_number_;
+  return n;
+}
+uint32_t Filesystem::from_fuse(fuse_ino_t ino) const {
+  if (ino == FUSE_ROOT_ID) return root_number_;
+  if (ino == root_number_) return FUSE_ROOT_ID;
+  return uint32_t(ino);
+}
+
+void Filesystem::remember(uint32_t n, reader::InodeRef ref) {
+  if (image_->has_export_table()) return;  // the table answers; no memory needed
+  RefShard& s = ref_shards_[n % kShards];
+  std::lock_guard lock(s.mu);
+  s.refs.emplace(n, ref);
+}
+
+reader::InodeRef Filesystem::ref_of(fuse_ino_t ino) {
+  if (ino == FUSE_ROOT_ID) return root_ref_;
+  uint32_t n = from_fuse(ino);
+  {
+    RefShard& s = ref_shards_[n % kShards];
+    std::lock_guard lock(s.mu);
+    auto it = s.refs.find(n);
+    if (it != s.refs.end()) return it->second;
+  }
+  if (auto ref = image_->inode_ref_by_number(n)) return *ref;
+  throw Error(image_->path() + ": inode " + std::to_string(n) + " was never looked up");
+}
+
+reader::Inode Filesystem::inode_of(fuse_ino_t ino, bool with_blocks) { return image_->read_inode(ref_of(ino), with_blocks); }
+
+void Filesystem::make_stat(const reader::Inode& inode, struct stat* st) const {
+  reader::fill_stat(*image_, inode, st);
+  st->st_ino = to_fuse(inode.inode_number);
+  if (options_.uid) st->st_uid = *options_.uid;
+  if (options_.gid) st->st_gid = *options_.gid;
+}
+
+void Filesystem::fill_entry(const reader::Inode& inode, fuse_entry_param* e) {
+  std::memset(e, 0, sizeof *e);
+  e->ino = to_fuse(inode.inode_number);
+  e->generation = 1;
+  e->attr_timeout = kForever;
+  e->entry_timeout = kForever;
+  make_stat(inode, &e->attr);
+  remember(inode.inode_number, inode.ref);
+}
+
+void Filesystem::report(fuse_req_t req, const char* op, fuse_ino_t ino) {
+  try {
+    throw;
+  } catch (const std::bad_alloc&) {
+    log_error(std::string(op) + " of inode " + std::to_string(from_fuse(ino)) + ": out of memory");
+    fuse_reply_err(req, ENOMEM);
+  } catch (const std::exception& e) {
+    log_error(std::string(op) + ": " + e.what());
+    fuse_reply_err(req, EIO);
+  }
+}
+
+Filesystem& Filesystem::self(fuse_req_t req) { return *static_cast<Filesystem*>(fuse_req_userdata(req)); }
+
+void Filesystem::op_init(void*, fuse_conn_info* conn) {
+  if (conn->capable & FUSE_CAP_CACHE_SYMLINKS) conn->want |= FUSE_CAP_CACHE_SYMLINKS;
+  if (conn->capable & FUSE_CAP_READDIRPLUS) conn->want |= FUSE_CAP_READDIRPLUS;
+  if (conn->capable & FUSE_CAP_READDIRPLUS_AUTO) conn->want |= FUSE_CAP_READDIRPLUS_AUTO;
+}
+
+void Filesystem::op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  Filesystem& fs = self(req);
+  try {
+    reader::Inode dir = fs.inode_of(parent);
+    if (!dir.is_dir()) return (void)fuse_reply_err(req, ENOTDIR);
+    auto entry = fs.image_->lookup(dir, name);
+    fuse_entry_param e;
+    if (!entry) {
+      // Negative entry: the kernel remembers that the name does not exist.
+      std::memset(&e, 0, sizeof e);
+      e.entry_timeout = kForever;
+      fuse_reply_entry(req, &e);
+      return;
+    }
+    fs.fill_entry(fs.image_->read_inode(entry->inode_ref, false), &e);
+    fuse_reply_entry(req, &e);
+  } catch (...) {
+    fs.report(req, "lookup", parent);
+  }
+}
+
+void Filesystem::op_forget(fuse_req_t req, fuse_ino_t, uint64_t) { fuse_reply_none(req); }
+void Filesystem::op_forget_multi(fuse_req_t req, size_t, fuse_forget_data*) { fuse_reply_none(req); }
+
+void Filesystem::op_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
+  Filesystem& fs = self(req);
+  try {
+    struct stat st;
+    fs.make_stat(fs.inode_of(ino), &st);
+    fuse_reply_attr(req, &st, kForever);
+  } catch (...) {
+    fs.report(req, "getattr", ino);
+  }
+}
+
+void Filesystem::op_readlink(fuse_req_t req, fuse_ino_t ino) {
+  Filesystem& fs = self(req);
+  try {
+    reader::Inode inode = fs.inode_of(ino);
+    if (!inode.is_symlink()) return (void)fuse_reply_err(req, EINVAL);
+    fuse_reply_readlink(req, inode.symlink_target.c_str());
+  } catch (...) {
+    fs.report(req, "readlink", ino);
+  }
+}
+
+void Filesystem::op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  Filesystem& fs = self(req);
+  try {
+    if ((fi->flags & O_ACCMODE) != O_RDONLY) return (void)fuse_reply_err(req, EROFS);
+    auto f = std::make_shared<OpenFile>();
+    f->inode = fs.inode_of(ino, true);
+    if (f->inode.is_dir()) return (void)fuse_reply_err(req, EISDIR);
+    if (!f->inode.is_regular()) return (void)fuse_reply_err(req, EINVAL);
+    fi->fh = reinterpret_cast<uint64_t>(new std::shared_ptr<OpenFile>(std::move(f)));
+    fi->keep_cache = 1;  // contents never change: keep the page cache across opens
+    if (fuse_reply_open(req, fi) != 0) delete &handle<OpenFile>(fi);
+  } catch (...) {
+    fs.report(req, "open", ino);
+  }
+}
+
+void Filesystem::readahead(const std::shared_ptr<OpenFile>& f, uint64_t end) {
+  const uint64_t bs = image_->super().block_size;
+  const uint64_t nblocks = f->inode.block_sizes.size();
+  uint64_t from = std::max(end / bs, f->prefetched_upto.load(std::memory_order_relaxed));
+  uint64_t to = std::min(end / bs + options_.readahead_blocks, nblocks);
+  if (from >= to) return;
+  // Only one of several racing readers claims this range.
+  uint64_t seen = f->prefetched_upto.load(std::memory_order_relaxed);
+  do {
+    if (seen >= to) return;
+  } while (!f->prefetched_upto.compare_exchange_weak(seen, to, std::memory_order_relaxed));
+  from = std::max(from, seen);
+  for (uint64_t i = from; i < to; ++i) {
+    if (!prefetcher_.submit([this, f, i] { image_->prefetch_block(f->inode, i); })) break;
+  }
+}
+
+void Filesystem::op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
+  Filesystem& fs = self(req);
+  std::shared_ptr<OpenFile> f = handle<OpenFile>(fi);
+  try {
+    const uint64_t uoff = uint64_t(off);
+    size_t n = 0;
+    reader::Chunk c = fs.image_->read_chunk(f->inode, uoff, size);
+    if (c.len == size || uoff + c.len >= f->inode.size) {
+      // The whole request lies in one cached block: reply straight from the cache.
+      n = c.len;
+      fuse_reply_buf(req, reinterpret_cast<const char*>(c.data), c.len);
+    } else {
+      thread_local std::vector<char> buf;
+      if (buf.size() < size) buf.resize(size);
+      std::memcpy(buf.data(), c.data, c.len);
+      n = c.len + fs.image_->read_file(f->inode, uoff + c.len, buf.data() + c.len, size - c.len);
+      fuse_reply_buf(req, buf.data(), n);
+    }
+    const uint64_t end = uoff + n;
+    if (f->next_offset.exchange(end, std::memory_order_relaxed) == uoff && fs.options_.readahead_blocks > 0)
+      fs.readahead(f, end);
+  } catch (...) {
+    fs.report(req, "read", ino);
+  }
+}
+
+void Filesystem::op_release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
+  delete &handle<OpenFile>(fi);
+  fuse_reply_err(req, 0);
+}
+
+void Filesystem::op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  Filesystem& fs = self(req);
+  try {
+    auto d = std::make_shared<OpenDir>();
+    d->inode = fs.inode_of(ino);
+    if (!d->inode.is_dir()) return (void)fuse_reply_err(req, ENOTDIR);
+    d->entries = fs.image_->read_dir(d->inode);
+    fi->fh = reinterpret_cast<uint64_t>(new std::shared_ptr<OpenDir>(std::move(d)));
+    fi->keep_cache = 1;
+    fi->cache_readdir = 1;
+    if (fuse_reply_open(req, fi) != 0) delete &handle<OpenDir>(fi);
+  } catch (...) {
+    fs.report(req, "opendir", ino);
+  }
+}
+
+void Filesystem::do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi, bool plus) {
+  try {
+    const OpenDir& d = *handle<OpenDir>(fi);
+    std::vector<char> buf(size);
+    size_t used = 0;
+    // Offsets: 0 ".", 1 "..", 2.. the stored entries; each entry carries the next offset.
+    const uint64_t total = d.entries.size() + 2;
+    for (uint64_t i = uint64_t(off); i < total; ++i) {
+      fuse_entry_param e;
+      std::memset(&e, 0, sizeof e);
+      const char* name;
+      if (i < 2) {
+        name = i == 0 ? "." : "..";
+        uint32_t n = d.inode.inode_number;
+        if (i == 1 && d.inode.inode_number != root_number_ && d.inode.parent_inode >= 1 &&
+            d.inode.parent_inode <= image_->super().inode_count)
+          n = d.inode.parent_inode;
+        e.attr.st_ino = to_fuse(n);
+        e.attr.st_mode = S_IFDIR;
+      } else {
+        const reader::DirEntry& de = d.entries[i - 2];
+        name = de.name.c_str();
+        if (plus) {
+          fill_entry(image_->read_inode(de.inode_ref, false), &e);
+        } else {
+          e.attr.st_ino = to_fuse(de.inode_number);
+          e.attr.st_mode = dtype_mode(de.kind);
+        }
+      }
+      size_t room = size - used;
+      size_t need = plus ? fuse_add_direntry_plus(req, buf.data() + used, room, name, &e, off_t(i + 1))
+                         : fuse_add_direntry(req, buf.data() + used, room, name, &e.attr, off_t(i + 1));
+      if (need > room) break;  // the entry did not fit: the kernel asks again from here
+      used += need;
+    }
+    fuse_reply_buf(req, buf.data(), used);
+  } catch (...) {
+    report(req, plus ? "readdirplus" : "readdir", ino);
+  }
+}
+
+void Filesystem::op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
+  self(req).do_readdir(req, ino, size, off, fi, false);
+}
+void Filesystem::op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
+  self(req).do_readdir(req, ino, size, off, fi, true);
+}
+
+void Filesystem::op_releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
+  delete &handle<OpenDir>(fi);
+  fuse_reply_err(req, 0);
+}
+
+void Filesystem::op_statfs(fuse_req_t req, fuse_ino_t) {
+  Filesystem& fs = self(req);
+  const reader::Superblock& sb = fs.image_->super();
+  struct statvfs st;
+  std::memset(&st, 0, sizeof st);
+  st.f_bsize = sb.block_size;
+  st.f_frsize = sb.block_size;
+  st.f_blocks = (sb.bytes_used + sb.block_size - 1) / sb.block_size;
+  st.f_files = sb.inode_count;
+  st.f_namemax = 256;
+  st.f_flag = ST_RDONLY;
+  fuse_reply_statfs(req, &st);
+}
+
+void Filesystem::op_getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
+  Filesystem& fs = self(req);
+  try {
+    reader::Inode inode = fs.inode_of(ino);
+    for (const auto& [k, v] : fs.image_->xattrs(inode)) {
+      if (k != name) continue;
+      if (size == 0) return (void)fuse_reply_xattr(req, v.size());
+      if (size < v.size()) return (void)fuse_reply_err(req, ERANGE);
+      return (void)fuse_reply_buf(req, v.data(), v.size());
+    }
+    fuse_reply_err(req, ENODATA);
+  } catch (...) {
+    fs.report(req, "getxattr", ino);
+  }
+}
+
+void Filesystem::op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
+  Filesystem& fs = self(req);
+  try {
+    reader::Inode inode = fs.inode_of(ino);
+    std::string names;
+    for (const auto& kv : fs.image_->xattrs(inode)) {
+      names += kv.first;
+      names += '\0';
+    }
+    if (size == 0) return (void)fuse_reply_xattr(req, names.size());
+    if (size < names.size()) return (void)fuse_reply_err(req, ERANGE);
+    fuse_reply_buf(req, names.data(), names.size());
+  } catch (...) {
+    fs.report(req, "listxattr", ino);
+  }
+}
+
+const fuse_lowlevel_ops& Filesystem::operations() {
+  static const fuse_lowlevel_ops ops = [] {
+    fuse_lowlevel_ops o;
+    std::memset(&o, 0, sizeof o);
+    o.init = op_init;
+    o.lookup = op_lookup;
+    o.forget = op_forget;
+    o.forget_multi = op_forget_multi;
+    o.getattr = op_getattr;
+    o.readlink = op_readlink;
+    o.open = op_open;
+    o.read = op_read;
+    o.release = op_release;
+    o.opendir = op_opendir;
+    o.readdir = op_readdir;
+    o.readdirplus = op_readdirplus;
+    o.releasedir = op_releasedir;
+    o.statfs = op_statfs;
+    o.getxattr = op_getxattr;
+    o.listxattr = op_listxattr;
+    return o;
+  }();
+  return ops;
+}
+
+}  // namespace sqar::fuse

@@ -1,0 +1,121 @@
+// sqarfs: mount a SquashFS image with FUSE (low-level API, multithreaded).
+//
+// Order matters: the image and the mount point are checked and the kernel mount is made
+// while still attached to the terminal, so every failure is reported with a non-zero exit
+// before we daemonize. Threads are started only after the fork.
+#include <limits.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <cstdlib>
+
+#include "common/error.h"
+#include "filesystem.h"
+#include "log.h"
+
+using namespace sqar;
+using namespace sqar::fuse;
+
+namespace {
+// fuse_opt treats ',' as a separator: escape it in option values.
+std::string escape_opt(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == ',' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  try {
+    o = parse_options(argc, argv);
+  } catch (const Error& e) {
+    fprintf(stderr, "sqarfs: %s\n", e.what());
+    return 1;
+  }
+  if (o.help) {
+    fputs(help_text(), stdout);
+    return 0;
+  }
+  if (o.version) {
+    printf("sqarfs 0.1.0 (libfuse %s)\n", fuse_pkgversion());
+    return 0;
+  }
+  for (const auto& w : o.warnings) fprintf(stderr, "sqarfs: warning: %s\n", w.c_str());
+
+  char resolved[PATH_MAX];
+  std::string image_path = realpath(o.image.c_str(), resolved) ? std::string(resolved) : o.image;
+  std::unique_ptr<Filesystem> fs;
+  try {
+    auto image = reader::Image::open(image_path, {.offset = o.offset, .cache_bytes = o.cache_bytes});
+    fs = std::make_unique<Filesystem>(std::move(image), o);
+  } catch (const Error& e) {
+    fprintf(stderr, "sqarfs: %s\n", e.what());
+    return 1;
+  }
+  struct stat st;
+  if (stat(o.mountpoint.c_str(), &st) != 0) {
+    fprintf(stderr, "sqarfs: mount point %s: %s\n", o.mountpoint.c_str(), strerror(errno));
+    return 1;
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    fprintf(stderr, "sqarfs: mount point %s is not a directory\n", o.mountpoint.c_str());
+    return 1;
+  }
+
+  std::string mount_opts = "ro,default_permissions,subtype=sqarfs,fsname=" + escape_opt(image_path);
+  for (const auto& m : o.fuse_mount_options) mount_opts += "," + m;
+  std::vector<std::string> args_storage = {"sqarfs", "-o", mount_opts};
+  if (o.debug) args_storage.push_back("-d");
+  std::vector<char*> args_ptrs;
+  for (auto& a : args_storage) args_ptrs.push_back(a.data());
+  fuse_args args = FUSE_ARGS_INIT(int(args_ptrs.size()), args_ptrs.data());
+
+  const fuse_lowlevel_ops& ops = Filesystem::operations();
+  fuse_session* se = fuse_session_new(&args, &ops, sizeof ops, fs.get());
+  if (!se) {
+    fprintf(stderr, "sqarfs: cannot create the FUSE session (bad mount options?)\n");
+    return 1;
+  }
+  int ret = 1;
+  if (fuse_set_signal_handlers(se) != 0) {
+    fuse_session_destroy(se);
+    return 1;
+  }
+  if (fuse_session_mount(se, o.mountpoint.c_str()) != 0) {
+    fprintf(stderr, "sqarfs: cannot mount on %s\n", o.mountpoint.c_str());
+    fuse_remove_signal_handlers(se);
+    fuse_session_destroy(se);
+    return 1;
+  }
+  if (fuse_daemonize(o.foreground ? 1 : 0) != 0) {
+    fuse_session_unmount(se);
+    fuse_remove_signal_handlers(se);
+    fuse_session_destroy(se);
+    return 1;
+  }
+  if (!o.foreground) log_to_syslog(true);
+
+  fs->start_background_threads();
+  if (o.single_thread) {
+    ret = fuse_session_loop(se);
+  } else {
+    fuse_loop_config* cfg = fuse_loop_cfg_create();
+    fuse_loop_cfg_set_max_threads(cfg, o.threads);
+    fuse_loop_cfg_set_idle_threads(cfg, o.threads);
+    fuse_loop_cfg_set_clone_fd(cfg, 1);
+    ret = fuse_session_loop_mt(se, cfg);
+    fuse_loop_cfg_destroy(cfg);
+  }
+  fs->stop_background_threads();
+  fuse_session_unmount(se);
+  fuse_remove_signal_handlers(se);
+  fuse_session_destroy(se);
+  return ret < 0 ? 1 : 0;  // a positive value is the signal that ended the loop
+}

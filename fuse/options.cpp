@@ -1,0 +1,191 @@
+#include "options.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/error.h"
+
+namespace sqar::fuse {
+
+namespace {
+// Kernel mount flags libfuse understands: passed through unchanged.
+const char* const kForwarded[] = {"allow_other", "allow_root", "auto_unmount", "default_permissions", "ro", "dev",
+                                  "nodev", "suid", "nosuid", "exec", "noexec", "atime", "noatime", "relatime",
+                                  "norelatime", "diratime", "nodiratime", "strictatime", "lazytime", "nolazytime",
+                                  "sync", "async", "dirsync"};
+const char* const kForwardedPrefixes[] = {"fsname=", "subtype=", "max_read=", "context=", "fscontext=",
+                                          "defcontext=", "rootcontext="};
+// Options only mount(8), mount.fuse3 or fstab care about: accepted and ignored.
+const char* const kIgnored[] = {"defaults", "noauto", "auto", "nofail", "_netdev", "user", "users", "nouser",
+                                "owner", "group", "nosymfollow", "loop", "kernel_cache"};
+const char* const kIgnoredPrefixes[] = {"x-", "comment=", "setuid=", "drop_privileges", "helper="};
+
+bool in(const char* const* list, size_t n, const std::string& s) {
+  return std::any_of(list, list + n, [&](const char* x) { return s == x; });
+}
+bool has_prefix_in(const char* const* list, size_t n, const std::string& s) {
+  return std::any_of(list, list + n, [&](const char* x) { return s.rfind(x, 0) == 0; });
+}
+
+uint64_t parse_number(const std::string& opt, const std::string& value) {
+  if (value.empty() || value.find_first_not_of("0123456789") != std::string::npos)
+    throw Error("option " + opt + "=" + value + ": expected a non-negative integer");
+  try {
+    return std::stoull(value);
+  } catch (...) {
+    throw Error("option " + opt + "=" + value + ": number out of range");
+  }
+}
+
+void apply_option(Options& o, const std::string& opt) {
+  if (opt.empty()) return;
+  auto eq = opt.find('=');
+  std::string key = opt.substr(0, eq);
+  std::string value = eq == std::string::npos ? "" : opt.substr(eq + 1);
+  if (key == "offset") {
+    o.offset = parse_number(key, value);
+  } else if (key == "cache") {
+    auto v = parse_size(value);
+    if (!v) throw Error("option cache=" + value + ": expected a size such as 64M, 512K or 2G");
+    o.cache_bytes = size_t(*v);
+  } else if (key == "threads") {
+    uint64_t n = parse_number(key, value);
+    if (n < 1 || n > 256) throw Error("option threads=" + value + ": expected 1..256");
+    o.threads = unsigned(n);
+  } else if (key == "readahead") {
+    uint64_t n = parse_number(key, value);
+    if (n > 64) throw Error("option readahead=" + value + ": expected 0..64 blocks");
+    o.readahead_blocks = unsigned(n);
+  } else if (key == "uid") {
+    o.uid = uint32_t(parse_number(key, value));
+  } else if (key == "gid") {
+    o.gid = uint32_t(parse_number(key, value));
+  } else if (key == "rw") {
+    throw Error("option rw: SquashFS images are read-only; mount with ro (the default)");
+  } else if (key == "debug") {
+    o.debug = true;
+  } else if (in(kForwarded, std::size(kForwarded), opt) || has_prefix_in(kForwardedPrefixes, std::size(kForwardedPrefixes), opt)) {
+    if (opt != "ro") o.fuse_mount_options.push_back(opt);
+  } else if (in(kIgnored, std::size(kIgnored), opt) || has_prefix_in(kIgnoredPrefixes, std::size(kIgnoredPrefixes), opt)) {
+    // handled by mount(8) / mount.fuse3
+  } else {
+    o.warnings.push_back("unknown mount option '" + opt + "' ignored");
+  }
+}
+
+void apply_option_list(Options& o, const std::string& list) {
+  size_t start = 0;
+  while (start <= list.size()) {
+    size_t comma = list.find(',', start);
+    if (comma == std::string::npos) comma = list.size();
+    apply_option(o, list.substr(start, comma - start));
+    start = comma + 1;
+  }
+}
+}  // namespace
+
+std::optional<uint64_t> parse_size(const std::string& s) {
+  if (s.empty()) return std::nullopt;
+  size_t digits = s.find_first_not_of("0123456789");
+  if (digits == 0) return std::nullopt;
+  uint64_t n;
+  try {
+    n = std::stoull(s.substr(0, digits));
+  } catch (...) {
+    return std::nullopt;
+  }
+  std::string unit = digits == std::string::npos ? "" : s.substr(digits);
+  uint64_t mul = 1;
+  if (unit.empty() || unit == "B") mul = 1;
+  else if (unit == "K" || unit == "k" || unit == "KiB" || unit == "KB") mul = 1ull << 10;
+  else if (unit == "M" || unit == "m" || unit == "MiB" || unit == "MB") mul = 1ull << 20;
+  else if (unit == "G" || unit == "g" || unit == "GiB" || unit == "GB") mul = 1ull << 30;
+  else return std::nullopt;
+  if (n > (~0ull) / mul) return std::nullopt;
+  return n * mul;
+}
+
+Options parse_options(int argc, char** argv) {
+  Options o;
+  std::vector<std::string> positional;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "-h" || a == "--help") {
+      o.help = true;
+    } else if (a == "-V" || a == "--version") {
+      o.version = true;
+    } else if (a == "-f") {
+      o.foreground = true;
+    } else if (a == "-d") {
+      o.debug = o.foreground = true;
+    } else if (a == "-s") {
+      o.single_thread = true;
+    } else if (a == "-o") {
+      if (i + 1 >= argc) throw Error("option -o needs an argument");
+      apply_option_list(o, argv[++i]);
+    } else if (a.rfind("-o", 0) == 0) {
+      apply_option_list(o, a.substr(2));
+    } else if (a == "--") {
+      for (++i; i < argc; ++i) positional.push_back(argv[i]);
+    } else if (a.size() > 1 && a[0] == '-') {
+      throw Error("unknown option " + a + " (see sqarfs --help)");
+    } else {
+      positional.push_back(a);
+    }
+  }
+  if (o.debug) o.foreground = true;
+  if (o.help || o.version) return o;
+  if (positional.size() != 2)
+    throw Error(positional.size() < 2 ? "expected IMAGE and MOUNTPOINT (see sqarfs --help)"
+                                      : "too many arguments: " + positional[2] + " (see sqarfs --help)");
+  o.image = positional[0];
+  o.mountpoint = positional[1];
+  return o;
+}
+
+const char* help_text() {
+  return R"(sqarfs - mount a SquashFS image (sqar, mksquashfs, gensquashfs; any compressor)
+
+Usage: sqarfs IMAGE MOUNTPOINT [-o OPTION[,OPTION...]] [-f] [-d] [-s]
+
+The image is opened and checked before mounting, so a bad image or mount point is
+reported here with a non-zero exit status. Mounting takes milliseconds whatever the
+image size: nothing is read until it is needed. sqarfs then runs in the background
+(use -f to stay in the foreground) until unmounted with `fusermount3 -u MOUNTPOINT`
+or `umount MOUNTPOINT`.
+
+Options:
+  -o offset=N       the image starts N bytes into IMAGE (e.g. appended to a binary)
+  -o cache=SIZE     cache of decompressed blocks shared by all threads (default 64M;
+                    suffixes K, M, G). Bigger helps random reads of large files.
+  -o threads=N      maximum threads serving requests (default 16)
+  -o readahead=N    data blocks to decompress ahead of a sequential reader (default 2)
+  -o uid=N,gid=N    present every file as owned by this user / group
+  -o allow_other    let other users see the files (needs user_allow_other in
+                    /etc/fuse.conf when not mounting as root)
+  -o ro, dev, suid, noatime, ...  kernel mount flags, passed on
+  -o noauto, nofail, _netdev, defaults, user, x-...  fstab options, accepted and ignored
+  -o rw             refused: images are read-only
+  -f                stay in the foreground (errors go to stderr, not syslog)
+  -d                debug: foreground and log every FUSE request
+  -s                single-threaded (for debugging)
+  -h, --help        this text;  -V, --version  the version
+
+Permissions are checked by the kernel against the stored modes (default_permissions).
+A damaged block makes that read fail with EIO and logs one line (syslog when in the
+background); everything else stays readable.
+
+Examples:
+  sqarfs backup.sqfs /mnt/backup
+  sqarfs -o cache=512M,threads=8 data.sqfs /srv/data
+  fusermount3 -u /mnt/backup
+
+/etc/fstab (mount(8) runs mount.fuse3, which runs sqarfs; sqarfs must be in PATH,
+e.g. /usr/local/bin where `cmake --install` puts it):
+  /srv/images/data.sqfs  /srv/data  fuse.sqarfs  ro,allow_other,nofail  0 0
+The kernel's own driver reads the same images:
+  /srv/images/data.sqfs  /srv/data  squashfs     ro,loop               0 0
+)";
+}
+
+}  // namespace sqar::fuse

@@ -1,0 +1,38 @@
+// Command line of sqarfs: `sqarfs IMAGE MOUNTPOINT [-o opt,...] [-f] [-d] [-s]`.
+//
+// Parsed by hand rather than with fuse_opt so that every option mount(8)/mount.fuse3 may
+// pass (noauto, nofail, _netdev, defaults, user, ...) is accepted, kernel mount flags are
+// forwarded to libfuse, and our own options (offset=, cache=, threads=, uid=, gid=) are
+// consumed here.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace sqar::fuse {
+
+struct Options {
+  std::string image;
+  std::string mountpoint;
+  uint64_t offset = 0;
+  size_t cache_bytes = 64u << 20;
+  unsigned threads = 16;
+  unsigned readahead_blocks = 2;
+  std::optional<uint32_t> uid, gid;
+  bool foreground = false;
+  bool debug = false;
+  bool single_thread = false;
+  bool help = false;
+  bool version = false;
+  std::vector<std::string> fuse_mount_options;  // forwarded to fuse_session_new
+  std::vector<std::string> warnings;
+};
+
+// Throws sqar::Error with a user-facing message on invalid input.
+Options parse_options(int argc, char** argv);
+// "64M", "1G", "512K", "1048576" -> bytes.
+std::optional<uint64_t> parse_size(const std::string& s);
+const char* help_text();
+
+}  // namespace sqar::fuse
