@@ -155,7 +155,7 @@ class DataPipeline {
     auto work = [&] {
       for (size_t k; (k = next.fetch_add(1)) < todo.size() && !failed_;) {
         const Node& n = node_of(todo[k]);
-        errs[k] = hash_source_file(n.source_path, n.size, prehash_[todo[k]], changed[k]);
+        errs[k] = hash_source_file(tree_.path_of(n), n.size, prehash_[todo[k]], changed[k]);
         if (opt_.bytes_done) opt_.bytes_done->fetch_add(n.size, std::memory_order_relaxed);
       }
     };
@@ -169,10 +169,10 @@ class DataPipeline {
       const Node& n = node_of(f);
       stats_.bytes_read += n.size;
       if (errs[k]) {
-        skip_file(f, errno_message(n.source_path, errs[k]));
+        skip_file(f, errno_message(tree_.path_of(n), errs[k]));
         continue;
       }
-      if (!changed[k].empty()) throw Error(n.source_path + ": " + changed[k]);
+      if (!changed[k].empty()) throw Error(tree_.path_of(n) + ": " + changed[k]);
       locs_[f].hash = prehash_[f];
       share_if_duplicate(f, n.size, prehash_[f]);
     }
@@ -183,9 +183,9 @@ class DataPipeline {
     auto orig = dedup_.find_or_add_file(size, hash, file);
     if (!orig) return false;
     if (opt_.verify_dedup &&
-        !source_files_identical(node_of(*orig).source_path, node_of(file).source_path, size)) {
-      if (opt_.warn) opt_.warn(node_of(file).source_path + ": XXH3-128 collision with " +
-                               node_of(*orig).source_path + ", stored separately");
+        !source_files_identical(tree_.path_of(node_of(*orig)), tree_.path_of(node_of(file)), size)) {
+      if (opt_.warn) opt_.warn(tree_.path_of(node_of(file)) + ": XXH3-128 collision with " +
+                               tree_.path_of(node_of(*orig)) + ", stored separately");
       return false;
     }
     locs_[file].same_as = *orig;
@@ -229,7 +229,7 @@ class DataPipeline {
       const Unit& u = units_[i];
       Slot& s = slots_[i % window_];
       s.changed.clear();
-      s.err = read_source_range(node_of(u.file).source_path, u.offset, u.len, u.last, s.data, s.changed);
+      s.err = read_source_range(tree_.path_of(node_of(u.file)), u.offset, u.len, u.last, s.data, s.changed);
       {
         std::lock_guard lk(read_mu_);
         s.ready = true;
@@ -265,11 +265,11 @@ class DataPipeline {
     if (skip_[f]) return;
     const Node& n = node_of(f);
     if (s.err) {
-      if (u.offset != 0) throw Error(errno_message(n.source_path, s.err));
-      skip_file(f, errno_message(n.source_path, s.err));
+      if (u.offset != 0) throw Error(errno_message(tree_.path_of(n), s.err));
+      skip_file(f, errno_message(tree_.path_of(n), s.err));
       return;
     }
-    if (!s.changed.empty()) throw Error(n.source_path + ": " + s.changed);
+    if (!s.changed.empty()) throw Error(tree_.path_of(n) + ": " + s.changed);
     stats_.bytes_read += u.len;
     if (opt_.bytes_done) opt_.bytes_done->fetch_add(u.len, std::memory_order_relaxed);
     Buffer data = std::make_shared<std::vector<uint8_t>>(std::move(s.data));
@@ -300,7 +300,7 @@ class DataPipeline {
     if (kinds_[f] != FileKind::kSharedSmall) {
       loc.hash = hasher_.digest();
       if (kinds_[f] == FileKind::kPrehashed && !(loc.hash == prehash_[f]))
-        throw Error(n.source_path + ": file changed while being read (content hash differs between passes)");
+        throw Error(tree_.path_of(n) + ": file changed while being read (content hash differs between passes)");
     }
     const size_t tail = size_t(u.len % block_size_);
     if (tail) add_tail(f, data->data() + full_blocks * block_size_, tail);

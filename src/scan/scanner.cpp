@@ -40,16 +40,21 @@ class Scanner {
       if (lstat(src.c_str(), &st) != 0) throw_errno(src, errno);
       if (S_ISDIR(st.st_mode)) {
         if (!root_set) {
-          fill_metadata(tree_.nodes[0], st, src);
+          fill_metadata(0, tree_.nodes[0], st, src);
           root_set = true;
         }
         source_dev_ = st.st_dev;
+        source_ = uint16_t(tree_.source_dirs.size());
+        tree_.source_dirs.push_back(src);
         int fd = open(src.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (fd < 0) throw_errno(src, errno);
         scan_directory(fd, src, "", 0);
       } else {
-        std::string name = src.substr(src.find_last_of('/') + 1);
+        auto slash = src.find_last_of('/');
+        std::string name = src.substr(slash + 1);
         source_dev_ = st.st_dev;
+        source_ = uint16_t(tree_.source_dirs.size());
+        tree_.source_dirs.push_back(slash == std::string::npos ? "." : slash == 0 ? "/" : src.substr(0, slash));
         add_entry(0, name, src, name, st, AT_FDCWD, src);
       }
     }
@@ -61,7 +66,7 @@ class Scanner {
                 [&](uint32_t a, uint32_t b) { return tree_.nodes[a].name < tree_.nodes[b].name; });
       for (size_t i = 1; i < n.children.size(); ++i)
         if (tree_.nodes[n.children[i]].name == tree_.nodes[n.children[i - 1]].name)
-          throw Error(tree_.nodes[n.children[i - 1]].source_path + " and " + tree_.nodes[n.children[i]].source_path +
+          throw Error(tree_.path_of(n.children[i - 1]) + " and " + tree_.path_of(n.children[i]) +
                       " would have the same name in the image");
     }
     collect_files(0);
@@ -69,8 +74,7 @@ class Scanner {
   }
 
  private:
-  void fill_metadata(Node& n, const struct stat& st, const std::string& path) {
-    n.source_path = path;
+  void fill_metadata(uint32_t idx, Node& n, const struct stat& st, const std::string& path) {
     n.mode = st.st_mode;
     n.uid = st.st_uid;
     n.gid = st.st_gid;
@@ -80,10 +84,11 @@ class Scanner {
       n.rdev_major = major(st.st_rdev);
       n.rdev_minor = minor(st.st_rdev);
     }
-    if (opt_.xattrs) read_xattrs(n, path);
+    if (opt_.xattrs) read_xattrs(idx, path);
   }
 
-  void read_xattrs(Node& n, const std::string& path) {
+  void read_xattrs(uint32_t idx, const std::string& path) {
+    Xattrs found;
     ssize_t len = llistxattr(path.c_str(), nullptr, 0);
     if (len < 0) {
       if (errno == ENOTSUP || errno == ENODATA) return;
@@ -108,9 +113,11 @@ class Scanner {
       vlen = lgetxattr(path.c_str(), key.c_str(), value.data(), value.size());
       if (vlen < 0) throw_errno(path + " (xattr " + key + ")", errno);
       value.resize(size_t(vlen));
-      n.xattrs.emplace_back(std::move(key), std::move(value));
+      found.emplace_back(std::move(key), std::move(value));
     }
-    std::sort(n.xattrs.begin(), n.xattrs.end());
+    if (found.empty()) return;
+    std::sort(found.begin(), found.end());
+    tree_.xattrs[idx] = std::move(found);
   }
 
   // Adds one entry below `parent`; recurses into directories.
@@ -123,8 +130,8 @@ class Scanner {
       if (!inserted) {
         Node link;
         link.name = name;
-        link.source_path = path;
         link.parent = parent;
+        link.source = source_;
         link.mode = st.st_mode;
         link.link_target = it->second;
         tree_.nodes[it->second].link_count++;
@@ -142,7 +149,8 @@ class Scanner {
     Node n;
     n.name = name;
     n.parent = parent;
-    fill_metadata(n, st, path);
+    n.source = source_;
+    fill_metadata(idx, n, st, path);
     if (S_ISLNK(st.st_mode)) {
       std::string target(size_t(st.st_size) + 1, '\0');
       for (;;) {
@@ -154,7 +162,7 @@ class Scanner {
         }
         target.resize(target.size() * 2);
       }
-      n.symlink_target = std::move(target);
+      tree_.symlink_targets[idx] = std::move(target);
     }
     tree_.nodes.push_back(std::move(n));
     tree_.nodes[parent].children.push_back(idx);
@@ -230,6 +238,7 @@ class Scanner {
   const ScanOptions& opt_;
   Tree tree_;
   dev_t source_dev_ = 0;
+  uint16_t source_ = 0;
   std::map<std::pair<dev_t, ino_t>, uint32_t> inodes_;
 };
 

@@ -82,7 +82,7 @@ CreateStats create_image(CreateOptions opt, CreateProgress* progress) {
     if (stat(out.temp_path().c_str(), &tmp) == 0) {
       for (Node& n : tree.nodes) {
         struct stat st;
-        if (S_ISREG(n.mode) && n.link_target == kNoNode && lstat(n.source_path.c_str(), &st) == 0 &&
+        if (S_ISREG(n.mode) && n.link_target == kNoNode && lstat(tree.path_of(n).c_str(), &st) == 0 &&
             st.st_dev == tmp.st_dev && st.st_ino == tmp.st_ino)
           n.omitted = true;
       }
@@ -147,7 +147,8 @@ CreateStats create_image(CreateOptions opt, CreateProgress* progress) {
   if (opt.manifest) {
     std::vector<ManifestEntry> entries;
     for (size_t i = 0; i < tree.files.size(); ++i) {
-      if (tree.nodes[tree.files[i]].omitted) continue;
+      if (tree.nodes[tree.files[i]].omitted || data.files[i].same_as != kNoNode) continue;
+      if (tree.nodes[tree.files[i]].size == 0) continue;
       entries.push_back({meta.file_inode_numbers[i], data.files[i].hash});
     }
     auto blob = encode_manifest(std::move(entries));

@@ -142,11 +142,12 @@ class MetadataWriter {
       if (present(c) && writes_inode_[c]) serialize(c);
   }
 
-  uint32_t xattr_index(const Node& n) {
-    if (!opt_.xattrs || n.xattrs.empty()) return fmt::kNoXattr;
+  uint32_t xattr_index(uint32_t i) {
+    auto it = tree_.xattrs.find(i);
+    if (!opt_.xattrs || it == tree_.xattrs.end()) return fmt::kNoXattr;
     check(sqfs_xattr_writer_begin(xattrs_.get(), 0), "xattrs");
-    for (const auto& [k, v] : n.xattrs)
-      check(sqfs_xattr_writer_add(xattrs_.get(), k.c_str(), v.data(), v.size()), "xattr " + k + " of " + n.source_path);
+    for (const auto& [k, v] : it->second)
+      check(sqfs_xattr_writer_add(xattrs_.get(), k.c_str(), v.data(), v.size()), "xattr " + k + " of " + tree_.path_of(i));
     uint32_t idx;
     check(sqfs_xattr_writer_end(xattrs_.get(), &idx), "xattrs");
     ++xattr_sets_;
@@ -171,12 +172,12 @@ class MetadataWriter {
       if (S_ISDIR(child.mode)) ++subdirs;
       check(sqfs_dir_writer_add_entry(dir_writer_.get(), tree_.nodes[c].name.c_str(), number_[o], ref_[o],
                                       uint16_t(child.mode)),
-            "directory entry " + tree_.nodes[c].source_path);
+            "directory entry " + tree_.path_of(c));
     }
-    check(sqfs_dir_writer_end(dir_writer_.get()), "directory " + n.source_path);
+    check(sqfs_dir_writer_end(dir_writer_.get()), "directory " + tree_.path_of(n));
     // The root's parent is conventionally inode_count + 1 (as mksquashfs writes it).
     const uint32_t parent = i == 0 ? uint32_t(next_number_) : number_[n.parent];
-    InodePtr ino(sqfs_dir_writer_create_inode(dir_writer_.get(), 0, xattr_index(n), parent));
+    InodePtr ino(sqfs_dir_writer_create_inode(dir_writer_.get(), 0, xattr_index(i), parent));
     if (!ino) throw std::bad_alloc();
     if (ino->base.type == SQFS_INODE_DIR)
       ino->data.dir.nlink = 2 + subdirs;
@@ -202,14 +203,16 @@ class MetadataWriter {
     return ino;
   }
 
-  InodePtr other_inode(const Node& n) {
+  InodePtr other_inode(uint32_t i) {
+    const Node& n = tree_.nodes[i];
     InodePtr ino;
     if (S_ISLNK(n.mode)) {
-      ino = alloc_inode(n.symlink_target.size());
+      const std::string& target = tree_.symlink_targets.at(i);
+      ino = alloc_inode(target.size());
       ino->base.type = SQFS_INODE_SLINK;
       ino->data.slink.nlink = n.link_count;
-      ino->data.slink.target_size = uint32_t(n.symlink_target.size());
-      std::memcpy(ino->extra, n.symlink_target.data(), n.symlink_target.size());
+      ino->data.slink.target_size = uint32_t(target.size());
+      std::memcpy(ino->extra, target.data(), target.size());
     } else if (S_ISCHR(n.mode) || S_ISBLK(n.mode)) {
       ino = alloc_inode(0);
       ino->base.type = S_ISCHR(n.mode) ? SQFS_INODE_CDEV : SQFS_INODE_BDEV;
@@ -226,22 +229,22 @@ class MetadataWriter {
   void serialize(uint32_t i) {
     const uint32_t o = owner(i);
     const Node& n = tree_.nodes[o];
-    InodePtr ino = S_ISDIR(n.mode) ? directory_inode(o) : S_ISREG(n.mode) ? file_inode(n) : other_inode(n);
+    InodePtr ino = S_ISDIR(n.mode) ? directory_inode(o) : S_ISREG(n.mode) ? file_inode(n) : other_inode(o);
     ino->base.mode = uint16_t(n.mode);
     ino->base.mod_time = inode_time(n);
     ino->base.inode_number = number_[o];
     check(sqfs_id_table_id_to_index(ids_.get(), opt_.uid.value_or(n.uid), &ino->base.uid_idx), "the id table");
     check(sqfs_id_table_id_to_index(ids_.get(), opt_.gid.value_or(n.gid), &ino->base.gid_idx), "the id table");
     if (!S_ISDIR(n.mode)) {
-      uint32_t x = xattr_index(n);
-      if (x != fmt::kNoXattr) check(sqfs_inode_set_xattr_index(ino.get(), x), "xattrs of " + n.source_path);
+      uint32_t x = xattr_index(o);
+      if (x != fmt::kNoXattr) check(sqfs_inode_set_xattr_index(ino.get(), x), "xattrs of " + tree_.path_of(n));
     }
-    check(sqfs_inode_make_basic(ino.get()), "inode of " + n.source_path);
+    check(sqfs_inode_make_basic(ino.get()), "inode of " + tree_.path_of(n));
     sqfs_u64 block;
     sqfs_u32 offset;
     sqfs_meta_writer_get_position(inode_writer_.get(), &block, &offset);
     ref_[o] = (block << 16) | offset;
-    check(sqfs_meta_writer_write_inode(inode_writer_.get(), ino.get()), "inode of " + n.source_path);
+    check(sqfs_meta_writer_write_inode(inode_writer_.get(), ino.get()), "inode of " + tree_.path_of(n));
   }
 
   const Tree& tree_;

@@ -1,0 +1,314 @@
+"""Shared helpers for sqar's end-to-end tests.
+
+Tests prove behaviour against readers nobody here wrote (unsquashfs, the kernel, squashfuse):
+they build trees with every entry type, pack them, read them back through those readers and
+compare content and metadata entry by entry. A test that cannot run calls skip(), which prints
+the reason and exits 77 (ctest reports it as skipped).
+"""
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import socket
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+
+SQAR = os.environ.get("SQAR", "sqar")
+SQARFS = os.environ.get("SQARFS", "sqarfs")
+SKIP = 77
+
+
+def skip(reason):
+    print(f"SKIPPED: {reason}")
+    sys.exit(SKIP)
+
+
+def log(msg):
+    print(msg, flush=True)
+
+
+def run(cmd, check=True, **kw):
+    """Runs a command, returns CompletedProcess with text output; raises with its output on failure."""
+    kw.setdefault("stdout", subprocess.PIPE)
+    kw.setdefault("stderr", subprocess.PIPE)
+    p = subprocess.run(cmd, text=True, **kw)
+    if check and p.returncode != 0:
+        raise AssertionError(f"{cmd} exited {p.returncode}\nstdout: {p.stdout}\nstderr: {p.stderr}")
+    return p
+
+
+def sqar_create(src, image, *args, env=None, check=True):
+    srcs = [src] if isinstance(src, str) else list(src)
+    p = run([SQAR, "create", "--json", *args, *srcs, image], check=check, env=env)
+    return json.loads(p.stdout) if p.returncode == 0 else p
+
+
+def need_root():
+    if os.geteuid() != 0:
+        skip("needs root (devices, ownership, mounts)")
+
+
+def need_tool(name):
+    if shutil.which(name) is None:
+        skip(f"{name} is not installed")
+
+
+@contextlib.contextmanager
+def tempdir(prefix="sqar-test-"):
+    d = tempfile.mkdtemp(prefix=prefix)
+    try:
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+# ---------------------------------------------------------------- building trees
+
+def write(path, data, mode=None):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(data)
+    if mode is not None:
+        os.chmod(path, mode)
+
+
+def pseudo_random(n, seed):
+    out = bytearray()
+    h = hashlib.sha256(str(seed).encode()).digest()
+    while len(out) < n:
+        h = hashlib.sha256(h).digest()
+        out += h
+    return bytes(out[:n])
+
+
+def make_full_tree(root, block=131072):
+    """Every entry type a tree can hold, with varied metadata. Returns the root path."""
+    os.makedirs(root, exist_ok=True)
+    text = b"".join(b"line %d of a log file with some words\n" % i for i in range(20000))
+    write(f"{root}/empty", b"")
+    write(f"{root}/small.txt", b"hello world\n")
+    write(f"{root}/text.log", text)                       # several blocks plus a tail
+    write(f"{root}/exact-blocks.bin", pseudo_random(2 * block, 1))
+    write(f"{root}/random.bin", pseudo_random(3 * block + 77, 2))  # incompressible
+    write(f"{root}/dup/one.log", text)                    # duplicate of text.log
+    write(f"{root}/dup/two.log", text)
+    write(f"{root}/dup/tail-a", pseudo_random(block, 3) + b"same tail")
+    write(f"{root}/dup/tail-b", pseudo_random(block, 4) + b"same tail")
+    with open(f"{root}/sparse.img", "wb") as f:         # holes at start, middle and end
+        f.seek(3 * block)
+        f.write(b"data in the middle" * 1000)
+        f.seek(10 * block + 5)
+        f.write(b"end")
+        f.truncate(16 * block)
+    write(f"{root}/modes/setuid", b"x", 0o4755)
+    write(f"{root}/modes/none", b"x", 0o000)
+    write(f"{root}/modes/all", b"x", 0o777)
+    os.makedirs(f"{root}/modes/sticky")
+    os.chmod(f"{root}/modes/sticky", 0o1777)
+    os.makedirs(f"{root}/empty-dir")
+    long_name = "L" * 255
+    write(f"{root}/names/{long_name}", b"long name")
+    write(f"{root}/names/héllo wörld 世界", b"utf-8 name")
+    write(f"{root}/names/with\nnewline", b"newline in name")
+    os.symlink("small.txt", f"{root}/link-rel")
+    os.symlink("/nonexistent/absolute/target", f"{root}/link-abs")
+    os.symlink("t" * 1000, f"{root}/link-long")
+    os.link(f"{root}/small.txt", f"{root}/hard-1")
+    os.link(f"{root}/small.txt", f"{root}/dup/hard-2")
+    os.symlink("small.txt", f"{root}/sym-for-hardlink")
+    os.link(f"{root}/sym-for-hardlink", f"{root}/names/sym-hardlink", follow_symlinks=False)
+    os.makedirs(f"{root}/dev", exist_ok=True)
+    if os.geteuid() == 0:
+        os.mknod(f"{root}/dev/null-like", 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+        os.mknod(f"{root}/dev/block", 0o660 | stat.S_IFBLK, os.makedev(8, 1))
+        os.mknod(f"{root}/dev/big-minor", 0o600 | stat.S_IFCHR, os.makedev(250, 70000))
+        os.chown(f"{root}/small.txt", 1234, 5678)
+        os.chown(f"{root}/link-rel", 4321, 8765, follow_symlinks=False)
+        os.chown(f"{root}/dup", 1000, 1000)
+    os.mkfifo(f"{root}/dev/fifo")
+    s = socket.socket(socket.AF_UNIX)
+    s.bind(f"{root}/dev/socket")
+    s.close()
+    set_xattr(f"{root}/small.txt", "user.comment", b"a user attribute")
+    set_xattr(f"{root}/text.log", "user.empty", b"")
+    set_xattr(f"{root}/dup", "user.dir", b"on a directory")
+    set_xattr(f"{root}/link-rel", "trusted.onlink", b"on a symlink", follow=False)
+    set_xattr(f"{root}/random.bin", "security.selinux", b"system_u:object_r:bin_t:s0\0")
+    set_xattr(f"{root}/random.bin", "user.binary", bytes(range(256)))
+    # Fixed, varied times (directories last: creating entries touches their mtime).
+    t = 1_600_000_000
+    for i, (dirpath, dirs, files) in enumerate(sorted(os.walk(root, topdown=False))):
+        for j, name in enumerate(sorted(files + dirs)):
+            with contextlib.suppress(OSError):
+                os.utime(os.path.join(dirpath, name), (t + i * 100 + j, t + i * 100 + j), follow_symlinks=False)
+        os.utime(dirpath, (t + 7 * i, t + 7 * i))
+    return root
+
+
+def set_xattr(path, key, value, follow=True):
+    try:
+        os.setxattr(path, key, value, follow_symlinks=follow)
+    except OSError as e:
+        log(f"note: cannot set xattr {key} on {path}: {e}")
+
+
+# ---------------------------------------------------------------- comparing trees
+
+def file_digest(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def xattrs_of(path):
+    try:
+        keys = os.listxattr(path, follow_symlinks=False)
+    except OSError:
+        return {}
+    out = {}
+    for k in keys:
+        if k.startswith("system."):
+            continue
+        try:
+            out[k] = os.getxattr(path, k, follow_symlinks=False)
+        except OSError as e:
+            out[k] = f"<error {e}>"
+    return out
+
+
+def snapshot(root, times=True, owners=True, xattrs=True):
+    """Maps each relative path to its content and metadata, hard links as groups of names."""
+    entries = {}
+    inode_names = {}
+    for dirpath, dirs, files in os.walk(root):
+        for name in dirs + files:
+            p = os.path.join(dirpath, name)
+            rel = os.path.relpath(p, root)
+            st = os.lstat(p)
+            e = {"type": stat.S_IFMT(st.st_mode), "mode": stat.S_IMODE(st.st_mode)}
+            if owners:
+                e["uid"], e["gid"] = st.st_uid, st.st_gid
+            if times and not stat.S_ISLNK(st.st_mode):
+                e["mtime"] = int(st.st_mtime)
+            if stat.S_ISREG(st.st_mode):
+                e["size"] = st.st_size
+                e["sha256"] = file_digest(p)
+            elif stat.S_ISLNK(st.st_mode):
+                e["target"] = os.readlink(p)
+            elif stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode):
+                e["rdev"] = (os.major(st.st_rdev), os.minor(st.st_rdev))
+            if xattrs:
+                e["xattrs"] = xattrs_of(p)
+            if not stat.S_ISDIR(st.st_mode):
+                e["nlink"] = st.st_nlink
+                inode_names.setdefault((st.st_dev, st.st_ino), []).append(rel)
+            entries[rel] = e
+    for names in inode_names.values():
+        for n in names:
+            entries[n]["links"] = sorted(names)
+    return entries
+
+
+def compare_trees(expected_root, actual_root, what, times=True, owners=True, xattrs=True, ignore=(), ignore_keys=()):
+    a = snapshot(expected_root, times, owners, xattrs)
+    b = snapshot(actual_root, times, owners, xattrs)
+    problems = []
+    for rel in sorted(set(a) | set(b)):
+        if any(rel == i or rel.startswith(i + "/") for i in ignore):
+            continue
+        if rel not in b:
+            problems.append(f"missing in {what}: {rel!r}")
+        elif rel not in a:
+            problems.append(f"unexpected in {what}: {rel!r}")
+        else:
+            for k in sorted(set(a[rel]) | set(b[rel])):
+                if k in ignore_keys:
+                    continue
+                if a[rel].get(k) != b[rel].get(k):
+                    problems.append(f"{what}: {rel!r}: {k} {a[rel].get(k)!r} != {b[rel].get(k)!r}")
+    if problems:
+        raise AssertionError(f"{len(problems)} differences between source and {what}:\n" + "\n".join(problems[:40]))
+    log(f"ok: {what} matches the source ({len(a)} entries, content and metadata)")
+
+
+# ---------------------------------------------------------------- readers
+
+def unsquashfs_extract(image, dest):
+    need_tool("unsquashfs")
+    run(["unsquashfs", "-no-progress", "-d", dest, image])
+
+
+def kernel_supports(comp):
+    """Whether this kernel's squashfs can decompress `comp` (probed by mounting a tiny image)."""
+    return _probe_mount(comp)
+
+
+_probe_cache = {}
+
+
+def _probe_mount(comp):
+    if comp in _probe_cache:
+        return _probe_cache[comp]
+    with tempdir() as d:
+        os.makedirs(f"{d}/src")
+        write(f"{d}/src/f", b"probe")
+        run([SQAR, "create", "-q", "-c", comp, f"{d}/src", f"{d}/img"])
+        os.makedirs(f"{d}/mnt")
+        p = run(["mount", "-t", "squashfs", "-o", "loop,ro", f"{d}/img", f"{d}/mnt"], check=False)
+        ok = p.returncode == 0
+        if ok:
+            run(["umount", f"{d}/mnt"])
+        else:
+            log(f"note: kernel cannot mount {comp} images: {p.stderr.strip()}")
+    _probe_cache[comp] = ok
+    return ok
+
+
+@contextlib.contextmanager
+def kernel_mount(image, mnt):
+    os.makedirs(mnt, exist_ok=True)
+    run(["mount", "-t", "squashfs", "-o", "loop,ro", image, mnt])
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", mnt])
+
+
+@contextlib.contextmanager
+def squashfuse_mount(image, mnt):
+    need_tool("squashfuse")
+    os.makedirs(mnt, exist_ok=True)
+    run(["squashfuse", image, mnt])
+    try:
+        yield mnt
+    finally:
+        unmount_fuse(mnt)
+
+
+def unmount_fuse(mnt):
+    for cmd in (["fusermount3", "-u", mnt], ["fusermount", "-u", mnt], ["umount", "-l", mnt]):
+        if shutil.which(cmd[0]) and subprocess.run(cmd, stderr=subprocess.DEVNULL).returncode == 0:
+            return
+    time.sleep(0.2)
+
+
+def main(tests):
+    """Runs test functions in order; a failure prints its message and exits 1."""
+    failed = 0
+    for t in tests:
+        log(f"--- {t.__name__}")
+        try:
+            t()
+        except SystemExit:
+            raise
+        except Exception as e:  # noqa: BLE001 - report every failing test, then fail
+            failed += 1
+            log(f"FAILED {t.__name__}: {e}")
+    log(f"{len(tests) - failed} passed, {failed} failed")
+    sys.exit(1 if failed else 0)
