@@ -1,0 +1,193 @@
+"""sqar create: dedup never compresses a duplicate, output is deterministic, failures leave
+nothing behind, and the manifest trailer is invisible to other readers."""
+import glob
+import os
+import signal
+import subprocess
+import time
+
+from sqartest import (SQAR, compare_trees, kernel_mount, log, main, make_full_tree, need_root, pseudo_random, run,
+                      sqar_create, tempdir, unsquashfs_extract, write)
+
+
+def test_duplicates_are_never_compressed():
+    with tempdir() as d:
+        text = b"".join(b"row %d of a dump with repeated content\n" % i for i in range(60000))  # ~2.3 MB
+        for i in range(8):
+            write(f"{d}/src/copy-{i}.txt", text)
+        write(f"{d}/src/other.txt", text[::-1])
+        st = sqar_create(f"{d}/src", f"{d}/a.sqfs", "-c", "zstd", "-l", "3")
+        assert st["dedup_files"] == 7, st
+        assert st["dedup_bytes"] == 7 * len(text), st
+        # Only the unique bytes ever reach the codec (full blocks; tails go to one fragment).
+        assert st["codec_input_bytes"] <= 2 * len(text) + 131072, st
+        nodedup = sqar_create(f"{d}/src", f"{d}/b.sqfs", "-c", "zstd", "-l", "3", "--no-dedup")
+        assert nodedup["codec_input_bytes"] >= 9 * (len(text) - 131072), nodedup
+        assert os.path.getsize(f"{d}/a.sqfs") * 4 < os.path.getsize(f"{d}/b.sqfs")
+        # Shared blocks are visible to unsquashfs as the same start block.
+        out = f"{d}/out"
+        unsquashfs_extract(f"{d}/a.sqfs", out)
+        compare_trees(f"{d}/src", out, "unsquashfs(dedup)")
+        verified = sqar_create(f"{d}/src", f"{d}/c.sqfs", "--verify-dedup")
+        assert verified["dedup_files"] == 7, verified
+
+
+def test_large_duplicates_are_hashed_not_compressed():
+    with tempdir() as d:
+        blob = pseudo_random(3 << 20, 9)  # > one read unit: takes the hash-first pass
+        for i in range(4):
+            write(f"{d}/src/movie-{i}.mp4", blob)
+        st = sqar_create(f"{d}/src", f"{d}/m.sqfs", "-c", "zstd", "-l", "15")
+        assert st["dedup_files"] == 3, st
+        assert st["blocks_incompressible"] >= 20, f"random data was not detected as incompressible: {st}"
+        assert st["codec_input_bytes"] == 0, st
+        assert os.path.getsize(f"{d}/m.sqfs") < len(blob) + (1 << 20)
+
+
+def test_output_is_identical_for_any_thread_count():
+    with tempdir() as d:
+        src = make_full_tree(f"{d}/src")
+        for i in range(300):
+            write(f"{d}/src/many/{i % 17}/f{i}", pseudo_random(i * 37 % 5000, i % 50))
+        env = dict(os.environ, SOURCE_DATE_EPOCH="1700000000")
+        images = []
+        for j in (1, 2, 4, 8):
+            img = f"{d}/j{j}.sqfs"
+            sqar_create(src, img, "-j", str(j), "-b", "16K", env=env)
+            images.append(open(img, "rb").read())
+        sqar_create(src, f"{d}/again.sqfs", "-j", "3", "-b", "16K", env=env)
+        images.append(open(f"{d}/again.sqfs", "rb").read())
+        assert all(i == images[0] for i in images), "images differ between thread counts or runs"
+        log(f"ok: 5 builds byte-identical ({len(images[0])} bytes)")
+
+
+def test_existing_image_is_never_overwritten_without_force():
+    with tempdir() as d:
+        write(f"{d}/src/f", b"x")
+        write(f"{d}/img", b"precious")
+        p = run([SQAR, "create", f"{d}/src", f"{d}/img"], check=False)
+        assert p.returncode != 0 and "already exists" in p.stderr and "--force" in p.stderr, p.stderr
+        assert open(f"{d}/img", "rb").read() == b"precious"
+        run([SQAR, "create", "-q", "--force", f"{d}/src", f"{d}/img"])
+        assert open(f"{d}/img", "rb").read(4) == b"hsqs"
+        assert not glob.glob(f"{d}/*.sqar-tmp-*")
+
+
+def test_bad_usage_is_explained():
+    with tempdir() as d:
+        write(f"{d}/src/f", b"x")
+        for args, needle in ((["-b", "3000"], "block size"), (["-c", "brotli"], "compressor"),
+                             (["-c", "gzip", "-l", "12"], "level"), ([], None)):
+            p = run([SQAR, "create", *args, f"{d}/src", f"{d}/img"] if args else [SQAR, "create", f"{d}/src"],
+                    check=False)
+            assert p.returncode != 0, args
+            if needle:
+                assert needle in p.stderr, p.stderr
+        p = run([SQAR, "create", f"{d}/missing", f"{d}/img"], check=False)
+        assert p.returncode == 1 and f"{d}/missing" in p.stderr and "No such file" in p.stderr, p.stderr
+        assert not os.path.exists(f"{d}/img") and not glob.glob(f"{d}/*.sqar-tmp-*")
+        assert "Usage: sqar create" in run([SQAR, "create", "--help"]).stdout
+
+
+def test_unreadable_file_names_path_and_cause():
+    need_root()
+    with tempdir() as d:
+        os.chmod(d, 0o777)
+        write(f"{d}/src/ok", b"fine")
+        write(f"{d}/src/secret", b"hidden", 0o000)
+        os.chmod(f"{d}/src", 0o755)
+        nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+        p = run([*nobody, SQAR, "create", f"{d}/src", f"{d}/img"], check=False)
+        assert p.returncode == 1 and f"{d}/src/secret" in p.stderr and "Permission denied" in p.stderr, p.stderr
+        assert not os.path.exists(f"{d}/img") and not glob.glob(f"{d}/*.sqar-tmp-*")
+        p = run([*nobody, SQAR, "create", "--skip-unreadable", f"{d}/src", f"{d}/img"], check=False)
+        assert p.returncode == 0 and "warning" in p.stderr and "secret" in p.stderr, p.stderr
+        listing = run(["unsquashfs", "-l", f"{d}/img"]).stdout
+        assert "squashfs-root/ok" in listing and "secret" not in listing, listing
+
+
+def test_no_space_left_is_reported_and_cleaned_up():
+    need_root()
+    with tempdir() as d:
+        write(f"{d}/src/big", pseudo_random(3 << 20, 5))
+        os.makedirs(f"{d}/tiny")
+        run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", f"{d}/tiny"])
+        try:
+            p = run([SQAR, "create", f"{d}/src", f"{d}/tiny/img"], check=False)
+            assert p.returncode == 1 and "no space left" in p.stderr.lower(), p.stderr
+            assert os.listdir(f"{d}/tiny") == [], os.listdir(f"{d}/tiny")
+        finally:
+            run(["umount", f"{d}/tiny"])
+
+
+def test_interrupt_leaves_no_partial_image():
+    with tempdir() as d:
+        with open(f"{d}/huge", "wb") as f:  # 64 GiB of holes: reading it takes long enough
+            f.truncate(64 << 30)
+        os.makedirs(f"{d}/src")
+        os.rename(f"{d}/huge", f"{d}/src/huge")
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            proc = subprocess.Popen([SQAR, "create", "-q", "--no-dedup", f"{d}/src", f"{d}/img"],
+                                    stderr=subprocess.PIPE)
+            deadline = time.time() + 10
+            while not glob.glob(f"{d}/img.sqar-tmp-*") and time.time() < deadline:
+                time.sleep(0.05)
+            assert glob.glob(f"{d}/img.sqar-tmp-*"), "temporary file never appeared"
+            time.sleep(0.3)
+            proc.send_signal(sig)
+            proc.wait(timeout=30)
+            assert proc.returncode != 0
+            assert not os.path.exists(f"{d}/img"), "partial image left behind"
+            assert not glob.glob(f"{d}/img.sqar-tmp-*"), f"temporary file left behind after {sig.name}"
+            log(f"ok: {sig.name} left nothing behind")
+
+
+def test_manifest_is_invisible_to_other_readers():
+    need_root()
+    with tempdir() as d:
+        src = make_full_tree(f"{d}/src")
+        sqar_create(src, f"{d}/with.sqfs")
+        sqar_create(src, f"{d}/without.sqfs", "--no-manifest")
+        a, b = open(f"{d}/with.sqfs", "rb").read(), open(f"{d}/without.sqfs", "rb").read()
+        assert len(a) > len(b) and len(a) % 4096 == 0 and len(b) % 4096 == 0
+        assert a[96:len(b)] == b[96:], "the manifest changed the filesystem part of the image"
+        assert b"SQARMNF1" in a[len(b):len(b) + 8]
+        unsquashfs_extract(f"{d}/with.sqfs", f"{d}/out")
+        compare_trees(src, f"{d}/out", "unsquashfs(with manifest)", ignore=("dev/socket",))
+        with kernel_mount(f"{d}/with.sqfs", f"{d}/mnt") as mnt:
+            compare_trees(src, mnt, "kernel(with manifest)")
+
+
+def test_big_directory_and_file_over_4gib():
+    need_root()
+    with tempdir() as d:
+        os.makedirs(f"{d}/src/big-dir")
+        for i in range(100_000):
+            open(f"{d}/src/big-dir/entry-{i:06d}-with-a-longer-name", "wb").close()
+        with open(f"{d}/src/over-4g.bin", "wb") as f:
+            f.seek((4 << 30) + 12345)
+            f.write(b"tail after four gibibytes")
+        st = sqar_create(f"{d}/src", f"{d}/big.sqfs", "-b", "1M")
+        assert st["blocks_sparse"] >= 4096, st
+        with kernel_mount(f"{d}/big.sqfs", f"{d}/mnt") as mnt:
+            names = os.listdir(f"{mnt}/big-dir")
+            assert len(names) == 100_000
+            # Lookups through the directory index, at the start, middle and end.
+            for i in (0, 49_999, 99_999):
+                os.stat(f"{mnt}/big-dir/entry-{i:06d}-with-a-longer-name")
+            with open(f"{mnt}/over-4g.bin", "rb") as f:
+                f.seek((4 << 30) + 12345)
+                assert f.read() == b"tail after four gibibytes"
+                f.seek(3 << 30)
+                assert f.read(4096) == bytes(4096)
+            assert os.stat(f"{mnt}/over-4g.bin").st_size == (4 << 30) + 12345 + 25
+        listing = run(["unsquashfs", "-l", f"{d}/big.sqfs"]).stdout
+        assert listing.count("big-dir/entry-") == 100_000
+
+
+if __name__ == "__main__":
+    main([test_duplicates_are_never_compressed, test_large_duplicates_are_hashed_not_compressed,
+          test_output_is_identical_for_any_thread_count, test_existing_image_is_never_overwritten_without_force,
+          test_bad_usage_is_explained, test_unreadable_file_names_path_and_cause,
+          test_no_space_left_is_reported_and_cleaned_up, test_interrupt_leaves_no_partial_image,
+          test_manifest_is_invisible_to_other_readers, test_big_directory_and_file_over_4gib])
