@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""A damaged data block gives EIO for reads of that file only; other files stay readable,
+the daemon stays up and unmounting works."""
+import errno
+import os
+import subprocess
+import sys
+
+from sqarfs_common import Mount, TempDir, compare_trees, is_mounted, mksquashfs, rand_bytes, require_fuse, file_hash
+import random
+
+
+def main():
+    require_fuse()
+    with TempDir() as tmp:
+        src, mnt = f"{tmp}/src", f"{tmp}/mnt"
+        os.makedirs(src)
+        rng = random.Random(3)
+        # The only file with full blocks: mksquashfs writes its blocks first, right after
+        # the 96-byte superblock (gzip needs no options block).
+        with open(f"{src}/victim", "wb") as f:
+            f.write(rand_bytes(rng, 600000, True))
+        for i in range(20):
+            with open(f"{src}/small{i}", "wb") as f:
+                f.write(rand_bytes(rng, 3000 + i, True))
+        img = f"{tmp}/img.sqfs"
+        mksquashfs(src, img, "-comp", "gzip")
+        with open(img, "r+b") as f:
+            f.seek(96 + 300)
+            chunk = bytearray(f.read(64))
+            for i in range(len(chunk)):
+                chunk[i] ^= 0x5A
+            f.seek(96 + 300)
+            f.write(chunk)
+        failures = []
+        with Mount(img, mnt):
+            try:
+                with open(f"{mnt}/victim", "rb") as f:
+                    f.read()
+                failures.append("reading the damaged file succeeded")
+            except OSError as e:
+                if e.errno != errno.EIO:
+                    failures.append(f"expected EIO, got {e}")
+            # The rest of the file system is unaffected and the daemon is alive.
+            for i in range(20):
+                if file_hash(f"{mnt}/small{i}") != file_hash(f"{src}/small{i}"):
+                    failures.append(f"small{i} differs")
+            # The damaged file's later blocks are intact and still readable.
+            with open(f"{mnt}/victim", "rb") as f, open(f"{src}/victim", "rb") as g:
+                f.seek(300000)
+                g.seek(300000)
+                if f.read(100000) != g.read(100000):
+                    failures.append("intact blocks of the damaged file differ")
+            if not is_mounted(mnt):
+                failures.append("the daemon died")
+        if is_mounted(mnt):
+            failures.append("still mounted after unmount")
+        # Corrupt superblock: refused at mount time with a message, nothing mounted.
+        with open(img, "r+b") as f:
+            f.seek(0)
+            f.write(b"JUNK")
+        os.makedirs(mnt, exist_ok=True)
+        r = subprocess.run([os.environ["SQARFS"], img, mnt], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if r.returncode == 0 or "not a SquashFS image" not in r.stderr:
+            failures.append(f"bad superblock: exit {r.returncode}, {r.stderr!r}")
+            subprocess.run(["fusermount3", "-u", mnt])
+        for f in failures:
+            print("FAIL:", f)
+        print("OK" if not failures else f"{len(failures)} problems")
+        return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

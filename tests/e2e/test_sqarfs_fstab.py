@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""fstab mounts: `fuse.sqarfs` through mount(8) -> mount.fuse3 -> sqarfs, and the same
+image through the kernel's squashfs driver; both must show the source tree."""
+import os
+import shutil
+import subprocess
+import sys
+
+from sqarfs_common import (TempDir, compare_trees, is_mounted, make_tree, mksquashfs, require_fuse, sqarfs_binary,
+                           sqar_create_works, run, skip, unmount)
+
+
+def fstab_mount(fstab, mnt, env):
+    r = subprocess.run(["mount", "-T", fstab, mnt], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                       timeout=60)
+    return r.returncode, r.stderr.strip()
+
+
+def check_fstab(label, line, src, mnt, tmp, env, problems, may_skip=False):
+    fstab = f"{tmp}/fstab"
+    with open(fstab, "w") as f:
+        f.write(line + "\n")
+    rc, err = fstab_mount(fstab, mnt, env)
+    if rc != 0:
+        if may_skip:
+            print(f"NOTE: {label}: kernel mount unavailable here ({err}); skipped")
+            return
+        problems.append(f"{label}: mount -T failed ({rc}): {err}")
+        return
+    try:
+        diffs, seen = compare_trees(src, mnt)
+        problems += [f"{label}: {d}" for d in diffs]
+        print(f"{label}: {seen} entries compared")
+    finally:
+        if not unmount(mnt):
+            problems.append(f"{label}: unmount failed")
+
+
+def main():
+    require_fuse()
+    sqarfs = sqarfs_binary()
+    if not shutil.which("mount.fuse3"):
+        skip("mount.fuse3 is not installed")
+    problems = []
+    with TempDir() as tmp:
+        src, mnt = f"{tmp}/src", f"{tmp}/mnt"
+        make_tree(src)
+        os.makedirs(mnt)
+        # mount.fuse3 runs `sqarfs` through /bin/sh. util-linux mount(8) drops PATH from the
+        # helper's environment, so the shell searches only its default path
+        # (/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin) -- which is why
+        # `cmake --install` to /usr/local/bin is what makes fstab work. Put our binary
+        # on PATH for mount implementations that keep it, and, when no sqarfs is installed,
+        # link it into /usr/local/bin for the duration of the test.
+        bindir = f"{tmp}/bin"
+        os.makedirs(bindir)
+        os.symlink(os.path.abspath(sqarfs), f"{bindir}/sqarfs")
+        env = dict(os.environ, PATH=f"{bindir}:{os.environ.get('PATH', '/usr/sbin:/usr/bin:/sbin:/bin')}")
+        images = []
+        img = f"{tmp}/mk.sqfs"
+        mksquashfs(src, img, "-comp", "zstd", "-xattrs")
+        images.append(("mksquashfs", img))
+        sqar = sqar_create_works()
+        if sqar:
+            run([sqar, "create", src, f"{tmp}/sqar.sqfs"])
+            images.append(("sqar create", f"{tmp}/sqar.sqfs"))
+        else:
+            print("NOTE: `sqar create` is not available yet; only mksquashfs images checked")
+        system_link = "/usr/local/bin/sqarfs"
+        made_link = False
+        if not os.path.lexists(system_link) and os.path.isdir("/usr/local/bin"):
+            os.symlink(os.path.abspath(sqarfs), system_link)
+            made_link = True
+        elif not os.path.exists(system_link) or not os.path.samefile(system_link, sqarfs):
+            print(f"NOTE: {system_link} is another sqarfs; the fuse.sqarfs lines test that one")
+        try:
+            for label, image in images:
+                # The old "fuse" type with PROGRAM#SOURCE takes an absolute path: always ours.
+                check_fstab(f"{label} via fuse + program#source", f"{sqarfs}#{image} {mnt} fuse ro,allow_other,noauto 0 0",
+                            src, mnt, tmp, env, problems)
+                check_fstab(f"{label} via fuse.sqarfs", f"{image} {mnt} fuse.sqarfs ro,allow_other,noauto 0 0", src, mnt, tmp,
+                            env, problems)
+                check_fstab(f"{label} via fuse.sqarfs (more options)",
+                            f"{image} {mnt} fuse.sqarfs ro,allow_other,noauto,nofail,_netdev,nodev,cache=8M,threads=4 0 0", src,
+                            mnt, tmp, env, problems)
+                check_fstab(f"{label} via kernel squashfs", f"{image} {mnt} squashfs ro,loop 0 0", src, mnt, tmp, env, problems,
+                            may_skip=True)
+        finally:
+            if made_link:
+                os.unlink(system_link)
+        if is_mounted(mnt):
+            problems.append("left mounted")
+            unmount(mnt)
+    for p in problems[:40]:
+        print("FAIL:", p)
+    print("OK" if not problems else f"{len(problems)} problems")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
