@@ -1,0 +1,326 @@
+#include "extractor.h"
+
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+
+#include "common/error.h"
+#include "parallel.h"
+#include "read_common.h"
+#include "safe_dir.h"
+
+namespace sqar::cli {
+namespace {
+
+using reader::FileKind;
+using reader::Inode;
+
+struct Item {
+  std::string path;  // relative to the root; "" is the root
+  Inode inode;
+  int64_t parent = -1;
+  int64_t link_to = -1;  // earlier item with the same inode: becomes a hard link
+  bool selected = false;
+  bool keep = false;
+};
+
+bool all_zero(const uint8_t* p, size_t n) {
+  return n == 0 || (p[0] == 0 && std::memcmp(p, p + 1, n - 1) == 0);
+}
+
+void pwrite_all(int fd, const uint8_t* p, size_t n, uint64_t off) {
+  while (n) {
+    ssize_t w = ::pwrite(fd, p, n, off_t(off));
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0) throw Error("write: " + std::string(strerror(errno)));
+    p += w, n -= size_t(w), off += uint64_t(w);
+  }
+}
+
+[[noreturn]] void sys_fail(const std::string& what) { throw Error(what + ": " + strerror(errno)); }
+
+class Extractor {
+ public:
+  Extractor(reader::Image& image, const ExtractOptions& opt) : img_(image), opt_(opt) {}
+  ~Extractor() {
+    if (root_fd_ >= 0) ::close(root_fd_);
+  }
+
+  size_t run() {
+    plan();
+    open_root();
+    make_dirs();
+    write_entries();
+    make_links();
+    finish_dirs();
+    return errors_;
+  }
+
+ private:
+  bool matches(const std::string& path) {
+    bool any = false;
+    for (size_t i = 0; i < opt_.patterns.size(); ++i) {
+      const std::string& p = opt_.patterns[i];
+      if (path == p || fnmatch(p.c_str(), path.c_str(), FNM_PATHNAME) == 0) {
+        hit_[i] = true;
+        any = true;
+      }
+    }
+    return any;
+  }
+
+  void plan() {
+    hit_.assign(opt_.patterns.size(), false);
+    std::unordered_map<std::string, int64_t> dirs;
+    img_.walk([&](const std::string& path, const Inode& inode) {
+      Item it{path, inode};
+      if (!path.empty()) {
+        auto parent = split_parent(path).first;
+        it.parent = dirs.at(std::string(parent));
+      }
+      bool parent_selected = it.parent > 0 && items_[size_t(it.parent)].selected;
+      it.selected = opt_.patterns.empty() || parent_selected || (!path.empty() && matches(path));
+      if (inode.is_dir()) dirs.emplace(path, int64_t(items_.size()));
+      items_.push_back(std::move(it));
+      return true;
+    });
+    for (size_t i = 0; i < opt_.patterns.size(); ++i)
+      if (!hit_[i]) throw Error(img_.path() + ": " + opt_.patterns[i] + ": not found in the image");
+    // Keep the selection and the directories leading to it.
+    items_[0].keep = true;
+    for (auto& it : items_) {
+      if (!it.selected) continue;
+      it.keep = true;
+      for (int64_t p = it.parent; p >= 0 && !items_[size_t(p)].keep; p = items_[size_t(p)].parent)
+        items_[size_t(p)].keep = true;
+    }
+    std::unordered_map<uint32_t, int64_t> first_of_inode;
+    for (size_t i = 0; i < items_.size(); ++i) {
+      Item& it = items_[i];
+      if (!it.keep || it.inode.is_dir() || it.inode.nlink < 2) continue;
+      auto [pos, fresh] = first_of_inode.emplace(it.inode.inode_number, int64_t(i));
+      if (!fresh) it.link_to = pos->second;
+    }
+  }
+
+  void open_root() {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(opt_.dest, ec)) {
+      std::filesystem::create_directories(opt_.dest, ec);
+      if (ec) throw Error(opt_.dest + ": cannot create the target directory: " + ec.message());
+      created_root_ = true;
+    }
+    root_fd_ = ::open(opt_.dest.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (root_fd_ < 0) throw_errno(opt_.dest, errno);
+  }
+
+  // Records a failure of one entry and carries on with the others.
+  void fail(const std::string& path, const std::string& why) {
+    std::string msg = why;
+    if (msg.rfind(img_.path() + ": ", 0) == 0) msg.erase(0, img_.path().size() + 2);
+    std::lock_guard lock(mu_);
+    ++errors_;
+    report("extract", img_.path(), (path.empty() ? "." : path) + ": " + msg);
+  }
+
+  void warn(const std::string& path, const std::string& why) {
+    std::lock_guard lock(mu_);
+    std::fprintf(stderr, "sqar extract: warning: %s: %s\n", path.c_str(), why.c_str());
+  }
+
+  // Removes an existing non-directory so it can be replaced (--overwrite); never a directory.
+  void replace_existing(int dfd, const std::string& name, const std::string& path) {
+    struct stat st;
+    if (!opt_.overwrite) throw Error("already exists (use --overwrite to replace it)");
+    if (::fstatat(dfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))
+      throw Error("already exists as a directory; not replacing it");
+    if (::unlinkat(dfd, name.c_str(), 0) != 0) sys_fail("cannot remove the existing " + path);
+  }
+
+  void make_dirs() {
+    DirStack ds(root_fd_);
+    for (auto& it : items_) {
+      if (!it.keep || !it.inode.is_dir() || it.path.empty()) continue;
+      auto [parent, name_view] = split_parent(it.path);
+      int dfd = ds.open(parent);
+      std::string name(name_view);
+      if (::mkdirat(dfd, name.c_str(), 0700) == 0) continue;
+      if (errno != EEXIST) throw Error(img_.path() + ": " + it.path + ": mkdir: " + strerror(errno));
+      struct stat st;
+      if (::fstatat(dfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode)) continue;
+      if (!opt_.overwrite)
+        throw Error(img_.path() + ": " + it.path + ": already exists and is not a directory (use --overwrite)");
+      if (::unlinkat(dfd, name.c_str(), 0) != 0 || ::mkdirat(dfd, name.c_str(), 0700) != 0)
+        throw Error(img_.path() + ": " + it.path + ": cannot replace: " + strerror(errno));
+    }
+  }
+
+  void write_entries() {
+    std::vector<size_t> todo;
+    for (size_t i = 0; i < items_.size(); ++i)
+      if (items_[i].keep && !items_[i].inode.is_dir() && items_[i].link_to < 0) todo.push_back(i);
+    unsigned jobs = std::max(1u, opt_.jobs);
+    std::vector<std::unique_ptr<DirStack>> stacks;
+    for (unsigned w = 0; w < jobs; ++w) stacks.push_back(std::make_unique<DirStack>(root_fd_));
+    parallel_for(todo.size(), jobs, [&](size_t i, unsigned w) {
+      const Item& it = items_[todo[i]];
+      try {
+        write_entry(*stacks[w], it);
+      } catch (const std::exception& e) {
+        fail(it.path, e.what());
+      }
+    });
+  }
+
+  void write_entry(DirStack& ds, const Item& it) {
+    auto [parent, name_view] = split_parent(it.path);
+    int dfd = ds.open(parent);
+    std::string name(name_view);
+    const Inode& ino = it.inode;
+    if (ino.is_regular()) {
+      int fd;
+      while ((fd = ::openat(dfd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)) < 0) {
+        if (errno != EEXIST) sys_fail("create");
+        replace_existing(dfd, name, it.path);
+      }
+      try {
+        write_content(fd, ino);
+        set_meta_fd(fd, it);
+      } catch (...) {
+        ::close(fd);
+        throw;
+      }
+      if (::close(fd) != 0) sys_fail("close");
+      return;
+    }
+    auto create = [&]() -> int {
+      switch (ino.kind) {
+        case FileKind::symlink: return ::symlinkat(img_.read_symlink(ino).c_str(), dfd, name.c_str());
+        case FileKind::block_device:
+          return ::mknodat(dfd, name.c_str(), S_IFBLK | 0600, makedev(ino.rdev_major, ino.rdev_minor));
+        case FileKind::char_device:
+          return ::mknodat(dfd, name.c_str(), S_IFCHR | 0600, makedev(ino.rdev_major, ino.rdev_minor));
+        case FileKind::fifo: return ::mknodat(dfd, name.c_str(), S_IFIFO | 0600, 0);
+        case FileKind::socket: return ::mknodat(dfd, name.c_str(), S_IFSOCK | 0600, 0);
+        default: errno = EINVAL; return -1;
+      }
+    };
+    while (create() != 0) {
+      if (errno == EPERM && (ino.kind == FileKind::block_device || ino.kind == FileKind::char_device))
+        throw Error("cannot create a device node: " + std::string(strerror(EPERM)) + " (needs root)");
+      if (errno != EEXIST) sys_fail(ino.is_symlink() ? "symlink" : "mknod");
+      replace_existing(dfd, name, it.path);
+    }
+    set_meta_at(dfd, name, it);
+  }
+
+  void write_content(int fd, const Inode& ino) {
+    uint64_t off = 0;
+    while (off < ino.size) {
+      reader::Chunk c = img_.read_chunk(ino, off, 1u << 20);
+      if (c.len == 0) throw Error("content ends before the file size");
+      // All-zero runs (sparse blocks included) become holes: seek over them, truncate at the end.
+      if (!all_zero(c.data, c.len)) pwrite_all(fd, c.data, c.len, off);
+      off += c.len;
+    }
+    if (::ftruncate(fd, off_t(ino.size)) != 0) sys_fail("truncate");
+  }
+
+  void set_xattrs(const Item& it, const std::function<int(const char*, const std::string&)>& set) {
+    if (!opt_.xattrs || it.inode.xattr_index == 0xFFFFFFFF) return;
+    for (const auto& [key, value] : img_.xattrs(it.inode))
+      if (set(key.c_str(), value) != 0)
+        warn(it.path.empty() ? "." : it.path, "cannot set xattr " + key + ": " + strerror(errno));
+  }
+
+  // Owner first (chown clears set-id bits), then xattrs, mode, and the mtime last.
+  void set_meta_fd(int fd, const Item& it) {
+    const Inode& ino = it.inode;
+    if (opt_.same_owner && ::fchown(fd, ino.uid, ino.gid) != 0) sys_fail("chown");
+    set_xattrs(it, [&](const char* k, const std::string& v) { return ::fsetxattr(fd, k, v.data(), v.size(), 0); });
+    if (::fchmod(fd, ino.mode & 07777) != 0) sys_fail("chmod");
+    struct timespec ts[2] = {{time_t(ino.mtime), 0}, {time_t(ino.mtime), 0}};
+    if (::futimens(fd, ts) != 0) sys_fail("set mtime");
+  }
+
+  void set_meta_at(int dfd, const std::string& name, const Item& it) {
+    const Inode& ino = it.inode;
+    if (opt_.same_owner && ::fchownat(dfd, name.c_str(), ino.uid, ino.gid, AT_SYMLINK_NOFOLLOW) != 0)
+      sys_fail("chown");
+    // No fd-based call sets xattrs on a symlink or device; /proc/self/fd/N/NAME resolves the
+    // directory through our own descriptor and lsetxattr does not follow the final name.
+    std::string at = "/proc/self/fd/" + std::to_string(dfd) + "/" + name;
+    set_xattrs(it, [&](const char* k, const std::string& v) { return ::lsetxattr(at.c_str(), k, v.data(), v.size(), 0); });
+    if (!ino.is_symlink() && ::fchmodat(dfd, name.c_str(), ino.mode & 07777, AT_SYMLINK_NOFOLLOW) != 0) {
+      // Older C libraries lack AT_SYMLINK_NOFOLLOW for fchmodat; the entry is one we just
+      // created and not a symlink, so plain fchmodat is safe here.
+      if (errno != ENOTSUP && errno != EOPNOTSUPP) sys_fail("chmod");
+      if (::fchmodat(dfd, name.c_str(), ino.mode & 07777, 0) != 0) sys_fail("chmod");
+    }
+    struct timespec ts[2] = {{time_t(ino.mtime), 0}, {time_t(ino.mtime), 0}};
+    if (::utimensat(dfd, name.c_str(), ts, AT_SYMLINK_NOFOLLOW) != 0) sys_fail("set mtime");
+  }
+
+  void make_links() {
+    DirStack from(root_fd_), to(root_fd_);
+    for (const Item& it : items_) {
+      if (!it.keep || it.link_to < 0) continue;
+      const Item& first = items_[size_t(it.link_to)];
+      try {
+        auto [fparent, fname] = split_parent(first.path);
+        auto [parent, name_view] = split_parent(it.path);
+        int fdfd = from.open(fparent), dfd = to.open(parent);
+        std::string src(fname), name(name_view);
+        while (::linkat(fdfd, src.c_str(), dfd, name.c_str(), 0) != 0) {
+          if (errno != EEXIST) sys_fail("hard link to " + first.path);
+          replace_existing(dfd, name, it.path);
+        }
+      } catch (const std::exception& e) {
+        fail(it.path, e.what());
+      }
+    }
+  }
+
+  void finish_dirs() {
+    DirStack ds(root_fd_);
+    for (size_t i = items_.size(); i-- > 0;) {
+      const Item& it = items_[i];
+      if (!it.keep || !it.inode.is_dir()) continue;
+      // The target directory itself only takes the image root's metadata when we created it.
+      if (it.path.empty() && !created_root_) continue;
+      try {
+        set_meta_fd(it.path.empty() ? root_fd_ : ds.open(it.path), it);
+      } catch (const std::exception& e) {
+        fail(it.path, e.what());
+      }
+    }
+  }
+
+  reader::Image& img_;
+  const ExtractOptions& opt_;
+  std::vector<Item> items_;
+  std::vector<bool> hit_;
+  int root_fd_ = -1;
+  bool created_root_ = false;
+  std::mutex mu_;
+  size_t errors_ = 0;
+};
+
+}  // namespace
+
+size_t extract_image(reader::Image& image, const ExtractOptions& options) {
+  Extractor ex(image, options);
+  return ex.run();
+}
+
+}  // namespace sqar::cli

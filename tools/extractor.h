@@ -1,0 +1,33 @@
+// Unpacks an image (or the entries matching some paths/globs) into a directory.
+//
+// Order of work, and why:
+//   1. plan: walk all metadata first (the reader refuses bad names, duplicate names and
+//      directory loops), so a malicious image is rejected before anything is written;
+//   2. directories, serially in walk order, created 0700 so we can write into them;
+//   3. files, symlinks, devices, fifos, sockets in parallel (content, owner, mode, xattrs, mtime);
+//   4. hard links, once their first name exists;
+//   5. directory metadata last, children before parents, so writing contents does not
+//      bump a restored mtime and a read-only mode does not lock us out.
+// Every filesystem call is relative to a directory descriptor and never follows symlinks.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "reader/image.h"
+
+namespace sqar::cli {
+
+struct ExtractOptions {
+  std::string dest = ".";
+  std::vector<std::string> patterns;  // PATH or GLOB inside the image; empty: everything
+  unsigned jobs = 1;
+  bool overwrite = false;   // replace existing non-directories (never follows or removes dirs)
+  bool same_owner = false;  // restore uid/gid (default when running as root)
+  bool xattrs = true;
+};
+
+// Returns the number of entries that failed (each already reported on stderr as
+// "sqar extract: IMAGE: PATH: cause"). Throws sqar::Error when nothing could be extracted.
+size_t extract_image(reader::Image& image, const ExtractOptions& options);
+
+}  // namespace sqar::cli

@@ -1,0 +1,69 @@
+#include "read_common.h"
+
+#include <cstdio>
+#include <thread>
+
+#include "cli_util.h"
+#include "common/error.h"
+
+namespace sqar::cli {
+
+int run_guarded(const char* cmd, const std::function<int()>& body, int error_code) {
+  try {
+    return body();
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "sqar %s: %s\nTry 'sqar %s --help' for examples.\n", cmd, e.what(), cmd);
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "sqar %s: %s\n", cmd, e.what());
+    return error_code;
+  }
+}
+
+void report(const char* cmd, const std::string& image, const std::string& message) {
+  if (message.rfind(image + ":", 0) == 0)
+    std::fprintf(stderr, "sqar %s: %s\n", cmd, message.c_str());
+  else
+    std::fprintf(stderr, "sqar %s: %s: %s\n", cmd, image.c_str(), message.c_str());
+}
+
+uint64_t parse_offset_arg(const std::string& text) {
+  auto v = parse_size(text);
+  if (!v) throw UsageError("invalid --offset '" + text + "' (bytes, e.g. 4096 or 1M)");
+  return *v;
+}
+
+unsigned default_jobs() {
+  unsigned n = std::thread::hardware_concurrency();
+  return n ? n : 1;
+}
+
+unsigned parse_jobs_arg(const std::string& text) {
+  auto v = parse_int(text);
+  if (!v || *v < 1 || *v > 1024) throw UsageError("invalid thread count '" + text + "' (1-1024)");
+  return unsigned(*v);
+}
+
+std::unique_ptr<reader::Image> open_image(const std::string& path, uint64_t offset) {
+  reader::ImageOptions options;
+  options.offset = offset;
+  return reader::Image::open(path, options);
+}
+
+std::string normalize_image_path(const std::string& path) {
+  std::string out;
+  size_t i = 0;
+  while (i <= path.size()) {
+    size_t j = path.find('/', i);
+    if (j == std::string::npos) j = path.size();
+    std::string comp = path.substr(i, j - i);
+    if (!comp.empty() && comp != ".") {
+      if (!out.empty()) out += '/';
+      out += comp;
+    }
+    i = j + 1;
+  }
+  return out;
+}
+
+}  // namespace sqar::cli

@@ -1,0 +1,40 @@
+// Shared plumbing of the read commands (extract, list, cat, info, verify, diff): option
+// values, opening an image, and the error shape every command reports.
+//
+// Errors follow one rule: usage problems print "sqar CMD: message" plus a hint and exit 2;
+// everything else prints "sqar CMD: IMAGE: cause" and exits 1 (diff: 2, since 1 means
+// "differs"). The reader's own errors already start with the image path.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include "reader/image.h"
+
+namespace sqar::cli {
+
+// Thrown for bad command lines; turned into exit code 2.
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Runs body, mapping UsageError to 2 and sqar::Error / std::exception to error_code.
+int run_guarded(const char* cmd, const std::function<int()>& body, int error_code = 1);
+
+// Prints "sqar CMD: IMAGE: message" (the image prefix is skipped when message already has it).
+void report(const char* cmd, const std::string& image, const std::string& message);
+
+// Parsers for option values; throw UsageError naming the option.
+uint64_t parse_offset_arg(const std::string& text);
+unsigned parse_jobs_arg(const std::string& text);
+unsigned default_jobs();
+
+std::unique_ptr<reader::Image> open_image(const std::string& path, uint64_t offset);
+
+// Path given by a user for an entry inside an image: "./a//b/" -> "a/b"; "/" or "." -> "".
+std::string normalize_image_path(const std::string& path);
+
+}  // namespace sqar::cli
