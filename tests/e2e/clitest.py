@@ -1,0 +1,53 @@
+"""Helpers for the read-command tests (extract, list, cat, info, verify, diff)."""
+import os
+import shutil
+import subprocess
+
+from sqartest import SQAR, log, run, skip
+
+COMPRESSORS = ["gzip", "xz", "lzo", "lz4", "zstd"]
+
+
+def mksquashfs(src, image, *args):
+    if shutil.which("mksquashfs") is None:
+        skip("mksquashfs is not installed")
+    run(["mksquashfs", src, image, "-noappend", "-quiet", "-no-progress", *args])
+
+
+def mksquashfs_supports(comp):
+    p = subprocess.run(["mksquashfs", "-help"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return f"\t{comp}" in p.stdout or f" {comp}" in p.stdout
+
+
+def sqar_create_works(src, image, *args):
+    """Builds image with `sqar create`; returns False (and says why) when it is not available."""
+    p = subprocess.run([SQAR, "create", "-q", *args, src, image], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       text=True)
+    if p.returncode != 0:
+        log(f"note: skipping the sqar-create part: `sqar create` failed: {p.stderr.strip()[:200]}")
+        return False
+    return True
+
+
+def sqar(*args, check=True, **kw):
+    return run([SQAR, *args], check=check, **kw)
+
+
+def expect_fail(args, code, *needles):
+    """Runs sqar ARGS, asserts exit code `code` and that stderr names every needle."""
+    p = run([SQAR, *args], check=False)
+    if p.returncode != code:
+        raise AssertionError(f"sqar {args} exited {p.returncode}, expected {code}\nstdout: {p.stdout}\nstderr: {p.stderr}")
+    for n in needles:
+        if n not in p.stderr:
+            raise AssertionError(f"sqar {args}: stderr does not mention {n!r}: {p.stderr!r}")
+    return p
+
+
+def tree_files(root):
+    """Every path below root, relative, like `sqar list` prints them."""
+    out = []
+    for dirpath, dirs, files in os.walk(root):
+        for name in dirs + files:
+            out.append(os.path.relpath(os.path.join(dirpath, name), root))
+    return sorted(out)

@@ -1,0 +1,121 @@
+"""sqar extract against images made by mksquashfs (every compressor) and by sqar create:
+content and metadata (mode, owner, mtime, hard links, symlinks, devices, fifos, xattrs, sparse
+holes) must match the source tree; selection by path and glob; --overwrite; --offset."""
+import os
+import stat
+
+from clitest import COMPRESSORS, expect_fail, mksquashfs, mksquashfs_supports, sqar, sqar_create_works
+from sqartest import compare_trees, log, main, make_full_tree, tempdir, write
+
+# mksquashfs does not keep hard links between symlinks (it stores two symlink inodes).
+MKSQUASHFS_IGNORE = ("sym-for-hardlink", "names/sym-hardlink")
+OWNERS = os.geteuid() == 0
+
+
+def check_sparse(root):
+    st = os.stat(f"{root}/sparse.img")
+    if st.st_blocks * 512 >= st.st_size // 2:
+        raise AssertionError(f"sparse.img was written densely: {st.st_blocks} blocks for {st.st_size} bytes")
+    log(f"ok: sparse.img keeps its holes ({st.st_blocks * 512} bytes allocated of {st.st_size})")
+
+
+def check_symlinks(root):
+    for p in MKSQUASHFS_IGNORE:
+        if os.readlink(f"{root}/{p}") != "small.txt":
+            raise AssertionError(f"{p}: wrong symlink target")
+
+
+def test_mksquashfs_images():
+    with tempdir() as d:
+        src = make_full_tree(f"{d}/src")
+        for comp in COMPRESSORS:
+            if not mksquashfs_supports(comp):
+                log(f"note: this mksquashfs cannot write {comp}; skipped")
+                continue
+            img, out = f"{d}/{comp}.sqfs", f"{d}/out-{comp}"
+            mksquashfs(src, img, "-comp", comp)
+            sqar("extract", img, "-C", out)
+            compare_trees(src, out, f"sqar extract of mksquashfs {comp}", owners=OWNERS, ignore=MKSQUASHFS_IGNORE)
+            check_symlinks(out)
+            check_sparse(out)
+
+
+def test_sqar_images():
+    with tempdir() as d:
+        src = make_full_tree(f"{d}/src")
+        img = f"{d}/img.sqfs"
+        if not sqar_create_works(src, img):
+            return
+        for jobs in ("1", "4"):
+            out = f"{d}/out-{jobs}"
+            sqar("extract", "-j", jobs, img, "-C", out)
+            compare_trees(src, out, f"sqar extract -j {jobs} of a sqar image", owners=OWNERS)
+            check_sparse(out)
+
+
+def test_selection_overwrite_offset():
+    with tempdir() as d:
+        src = make_full_tree(f"{d}/src")
+        img = f"{d}/img.sqfs"
+        mksquashfs(src, img, "-comp", "gzip")
+        out = f"{d}/sel"
+        sqar("extract", img, "-C", out, "dup/one.log", "modes/*")
+        got = sorted(os.path.relpath(os.path.join(a, n), out) for a, ds, fs in os.walk(out) for n in ds + fs)
+        want = ["dup", "dup/one.log", "modes", "modes/all", "modes/none", "modes/setuid", "modes/sticky"]
+        if got != want:
+            raise AssertionError(f"selection extracted {got}, expected {want}")
+        log("ok: PATH and GLOB selection extract exactly the matching entries and their parents")
+        expect_fail(["extract", img, "-C", out, "no/such/file"], 1, img, "no/such/file")
+
+        # A second extraction over the first refuses to replace files, naming one.
+        full = f"{d}/full"
+        sqar("extract", img, "-C", full)
+        p = expect_fail(["extract", img, "-C", full], 1, img, "already exists")
+        log(f"ok: existing files are refused: {p.stderr.splitlines()[0]}")
+        write(f"{full}/small.txt", b"changed")
+        os.unlink(f"{full}/link-rel")
+        os.symlink("/etc/passwd", f"{full}/link-rel")
+        sqar("extract", "--overwrite", img, "-C", full)
+        compare_trees(src, full, "extract --overwrite", owners=OWNERS, ignore=MKSQUASHFS_IGNORE)
+
+        # The image inside a larger file.
+        with open(img, "rb") as f:
+            data = f.read()
+        with open(f"{d}/wrapped", "wb") as f:
+            f.write(b"\x5a" * 8192 + data + b"trailing")
+        sqar("extract", "--offset", "8192", f"{d}/wrapped", "-C", f"{d}/off")
+        compare_trees(src, f"{d}/off", "extract --offset", owners=OWNERS, ignore=MKSQUASHFS_IGNORE)
+
+
+def test_no_same_owner():
+    if os.geteuid() != 0:
+        log("note: not root; --no-same-owner is the default")
+        return
+    with tempdir() as d:
+        src = f"{d}/src"
+        write(f"{src}/f", b"x")
+        os.chown(f"{src}/f", 4242, 4343)
+        img = f"{d}/img.sqfs"
+        mksquashfs(src, img)
+        sqar("extract", "--no-same-owner", img, "-C", f"{d}/out")
+        st = os.lstat(f"{d}/out/f")
+        if (st.st_uid, st.st_gid) != (0, 0):
+            raise AssertionError(f"--no-same-owner restored {st.st_uid}:{st.st_gid}")
+        sqar("extract", img, "-C", f"{d}/out2")
+        st = os.lstat(f"{d}/out2/f")
+        if (st.st_uid, st.st_gid) != (4242, 4343) or not stat.S_ISREG(st.st_mode):
+            raise AssertionError("owner not restored as root")
+        log("ok: owners restored as root, not with --no-same-owner")
+
+
+def test_usage():
+    expect_fail(["extract"], 2, "missing IMAGE")
+    expect_fail(["extract", "--bogus", "x"], 2, "--bogus")
+    expect_fail(["extract", "/nonexistent.sqfs", "-C", "/tmp"], 1, "/nonexistent.sqfs")
+    help_text = sqar("extract", "--help").stdout
+    if "Examples" not in help_text or "--overwrite" not in help_text:
+        raise AssertionError("extract --help does not teach")
+
+
+if __name__ == "__main__":
+    main([test_mksquashfs_images, test_sqar_images, test_selection_overwrite_offset, test_no_same_owner, test_usage])
