@@ -1,0 +1,118 @@
+"""Crafted malicious images must be refused by sqar extract with a clear error, and nothing
+may be written outside the target directory.
+
+The images are built by this test: mksquashfs with -noI -noD -noF -noX stores metadata
+uncompressed, so a placeholder name of the right length can be byte-replaced in the directory
+table by '..', 'a/b', '.', a NUL name, or the name of a sibling (a symlink followed by an entry
+of the same name, as in CVE-2021-40153 / CVE-2021-41072); a directory entry's inode offset can
+be pointed at its parent to make a directory loop. ('' cannot be encoded: names store
+length - 1.)"""
+import os
+import struct
+
+from clitest import expect_fail, mksquashfs
+from sqartest import log, main, tempdir, write
+
+UNCOMPRESSED = ("-noI", "-noD", "-noF", "-noX", "-no-xattrs")
+
+
+def patch(image, old, new, count=1):
+    assert len(old) == len(new)
+    with open(image, "rb") as f:
+        data = f.read()
+    if data.count(old) != count:
+        raise AssertionError(f"placeholder {old!r} occurs {data.count(old)} times in the image, expected {count}")
+    with open(image, "wb") as f:
+        f.write(data.replace(old, new))
+
+
+def build(d, populate):
+    src = f"{d}/src"
+    os.makedirs(src)
+    populate(src)
+    img = f"{d}/evil.sqfs"
+    mksquashfs(src, img, *UNCOMPRESSED)
+    return img
+
+
+def refuse(d, img, *needles):
+    """Extracts into d/box/out; asserts failure naming the image and that nothing escaped."""
+    box = f"{d}/box"
+    os.makedirs(box)
+    p = expect_fail(["extract", img, "-C", f"{box}/out"], 1, img, *needles)
+    escaped = [n for n in os.listdir(box) if n != "out"]
+    if escaped:
+        raise AssertionError(f"entries written outside the target directory: {escaped}")
+    inside = [os.path.join(a, n) for a, ds, fs in os.walk(f"{box}/out") for n in ds + fs]
+    if inside:
+        raise AssertionError(f"a refused image still wrote into the target: {inside}")
+    log(f"ok: refused: {p.stderr.strip().splitlines()[0]}")
+
+
+def test_dotdot_directory():
+    with tempdir() as d:
+        img = build(d, lambda s: write(f"{s}/QZ/escaped.txt", b"outside"))
+        patch(img, b"QZ", b"..")
+        refuse(d, img, '".."')
+
+
+def test_name_with_slash():
+    with tempdir() as d:
+        img = build(d, lambda s: write(f"{s}/QZQZ", b"outside"))
+        patch(img, b"QZQZ", b"../x")
+        refuse(d, img, "../x")
+        with tempdir() as d2:
+            img = build(d2, lambda s: write(f"{s}/QZQ", b"x"))
+            patch(img, b"QZQ", b"a/b")
+            refuse(d2, img, "a/b")
+
+
+def test_dot_and_nul_names():
+    for new, shown in ((b".", '"."'), (b"\0", "invalid name")):
+        with tempdir() as d:
+            img = build(d, lambda s: write(f"{s}/Q/f", b"x"))
+            patch(img, b"Q", new)
+            refuse(d, img, shown)
+
+
+def test_symlink_then_same_name():
+    with tempdir() as d:
+        victim = f"{d}/victim"
+        os.makedirs(victim)
+
+        def populate(s):
+            os.symlink(victim, f"{s}/QZQZQZA")                 # symlink to a directory outside
+            write(f"{s}/QZQZQZB/planted", b"would land in victim/")
+            os.symlink(f"{victim}/file", f"{s}/QZQZQZC")       # symlink to a file outside
+            write(f"{s}/QZQZQZD", b"would overwrite victim/file")
+
+        img = build(d, populate)
+        patch(img, b"QZQZQZB", b"QZQZQZA")
+        patch(img, b"QZQZQZD", b"QZQZQZC")
+        refuse(d, img, "QZQZQZA")
+        if os.listdir(victim):
+            raise AssertionError(f"wrote through the symlink: {os.listdir(victim)}")
+
+
+def test_directory_loop():
+    with tempdir() as d:
+        img = build(d, lambda s: os.makedirs(f"{s}/QLOOPA/QLOOPB"))
+        with open(img, "rb") as f:
+            data = bytearray(f.read())
+        # Directory entry: u16 offset, s16 inode number delta, u16 type, u16 name size - 1, name.
+        a = data.index(b"QLOOPA") - 8
+        b = data.index(b"QLOOPB") - 8
+        # Both directories' inodes sit in the one uncompressed metadata block; point B's entry at
+        # A's inode (its own parent) and give it A's inode number.
+        a_off, a_num = struct.unpack_from("<Hh", data, a)
+        b_hdr_base = struct.unpack_from("<I", data, b - 4)[0]
+        a_hdr_base = struct.unpack_from("<I", data, a - 4)[0]
+        struct.pack_into("<Hh", data, b, a_off, a_hdr_base + a_num - b_hdr_base)
+        with open(img, "wb") as f:
+            f.write(data)
+        refuse(d, img, "loop")
+
+
+if __name__ == "__main__":
+    main([test_dotdot_directory, test_name_with_slash, test_dot_and_nul_names, test_symlink_then_same_name,
+          test_directory_loop])
