@@ -1,0 +1,150 @@
+"""sqar verify and sqar diff agree with reality: clean images pass, a flipped byte in a data
+block makes verify fail naming the file, and diff reports exactly the changes made to a tree."""
+import os
+
+from clitest import expect_fail, mksquashfs, sqar, sqar_create_works
+from sqartest import log, main, make_full_tree, pseudo_random, run, tempdir, write
+
+TEXT = b"".join(b"line %d of a log file with some words\n" % i for i in range(30000))
+
+
+def flip(image, offset):
+    with open(image, "r+b") as f:
+        f.seek(offset)
+        b = f.read(1)
+        f.seek(offset)
+        f.write(bytes([b[0] ^ 0xFF]))
+
+
+def one_big_file_tree(root):
+    """Only big.log has data blocks, so any flip in the data area is a flip in big.log."""
+    write(f"{root}/big.log", TEXT)
+    os.makedirs(f"{root}/empty-dir")
+    os.symlink("big.log", f"{root}/link")
+
+
+def test_verify_clean_images():
+    with tempdir() as d:
+        src = make_full_tree(f"{d}/src")
+        for comp in ("gzip", "xz", "zstd"):
+            mksquashfs(src, f"{d}/{comp}.sqfs", "-comp", comp)
+            out = sqar("verify", f"{d}/{comp}.sqfs").stdout
+            if "OK" not in out:
+                raise AssertionError(f"verify output: {out}")
+        if sqar_create_works(src, f"{d}/sqar.sqfs"):
+            out = sqar("verify", "-j", "2", f"{d}/sqar.sqfs").stdout
+            if "manifest" not in out or "OK" not in out:
+                raise AssertionError(f"verify of a sqar image did not use the manifest: {out}")
+        log("ok: clean images verify")
+
+
+def test_verify_flipped_data_byte_mksquashfs():
+    with tempdir() as d:
+        one_big_file_tree(f"{d}/src")
+        img = f"{d}/img.sqfs"
+        mksquashfs(f"{d}/src", img, "-comp", "gzip")  # zlib streams carry a checksum
+        sqar("verify", img)
+        flip(img, 96 + 3000)
+        p = expect_fail(["verify", img], 1, img, "big.log")
+        log(f"ok: flipped byte found: {p.stderr.strip().splitlines()[0]}")
+
+
+def test_verify_flipped_data_byte_sqar():
+    with tempdir() as d:
+        one_big_file_tree(f"{d}/src")
+        img = f"{d}/img.sqfs"
+        if not sqar_create_works(f"{d}/src", img, "-c", "lz4"):  # lz4 has no checksum: the manifest must catch it
+            return
+        sqar("verify", img)
+        with open(img, "rb") as f:
+            data = f.read()
+        # A byte of the first data block (right after the superblock and any options block).
+        flip(img, 96 + 64 + 2000 if len(data) > 5000 else 200)
+        p = expect_fail(["verify", img], 1, img, "big.log")
+        log(f"ok: flipped byte in a sqar image found: {p.stderr.strip().splitlines()[0]}")
+
+
+def test_verify_bad_manifest():
+    with tempdir() as d:
+        one_big_file_tree(f"{d}/src")
+        img = f"{d}/img.sqfs"
+        if not sqar_create_works(f"{d}/src", img):
+            return
+        info = sqar("info", "--json", img).stdout
+        import json
+        bytes_used = json.loads(info)["image_bytes"]
+        manifest_at = (bytes_used + 4095) // 4096 * 4096
+        flip(img, manifest_at + 40 + 4 + 3)  # a byte of the first entry's hash
+        expect_fail(["verify", img], 1, img, "manifest")
+        log("ok: a damaged manifest trailer fails verify")
+
+
+def test_diff():
+    with tempdir() as d:
+        src = make_full_tree(f"{d}/src")
+        img = f"{d}/img.sqfs"
+        mksquashfs(src, img, "-comp", "zstd")
+        p = sqar("diff", img, src, check=False)
+        if p.returncode != 0 or p.stdout:
+            raise AssertionError(f"diff of an image and its own source: exit {p.returncode}\n{p.stdout}{p.stderr}")
+        log("ok: an image and its source tree do not differ")
+        os.chmod(f"{src}/text.log", 0o600)
+        with open(f"{src}/random.bin", "r+b") as f:   # same size, other content
+            f.seek(1000)
+            f.write(b"X")
+        os.utime(f"{src}/random.bin", (1_600_000_000 + 9, os.lstat(f"{src}/random.bin").st_mtime))
+        write(f"{src}/dup/one.log", TEXT)               # other size
+        os.utime(f"{src}/dup/one.log", (0, 1_700_000_000))
+        os.unlink(f"{src}/link-rel")
+        os.symlink("elsewhere", f"{src}/link-rel")
+        os.unlink(f"{src}/empty")
+        write(f"{src}/new-file", b"new")
+        os.setxattr(f"{src}/small.txt", "user.comment", b"changed")
+        p = sqar("diff", "--no-times", img, src, check=False)
+        lines = p.stdout.splitlines()
+        want = {
+            "M text.log: mode 0644 != 0600",
+            "M random.bin: content differs",
+            "- empty",
+            "+ new-file",
+            "M link-rel: target \"small.txt\" != \"elsewhere\"",
+            "M small.txt: xattrs differ (user.comment)",
+        }
+        missing = want - set(lines)
+        size_line = [l for l in lines if l.startswith("M dup/one.log: size ")]
+        if p.returncode != 1 or missing or not size_line:
+            raise AssertionError(f"diff exit {p.returncode}; missing {missing}; got:\n{p.stdout}{p.stderr}")
+        # Side effects of the changes: the new symlink lost its owner and xattr, hard links of
+        # small.txt share its xattrs, and the directories' mtimes moved.
+        side = ("M .:", "M dup:", "M link-rel: uid", "M link-rel: gid", "M link-rel: xattrs",
+                "M hard-1: xattrs", "M dup/hard-2: xattrs")
+        unexpected = [l for l in lines if l not in want and l not in size_line and not l.startswith(side)]
+        if unexpected:
+            raise AssertionError(f"unexpected differences: {unexpected}")
+        p = sqar("diff", img, src, check=False)
+        if "M dup/one.log: mtime" not in p.stdout:
+            raise AssertionError(f"mtime change not reported:\n{p.stdout}")
+        log("ok: diff reports exactly the changes made")
+        expect_fail(["diff", img, f"{d}/no-such-dir"], 2, "no-such-dir")
+        expect_fail(["diff", img], 2, "need IMAGE and DIR")
+
+
+def test_diff_after_extract_roundtrip():
+    with tempdir() as d:
+        src = make_full_tree(f"{d}/src")
+        img = f"{d}/img.sqfs"
+        mksquashfs(src, img, "-comp", "lz4")
+        sqar("extract", img, "-C", f"{d}/out")
+        p = sqar("diff", img, f"{d}/out", check=False)
+        if p.returncode != 0:
+            raise AssertionError(f"extract then diff differs:\n{p.stdout}{p.stderr}")
+        os.truncate(f"{d}/out/sparse.img", 10)
+        p = sqar("diff", img, f"{d}/out", check=False)
+        if p.returncode != 1 or "sparse.img: size" not in p.stdout:
+            raise AssertionError(f"truncation not found:\n{p.stdout}")
+        log("ok: extract then diff agree; a truncated file is reported")
+
+
+if __name__ == "__main__":
+    main([test_verify_clean_images, test_verify_flipped_data_byte_mksquashfs, test_verify_flipped_data_byte_sqar,
+          test_verify_bad_manifest, test_diff, test_diff_after_extract_roundtrip])
