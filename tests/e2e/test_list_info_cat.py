@@ -1,0 +1,144 @@
+"""sqar list, info and cat on images made by mksquashfs and sqar: paths and long listings
+match the tree, info's counts/sizes/dedup/flags are right and fast, cat prints content."""
+import json
+import os
+import shutil
+import stat
+import subprocess
+import time
+
+from clitest import expect_fail, mksquashfs, sqar, sqar_create_works, tree_files
+from sqartest import SQAR, log, main, make_full_tree, run, tempdir, write
+
+
+def test_list():
+    with tempdir() as d:
+        src = make_full_tree(f"{d}/src")
+        img = f"{d}/img.sqfs"
+        mksquashfs(src, img)
+        paths = sqar("list", img).stdout.split("\n")[:-1]
+        # A name containing a newline prints over two lines; compare as one text.
+        if "\n".join(paths) != "\n".join(sorted(tree_files(src), key=lambda p: p.split("/"))) and \
+                sorted("\n".join(paths).split("\n")) != sorted("\n".join(tree_files(src)).split("\n")):
+            raise AssertionError(f"list differs from the tree:\n{paths}")
+        sub = sqar("list", img, "dup").stdout.split()
+        if sub != ["dup", "dup/hard-2", "dup/one.log", "dup/tail-a", "dup/tail-b", "dup/two.log"]:
+            raise AssertionError(f"list IMAGE dup: {sub}")
+        env = dict(os.environ, TZ="UTC")
+        long = run([SQAR, "list", "-l", "-n", img], env=env).stdout.splitlines()
+        by_name = {l.split(" ")[-1] if " -> " not in l else l.split(" -> ")[0].split(" ")[-1]: l for l in long}
+        checks = {
+            "small.txt": ("-rw-r--r--", "1234/5678" if os.geteuid() == 0 else None, " 12 ", "2020-09-13"),
+            "link-rel": ("lrwxrwxrwx", "-> small.txt"),
+            "modes/setuid": ("-rwsr-xr-x",),
+            "modes/sticky": ("drwxrwxrwt",),
+            "dev/fifo": ("prw-",),
+        }
+        if os.geteuid() == 0:
+            checks["dev/block"] = (stat.filemode(os.lstat(f"{src}/dev/block").st_mode), " 8,1 ")
+            checks["dev/big-minor"] = (stat.filemode(os.lstat(f"{src}/dev/big-minor").st_mode), "250,70000")
+        for name, needles in checks.items():
+            line = by_name.get(name, "")
+            for n in needles:
+                if n and n not in line:
+                    raise AssertionError(f"list -l line for {name} lacks {n!r}: {line!r}")
+        expect_fail(["list", img, "no/such"], 1, img, "no/such")
+        log("ok: list and list -l match the tree")
+
+
+def test_info():
+    with tempdir() as d:
+        src = make_full_tree(f"{d}/src")
+        img = f"{d}/img.sqfs"
+        mksquashfs(src, img, "-comp", "xz")
+        info = json.loads(sqar("info", "--json", img).stdout)
+        files = dirs = links = 0
+        for a, ds, fs in os.walk(src):
+            dirs += len(ds)
+            for n in ds + fs:
+                p = os.path.join(a, n)
+                if os.path.islink(p):
+                    links += 1
+                elif os.path.isfile(p):
+                    files += 1
+        c = info["counts"]
+        # Hard links: 2 extra names of small.txt (+1 symlink hard link that mksquashfs splits).
+        if c["directory"] != dirs + 1 or c["regular"] != files or c["symlink"] != links:
+            raise AssertionError(f"counts {c} vs dirs {dirs}+root, files {files}, symlinks {links}")
+        text_size = os.path.getsize(f"{src}/text.log")
+        if info["compressor"] != "xz" or info["block_size"] != 131072 or info["manifest"]:
+            raise AssertionError(f"info: {info}")
+        if info["dedup_saved_bytes"] < 2 * text_size:
+            raise AssertionError(f"dedup savings {info['dedup_saved_bytes']} < 2 copies of text.log ({text_size})")
+        if info["image_bytes"] > info["file_size"] or not (0 < info["ratio"] < 1) or not info["xattrs"]:
+            raise AssertionError(f"info sizes/flags: {info}")
+        human = sqar("info", img).stdout
+        for n in ("Compressor:       xz", "Dedup savings", "Manifest trailer: no", "Block size"):
+            if n not in human:
+                raise AssertionError(f"info text lacks {n!r}:\n{human}")
+        if sqar_create_works(src, f"{d}/sqar.sqfs"):
+            info = json.loads(sqar("info", "--json", f"{d}/sqar.sqfs").stdout)
+            if not info["manifest"] or info["dedup_saved_bytes"] < 2 * text_size:
+                raise AssertionError(f"info of a sqar image: {info}")
+        log("ok: info counts, sizes, dedup and flags are right")
+
+
+def test_info_is_fast():
+    with tempdir() as d:
+        src = f"{d}/src"
+        for i in range(100):
+            os.makedirs(f"{src}/d{i}")
+            for j in range(200):
+                with open(f"{src}/d{i}/f{j}", "w") as f:
+                    f.write(f"file {i} {j}\n" * (j % 7))
+        img = f"{d}/img.sqfs"
+        mksquashfs(src, img, "-comp", "zstd")
+        t0 = time.monotonic()
+        info = json.loads(sqar("info", "--json", img).stdout)
+        secs = time.monotonic() - t0
+        if info["counts"]["regular"] != 20000:
+            raise AssertionError(f"counts: {info['counts']}")
+        if secs > 1.0:
+            raise AssertionError(f"info took {secs:.2f} s for 20k entries")
+        log(f"ok: info on 20k entries took {secs:.3f} s")
+
+
+def test_cat():
+    with tempdir() as d:
+        src = make_full_tree(f"{d}/src")
+        img = f"{d}/img.sqfs"
+        mksquashfs(src, img, "-comp", "lzo")
+        for name in ("small.txt", "text.log", "random.bin", "sparse.img", "empty"):
+            p = subprocess.run([SQAR, "cat", img, name], stdout=subprocess.PIPE)
+            with open(f"{src}/{name}", "rb") as f:
+                if p.returncode != 0 or p.stdout != f.read():
+                    raise AssertionError(f"cat {name}: exit {p.returncode}, content differs")
+        p = subprocess.run([SQAR, "cat", img, "link-rel", "/dup/hard-2"], stdout=subprocess.PIPE)
+        if p.stdout != b"hello world\n" * 2:
+            raise AssertionError(f"cat through a symlink: {p.stdout!r}")
+        p = expect_fail(["cat", img, "nope", "dup"], 1, img, "nope: not found", "dup: is a directory")
+        expect_fail(["cat", img], 2, "need IMAGE")
+        log("ok: cat prints content, follows symlinks, names bad paths")
+
+
+def test_help_and_usage():
+    for cmd in ("extract", "list", "cat", "info", "verify", "diff"):
+        h = sqar(cmd, "--help").stdout
+        if "Usage: sqar " + cmd not in h or "Examples" not in h:
+            raise AssertionError(f"{cmd} --help does not teach:\n{h}")
+        expect_fail([cmd], 2, f"sqar {cmd}:")
+        expect_fail([cmd, "--no-such-option", "x"], 2, "--no-such-option")
+    with tempdir() as d:
+        write(f"{d}/junk", b"not an image" * 100)
+        for cmd in (["list"], ["info"], ["verify"], ["cat"]):
+            args = cmd + [f"{d}/junk"] + (["x"] if cmd == ["cat"] else [])
+            expect_fail(args, 1, f"sqar {cmd[0]}: {d}/junk")
+        expect_fail(["diff", f"{d}/junk", d], 2, f"{d}/junk")
+    log("ok: every command teaches with --help and reports usage (2) and errors (1)")
+
+
+if __name__ == "__main__":
+    if shutil.which("mksquashfs") is None:
+        print("SKIPPED: mksquashfs is not installed")
+        raise SystemExit(77)
+    main([test_list, test_info, test_info_is_fast, test_cat, test_help_and_usage])
