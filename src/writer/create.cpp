@@ -76,6 +76,8 @@ CreateStats create_image(CreateOptions opt, CreateProgress* progress) {
   scan.warn = opt.warn;
   if (progress) scan.entries_seen = &progress->entries;
   Tree tree = scan_sources(scan);
+  auto since = [](auto t) { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count(); };
+  stats.scan_seconds = since(t0);
   {
     // The image must not swallow itself when it is written inside a source directory.
     struct stat tmp;
@@ -115,7 +117,10 @@ CreateStats create_image(CreateOptions opt, CreateProgress* progress) {
   data_opt.detect_incompressible = opt.detect_incompressible;
   data_opt.warn = opt.warn;
   if (progress) data_opt.bytes_done = &progress->bytes_done;
+  const auto t_data = std::chrono::steady_clock::now();
   DataResult data = write_file_data(tree, out, data_opt);
+  stats.data_seconds = since(t_data);
+  const auto t_meta = std::chrono::steady_clock::now();
   if (progress) progress->phase = 2;
 
   int64_t sb_time = opt.mtime ? *opt.mtime : opt.source_date ? *opt.source_date : int64_t(time(nullptr));
@@ -133,6 +138,7 @@ CreateStats create_image(CreateOptions opt, CreateProgress* progress) {
   meta_opt.mtime_override = opt.mtime;
   meta_opt.mtime_clamp = opt.source_date;
   MetadataResult meta = write_metadata(tree, data, out, super, meta_opt);
+  stats.metadata_seconds = since(t_meta);
 
   super.flags = uint16_t(super.flags | flags);
   if (opt.dedup) super.flags |= fmt::kFlagDuplicates;

@@ -49,6 +49,7 @@ struct CreateStats {
   uint64_t file_bytes = 0;      // total size of the output file
   uint64_t xattr_sets = 0;
   double seconds = 0;
+  double scan_seconds = 0, data_seconds = 0, metadata_seconds = 0;  // where the time went
 };
 
 CreateStats create_image(CreateOptions opt, CreateProgress* progress = nullptr);
