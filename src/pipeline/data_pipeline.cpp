@@ -271,7 +271,9 @@ class DataPipeline {
     }
     if (!s.changed.empty()) throw Error(tree_.path_of(n) + ": " + s.changed);
     stats_.bytes_read += u.len;
-    if (opt_.bytes_done) opt_.bytes_done->fetch_add(u.len, std::memory_order_relaxed);
+    // Prehashed files were counted once by the hashing pass; progress measures source bytes.
+    if (opt_.bytes_done && kinds_[f] != FileKind::kPrehashed)
+      opt_.bytes_done->fetch_add(u.len, std::memory_order_relaxed);
     Buffer data = std::make_shared<std::vector<uint8_t>>(std::move(s.data));
     FileLocation& loc = locs_[f];
     if (u.offset == 0) {
