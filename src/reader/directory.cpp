@@ -26,8 +26,7 @@ FileKind kind_of_entry_type(uint16_t t) {
 class ListingCursor {
  public:
   ListingCursor(ImageImpl& img, const Inode& dir, uint64_t block_rel, uint32_t offset, uint32_t consumed)
-      : img_(img),
-        r_(img, img.super().directory_table_start + block_rel, offset, "directory listing"),
+      : r_(img, img.super().directory_table_start + block_rel, offset, "directory listing"),
         total_(dir.dir_file_size > 3 ? dir.dir_file_size - 3 : 0),
         consumed_(consumed),
         dir_(dir) {
@@ -91,7 +90,6 @@ class ListingCursor {
     consumed_ += n;
   }
 
-  ImageImpl& img_;
   MetaReader r_;
   uint32_t total_;
   uint32_t consumed_;
