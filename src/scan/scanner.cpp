@@ -63,9 +63,9 @@ class Scanner {
     }
     for (auto& n : tree_.nodes) {
       std::sort(n.children.begin(), n.children.end(),
-                [&](uint32_t a, uint32_t b) { return tree_.nodes[a].name < tree_.nodes[b].name; });
+                [&](uint32_t a, uint32_t b) { return tree_.name(tree_.nodes[a]) < tree_.name(tree_.nodes[b]); });
       for (size_t i = 1; i < n.children.size(); ++i)
-        if (tree_.nodes[n.children[i]].name == tree_.nodes[n.children[i - 1]].name)
+        if (tree_.name(tree_.nodes[n.children[i]]) == tree_.name(tree_.nodes[n.children[i - 1]]))
           throw Error(tree_.path_of(n.children[i - 1]) + " and " + tree_.path_of(n.children[i]) +
                       " would have the same name in the image");
     }
@@ -129,7 +129,7 @@ class Scanner {
       auto [it, inserted] = inodes_.try_emplace({st.st_dev, st.st_ino}, idx);
       if (!inserted) {
         Node link;
-        link.name = name;
+        tree_.set_name(link, name);
         link.parent = parent;
         link.source = source_;
         link.mode = st.st_mode;
@@ -147,7 +147,7 @@ class Scanner {
         return;
     }
     Node n;
-    n.name = name;
+    tree_.set_name(n, name);
     n.parent = parent;
     n.source = source_;
     fill_metadata(idx, n, st, path);

@@ -170,7 +170,7 @@ class MetadataWriter {
       const uint32_t o = owner(c);
       const Node& child = tree_.nodes[o];
       if (S_ISDIR(child.mode)) ++subdirs;
-      check(sqfs_dir_writer_add_entry(dir_writer_.get(), tree_.nodes[c].name.c_str(), number_[o], ref_[o],
+      check(sqfs_dir_writer_add_entry(dir_writer_.get(), tree_.name_cstr(tree_.nodes[c]), number_[o], ref_[o],
                                       uint16_t(child.mode)),
             "directory entry " + tree_.path_of(c));
     }
