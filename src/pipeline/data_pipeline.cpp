@@ -194,7 +194,12 @@ class DataPipeline {
     return true;
   }
 
+  // Read units are produced on the fly by a cursor (a list of them cost 32 bytes per file);
+  // here they are only counted, and each file gets its slots in the block size pool, sized
+  // once so the writer thread can fill them while the sequencer runs.
   void plan_units() {
+    has_units_.assign(kinds_.size(), false);
+    uint64_t blocks = 0;
     for (uint32_t i = 0; i < kinds_.size(); ++i) {
       if (kinds_[i] == FileKind::kEmpty) {
         locs_[i].hash = hash128("", 0);
@@ -202,15 +207,32 @@ class DataPipeline {
       }
       if (skip_[i] || locs_[i].same_as != kNoNode) continue;
       const uint64_t size = node_of(i).size;
-      for (uint64_t off = 0; off < size; off += chunk_) {
-        uint64_t len = std::min(chunk_, size - off);
-        units_.push_back({i, off, len, off + len == size});
-      }
+      has_units_[i] = true;
+      total_units_ += (size + chunk_ - 1) / chunk_;
+      locs_[i].first_block = blocks;
+      blocks += size / block_size_;
     }
+    block_sizes_.assign(blocks, 0);
+  }
+
+  // The next read unit in image order; called under read_mu_ only.
+  Unit next_unit() {
+    while (!has_units_[cursor_file_]) ++cursor_file_;
+    const uint64_t size = node_of(cursor_file_).size;
+    Unit u{cursor_file_, cursor_offset_, std::min(chunk_, size - cursor_offset_), false};
+    u.last = u.offset + u.len == size;
+    if (u.last) {
+      ++cursor_file_;
+      cursor_offset_ = 0;
+    } else {
+      cursor_offset_ += u.len;
+    }
+    return u;
   }
 
   // ---- readers ----
   struct Slot {
+    Unit unit;
     std::vector<uint8_t> data;
     int err = 0;
     std::string changed;
@@ -222,12 +244,13 @@ class DataPipeline {
       size_t i;
       {
         std::unique_lock lk(read_mu_);
-        read_cv_.wait(lk, [&] { return failed_ || next_unit_ >= units_.size() || next_unit_ < consumed_ + window_; });
-        if (failed_ || next_unit_ >= units_.size()) return;
+        read_cv_.wait(lk, [&] { return failed_ || next_unit_ >= total_units_ || next_unit_ < consumed_ + window_; });
+        if (failed_ || next_unit_ >= total_units_) return;
         i = next_unit_++;
+        slots_[i % window_].unit = next_unit();
       }
-      const Unit& u = units_[i];
       Slot& s = slots_[i % window_];
+      const Unit& u = s.unit;
       s.changed.clear();
       s.err = read_source_range(tree_.path_of(node_of(u.file)), u.offset, u.len, u.last, s.data, s.changed);
       {
@@ -241,14 +264,14 @@ class DataPipeline {
   // ---- sequencer (main thread) ----
   void sequence() {
     frag_buf_ = std::make_shared<std::vector<uint8_t>>();
-    for (size_t i = 0; i < units_.size(); ++i) {
+    for (size_t i = 0; i < total_units_; ++i) {
       Slot& s = slots_[i % window_];
       {
         std::unique_lock lk(read_mu_);
         ready_cv_.wait(lk, [&] { return failed_ || s.ready; });
         if (failed_) return;
       }
-      process_unit(units_[i], s);
+      process_unit(s.unit, s);
       {
         std::lock_guard lk(read_mu_);
         s.ready = false;
@@ -283,7 +306,6 @@ class DataPipeline {
       } else {
         hasher_.reset();
       }
-      loc.block_sizes.assign(n.size / block_size_, 0);
     }
     if (kinds_[f] != FileKind::kSharedSmall) hasher_.update(data->data(), data->size());
 
@@ -425,7 +447,7 @@ class DataPipeline {
     } else {
       FileLocation& loc = locs_[job.file];
       if (job.index == 0) loc.blocks_start = pos;
-      loc.block_sizes[job.index] = job.size_word;
+      block_sizes_[loc.first_block + job.index] = job.size_word;
       if (job.sparse) {
         loc.sparse_bytes += job.len;
         return;
@@ -456,6 +478,7 @@ class DataPipeline {
     stats_.data_bytes_written = written_bytes_;
     r.files = std::move(locs_);
     r.fragments = std::move(fragments_);
+    r.block_sizes = std::move(block_sizes_);
     r.stats = stats_;
     return r;
   }
@@ -472,7 +495,11 @@ class DataPipeline {
   std::vector<FileKind> kinds_;
   std::vector<Hash128> prehash_;
   std::vector<bool> skip_;  // main thread only
-  std::vector<Unit> units_;
+  std::vector<bool> has_units_;  // fixed before the workers start
+  size_t total_units_ = 0;
+  uint32_t cursor_file_ = 0;
+  uint64_t cursor_offset_ = 0;
+  std::vector<uint32_t> block_sizes_;
   DedupIndex dedup_;
   DataStats stats_;
   std::mutex stats_mu_;

@@ -32,13 +32,14 @@ struct DataOptions {
   std::atomic<uint64_t>* bytes_done = nullptr;  // progress: source bytes processed
 };
 
+// One per regular file, so kept small (10^5..10^7 of them live for the whole build).
 struct FileLocation {
   uint64_t blocks_start = 0;
-  std::vector<uint32_t> block_sizes;  // on-disk size words of the full blocks (0 = sparse)
-  uint32_t fragment = fmt::kNoFragment;
-  uint32_t fragment_offset = 0;
   uint64_t sparse_bytes = 0;
   Hash128 hash;                       // XXH3-128 of the whole content
+  uint64_t first_block = 0;           // size words of its full blocks: DataResult::block_sizes[first_block..]
+  uint32_t fragment = fmt::kNoFragment;
+  uint32_t fragment_offset = 0;
   uint32_t same_as = kNoNode;         // file index whose data this file shares
 };
 
@@ -65,6 +66,9 @@ struct DataStats {
 
 struct DataResult {
   std::vector<FileLocation> files;  // indexed like Tree::files; duplicates resolved (same_as copied)
+  // On-disk size words of every file's full blocks (0 = sparse); a file has size / block_size
+  // of them (its tail, if any, is in a fragment).
+  std::vector<uint32_t> block_sizes;
   std::vector<FragmentLocation> fragments;
   DataStats stats;
 };

@@ -9,11 +9,16 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <thread>
 
 #include "common/error.h"
+#include "format/squashfs.h"
 
 namespace sqar {
 namespace {
@@ -23,9 +28,134 @@ bool storable_xattr(const std::string& key) {
   return key.rfind("user.", 0) == 0 || key.rfind("trusted.", 0) == 0 || key.rfind("security.", 0) == 0;
 }
 
-struct FdCloser {
+// One directory entry as a worker found it: everything the tree needs, read without locks.
+struct Entry {
+  std::string name;
+  struct stat st;
+  std::string symlink_target;
+  Xattrs xattrs;
+};
+
+// A directory to list: the scan is breadth-first, so a directory's entries become contiguous
+// nodes and listing can run on several threads while one thread builds the tree in order.
+struct DirTask {
+  uint32_t node;
+  std::string path;  // on disk
+  std::string rel;   // below the source root, for exclude patterns
+  std::vector<Entry> entries;
+  std::string error;  // listing failed: "PATH: cause"
+  bool ready = false;
+};
+
+Xattrs read_xattrs(const std::string& path, const ScanOptions& opt) {
+  Xattrs found;
+  ssize_t len = llistxattr(path.c_str(), nullptr, 0);
+  if (len < 0) {
+    if (errno == ENOTSUP || errno == ENODATA) return found;
+    throw_errno(path, errno);
+  }
+  if (len == 0) return found;
+  std::string names(size_t(len), '\0');
+  len = llistxattr(path.c_str(), names.data(), names.size());
+  if (len < 0) throw_errno(path, errno);
+  names.resize(size_t(len));
+  for (size_t pos = 0; pos < names.size();) {
+    std::string key(names.c_str() + pos);
+    pos += key.size() + 1;
+    if (key.empty()) continue;
+    if (!storable_xattr(key)) {
+      if (opt.warn) opt.warn(path + ": xattr " + key + " cannot be stored in SquashFS, skipped");
+      continue;
+    }
+    ssize_t vlen = lgetxattr(path.c_str(), key.c_str(), nullptr, 0);
+    if (vlen < 0) throw_errno(path + " (xattr " + key + ")", errno);
+    std::string value(size_t(vlen), '\0');
+    vlen = lgetxattr(path.c_str(), key.c_str(), value.data(), value.size());
+    if (vlen < 0) throw_errno(path + " (xattr " + key + ")", errno);
+    value.resize(size_t(vlen));
+    found.emplace_back(std::move(key), std::move(value));
+  }
+  std::sort(found.begin(), found.end());
+  return found;
+}
+
+std::string read_symlink(int dirfd, const char* name, const std::string& path, size_t hint) {
+  std::string target(hint + 1, '\0');
+  for (;;) {
+    ssize_t r = readlinkat(dirfd, name, target.data(), target.size());
+    if (r < 0) throw_errno(path, errno);
+    if (size_t(r) < target.size()) {
+      target.resize(size_t(r));
+      return target;
+    }
+    target.resize(target.size() * 2);
+  }
+}
+
+// Fills one Entry for `name` found in the directory open as dirfd. Returns false when the entry
+// is to be left out (vanished, excluded, unsupported type).
+bool describe_entry(int dirfd, const std::string& dir_path, const std::string& rel, const std::string& name,
+                    const ScanOptions& opt, Entry& e) {
+  const std::string path = dir_path + "/" + name;
+  if (fstatat(dirfd, name.c_str(), &e.st, AT_SYMLINK_NOFOLLOW) != 0) {
+    if (errno == ENOENT) return false;  // vanished between readdir and stat: it is simply not there
+    throw_errno(path, errno);
+  }
+  if (!opt.excludes.empty()) {
+    const std::string child_rel = rel.empty() ? name : rel + "/" + name;
+    if (opt.excludes.excluded(child_rel, name, S_ISDIR(e.st.st_mode))) return false;
+  }
+  switch (e.st.st_mode & S_IFMT) {
+    case S_IFREG: case S_IFDIR: case S_IFLNK: case S_IFCHR: case S_IFBLK: case S_IFIFO: case S_IFSOCK: break;
+    default:
+      if (opt.warn) opt.warn(path + ": unsupported file type, skipped");
+      return false;
+  }
+  e.name = name;
+  if (S_ISLNK(e.st.st_mode)) e.symlink_target = read_symlink(dirfd, name.c_str(), path, size_t(e.st.st_size));
+  if (opt.xattrs) e.xattrs = read_xattrs(path, opt);
+  return true;
+}
+
+struct DirCloser {
   void operator()(DIR* d) const { closedir(d); }
 };
+
+// Lists a directory: readdir, then lstat/readlink/xattrs of every entry, sorted by name.
+void list_directory(DirTask& task, const ScanOptions& opt) {
+  int fd = open(task.path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    task.error = errno_message(task.path, errno);
+    return;
+  }
+  std::unique_ptr<DIR, DirCloser> dir(fdopendir(fd));
+  if (!dir) {
+    int e = errno;
+    close(fd);
+    task.error = errno_message(task.path, e);
+    return;
+  }
+  std::vector<std::string> names;
+  for (;;) {
+    errno = 0;
+    dirent* de = readdir(dir.get());
+    if (!de) {
+      if (errno) {
+        task.error = errno_message(task.path, errno);
+        return;
+      }
+      break;
+    }
+    if (!std::strcmp(de->d_name, ".") || !std::strcmp(de->d_name, "..")) continue;
+    names.emplace_back(de->d_name);
+  }
+  std::sort(names.begin(), names.end());
+  task.entries.reserve(names.size());
+  for (const auto& name : names) {
+    Entry e;
+    if (describe_entry(fd, task.path, task.rel, name, opt, e)) task.entries.push_back(std::move(e));
+  }
+}
 
 class Scanner {
  public:
@@ -34,194 +164,205 @@ class Scanner {
   Tree run() {
     if (opt_.sources.empty()) throw Error("no source given");
     tree_.nodes.emplace_back();  // the root
-    bool root_set = false;
-    for (const auto& src : opt_.sources) {
-      struct stat st;
-      if (lstat(src.c_str(), &st) != 0) throw_errno(src, errno);
-      if (S_ISDIR(st.st_mode)) {
-        if (!root_set) {
-          fill_metadata(0, tree_.nodes[0], st, src);
-          root_set = true;
-        }
-        source_dev_ = st.st_dev;
-        source_ = uint16_t(tree_.source_dirs.size());
-        tree_.source_dirs.push_back(src);
-        int fd = open(src.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (fd < 0) throw_errno(src, errno);
-        scan_directory(fd, src, "", 0);
-      } else {
-        auto slash = src.find_last_of('/');
-        std::string name = src.substr(slash + 1);
-        source_dev_ = st.st_dev;
-        source_ = uint16_t(tree_.source_dirs.size());
-        tree_.source_dirs.push_back(slash == std::string::npos ? "." : slash == 0 ? "/" : src.substr(0, slash));
-        add_entry(0, name, src, name, st, AT_FDCWD, src);
-      }
+    tree_.nodes[0].mode = S_IFDIR | 0755;
+    add_root_entries();
+    const unsigned threads = std::max(1u, opt_.threads);
+    std::vector<std::thread> workers;
+    for (unsigned i = 1; i < threads; ++i) workers.emplace_back([this] { worker_loop(); });
+    try {
+      build_in_order();
+    } catch (...) {
+      stop_workers(workers);
+      throw;
     }
-    if (!root_set) {
-      tree_.nodes[0].mode = S_IFDIR | 0755;
-    }
-    for (auto& n : tree_.nodes) {
-      std::sort(n.children.begin(), n.children.end(),
-                [&](uint32_t a, uint32_t b) { return tree_.name(tree_.nodes[a]) < tree_.name(tree_.nodes[b]); });
-      for (size_t i = 1; i < n.children.size(); ++i)
-        if (tree_.name(tree_.nodes[n.children[i]]) == tree_.name(tree_.nodes[n.children[i - 1]]))
-          throw Error(tree_.path_of(n.children[i - 1]) + " and " + tree_.path_of(n.children[i]) +
-                      " would have the same name in the image");
-    }
-    collect_files(0);
+    stop_workers(workers);
+    collect_files();
     return std::move(tree_);
   }
 
  private:
-  void fill_metadata(uint32_t idx, Node& n, const struct stat& st, const std::string& path) {
+  void fill_metadata(Node& n, const struct stat& st) {
     n.mode = st.st_mode;
     n.uid = st.st_uid;
     n.gid = st.st_gid;
     n.mtime = st.st_mtim.tv_sec;
     if (S_ISREG(st.st_mode)) n.size = uint64_t(st.st_size);
-    if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) {
-      n.rdev_major = major(st.st_rdev);
-      n.rdev_minor = minor(st.st_rdev);
-    }
-    if (opt_.xattrs) read_xattrs(idx, path);
+    if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) n.rdev = fmt::encode_dev(major(st.st_rdev), minor(st.st_rdev));
   }
 
-  void read_xattrs(uint32_t idx, const std::string& path) {
-    Xattrs found;
-    ssize_t len = llistxattr(path.c_str(), nullptr, 0);
-    if (len < 0) {
-      if (errno == ENOTSUP || errno == ENODATA) return;
-      throw_errno(path, errno);
-    }
-    if (len == 0) return;
-    std::string names(size_t(len), '\0');
-    len = llistxattr(path.c_str(), names.data(), names.size());
-    if (len < 0) throw_errno(path, errno);
-    names.resize(size_t(len));
-    for (size_t pos = 0; pos < names.size();) {
-      std::string key(names.c_str() + pos);
-      pos += key.size() + 1;
-      if (key.empty()) continue;
-      if (!storable_xattr(key)) {
-        if (opt_.warn) opt_.warn(path + ": xattr " + key + " cannot be stored in SquashFS, skipped");
-        continue;
-      }
-      ssize_t vlen = lgetxattr(path.c_str(), key.c_str(), nullptr, 0);
-      if (vlen < 0) throw_errno(path + " (xattr " + key + ")", errno);
-      std::string value(size_t(vlen), '\0');
-      vlen = lgetxattr(path.c_str(), key.c_str(), value.data(), value.size());
-      if (vlen < 0) throw_errno(path + " (xattr " + key + ")", errno);
-      value.resize(size_t(vlen));
-      found.emplace_back(std::move(key), std::move(value));
-    }
-    if (found.empty()) return;
-    std::sort(found.begin(), found.end());
-    tree_.xattrs[idx] = std::move(found);
-  }
-
-  // Adds one entry below `parent`; recurses into directories.
-  void add_entry(uint32_t parent, const std::string& name, const std::string& path, const std::string& rel,
-                 const struct stat& st, int dirfd, const std::string& open_name) {
-    if (opt_.entries_seen) opt_.entries_seen->fetch_add(1, std::memory_order_relaxed);
-    const uint32_t idx = uint32_t(tree_.nodes.size());
-    if (!S_ISDIR(st.st_mode) && st.st_nlink > 1) {
-      auto [it, inserted] = inodes_.try_emplace({st.st_dev, st.st_ino}, idx);
-      if (!inserted) {
-        Node link;
-        tree_.set_name(link, name);
-        link.parent = parent;
-        link.source = source_;
-        link.mode = st.st_mode;
-        link.link_target = it->second;
-        tree_.nodes[it->second].link_count++;
-        tree_.nodes.push_back(std::move(link));
-        tree_.nodes[parent].children.push_back(idx);
-        return;
-      }
-    }
-    switch (st.st_mode & S_IFMT) {
-      case S_IFREG: case S_IFDIR: case S_IFLNK: case S_IFCHR: case S_IFBLK: case S_IFIFO: case S_IFSOCK: break;
-      default:
-        if (opt_.warn) opt_.warn(path + ": unsupported file type, skipped");
-        return;
-    }
-    Node n;
-    tree_.set_name(n, name);
-    n.parent = parent;
-    n.source = source_;
-    fill_metadata(idx, n, st, path);
-    if (S_ISLNK(st.st_mode)) {
-      std::string target(size_t(st.st_size) + 1, '\0');
-      for (;;) {
-        ssize_t r = readlinkat(dirfd, open_name.c_str(), target.data(), target.size());
-        if (r < 0) throw_errno(path, errno);
-        if (size_t(r) < target.size()) {
-          target.resize(size_t(r));
-          break;
-        }
-        target.resize(target.size() * 2);
-      }
-      tree_.symlink_targets[idx] = std::move(target);
-    }
-    tree_.nodes.push_back(std::move(n));
-    tree_.nodes[parent].children.push_back(idx);
-    if (S_ISDIR(st.st_mode)) {
-      if (opt_.one_file_system && st.st_dev != source_dev_) return;  // keep the mount point, not its content
-      int fd = openat(dirfd, open_name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-      if (fd < 0) {
-        if (opt_.skip_unreadable) {
-          if (opt_.warn) opt_.warn(errno_message(path, errno) + " (stored as an empty directory)");
-          return;
-        }
-        throw_errno(path, errno);
-      }
-      scan_directory(fd, path, rel, idx);
-    }
-  }
-
-  // Takes ownership of fd.
-  void scan_directory(int fd, const std::string& path, const std::string& rel, uint32_t node) {
-    std::unique_ptr<DIR, FdCloser> dir(fdopendir(fd));
-    if (!dir) {
-      int e = errno;
-      close(fd);
-      throw_errno(path, e);
-    }
-    struct Pending {
-      std::string name;
+  // The root merges every SOURCE: directories contribute their entries, anything else itself.
+  void add_root_entries() {
+    bool root_set = false;
+    for (const auto& src : opt_.sources) {
       struct stat st;
-    };
-    std::vector<Pending> entries;
-    for (;;) {
-      errno = 0;
-      dirent* de = readdir(dir.get());
-      if (!de) {
-        if (errno) throw_errno(path, errno);
-        break;
+      if (lstat(src.c_str(), &st) != 0) throw_errno(src, errno);
+      source_dev_.push_back(st.st_dev);
+      const uint16_t source = uint16_t(tree_.source_dirs.size());
+      if (S_ISDIR(st.st_mode)) {
+        tree_.source_dirs.push_back(src);
+        if (!root_set) {
+          fill_metadata(tree_.nodes[0], st);
+          if (opt_.xattrs) store_xattrs(0, read_xattrs(src, opt_));
+          root_set = true;
+        }
+        DirTask task{0, src, "", {}, {}, false};
+        list_directory(task, opt_);
+        if (!task.error.empty()) throw Error(task.error);
+        for (auto& e : task.entries) root_entries_.push_back({std::move(e), source});
+      } else {
+        auto slash = src.find_last_of('/');
+        tree_.source_dirs.push_back(slash == std::string::npos ? "." : slash == 0 ? "/" : src.substr(0, slash));
+        int dirfd = open(tree_.source_dirs.back().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dirfd < 0) throw_errno(tree_.source_dirs.back(), errno);
+        Entry e;
+        bool keep = false;
+        try {
+          keep = describe_entry(dirfd, tree_.source_dirs.back(), "", src.substr(slash + 1), opt_, e);
+        } catch (...) {
+          close(dirfd);
+          throw;
+        }
+        close(dirfd);
+        if (keep) root_entries_.push_back({std::move(e), source});
       }
-      if (!std::strcmp(de->d_name, ".") || !std::strcmp(de->d_name, "..")) continue;
-      Pending p;
-      p.name = de->d_name;
-      if (fstatat(fd, de->d_name, &p.st, AT_SYMLINK_NOFOLLOW) != 0) {
-        if (errno == ENOENT) continue;  // vanished between readdir and stat: it is simply not there
-        throw_errno(path + "/" + p.name, errno);
-      }
-      const std::string child_rel = rel.empty() ? p.name : rel + "/" + p.name;
-      if (!opt_.excludes.empty() && opt_.excludes.excluded(child_rel, p.name, S_ISDIR(p.st.st_mode))) continue;
-      entries.push_back(std::move(p));
     }
-    // Sorted before recursing so node numbering does not depend on readdir order.
-    std::sort(entries.begin(), entries.end(), [](const Pending& a, const Pending& b) { return a.name < b.name; });
-    for (const auto& e : entries) {
-      const std::string child_rel = rel.empty() ? e.name : rel + "/" + e.name;
-      add_entry(node, e.name, path + "/" + e.name, child_rel, e.st, fd, e.name);
+    std::stable_sort(root_entries_.begin(), root_entries_.end(),
+                     [](const auto& a, const auto& b) { return a.first.name < b.first.name; });
+    for (size_t i = 1; i < root_entries_.size(); ++i)
+      if (root_entries_[i].first.name == root_entries_[i - 1].first.name)
+        throw Error(tree_.source_dirs[root_entries_[i - 1].second] + "/" + root_entries_[i].first.name + " and " +
+                    tree_.source_dirs[root_entries_[i].second] + "/" + root_entries_[i].first.name +
+                    " would have the same name in the image");
+    tree_.nodes[0].first_child = uint32_t(tree_.nodes.size());
+    for (auto& [e, source] : root_entries_) {
+      if (opt_.entries_seen) opt_.entries_seen->fetch_add(1, std::memory_order_relaxed);
+      add_node(0, source, tree_.source_dirs[source], "", e);
+    }
+    tree_.nodes[0].child_count = uint32_t(tree_.nodes.size()) - tree_.nodes[0].first_child;
+    root_entries_.clear();
+  }
+
+  void store_xattrs(uint32_t idx, Xattrs x) {
+    if (!x.empty()) tree_.xattrs[idx] = std::move(x);
+  }
+
+  // Appends one node below `parent` and queues its listing when it is a directory to enter.
+  void add_node(uint32_t parent, uint16_t source, const std::string& dir_path, const std::string& rel, Entry& e) {
+    const uint32_t idx = uint32_t(tree_.nodes.size());
+    Node n;
+    tree_.set_name(n, e.name);
+    n.parent = parent;
+    n.source = source;
+    if (!S_ISDIR(e.st.st_mode) && e.st.st_nlink > 1) {
+      auto [it, inserted] = inodes_.try_emplace({e.st.st_dev, e.st.st_ino}, idx);
+      if (!inserted) {
+        n.mode = e.st.st_mode;
+        n.link_target = it->second;
+        tree_.nodes[it->second].link_count++;
+        tree_.nodes.push_back(n);
+        return;
+      }
+    }
+    fill_metadata(n, e.st);
+    tree_.nodes.push_back(n);
+    if (S_ISLNK(e.st.st_mode)) tree_.symlink_targets[idx] = std::move(e.symlink_target);
+    store_xattrs(idx, std::move(e.xattrs));
+    if (S_ISDIR(e.st.st_mode)) {
+      if (opt_.one_file_system && e.st.st_dev != source_dev_[source]) return;  // the mount point, not its content
+      auto task = std::make_unique<DirTask>();
+      task->node = idx;
+      task->path = dir_path + "/" + e.name;
+      task->rel = rel.empty() ? e.name : rel + "/" + e.name;
+      std::lock_guard lk(mu_);
+      tasks_.push_back(std::move(task));
+      work_cv_.notify_one();
     }
   }
 
-  void collect_files(uint32_t idx) {
-    // Iterative depth-first walk: image order is sorted pre-order, the order mksquashfs uses.
-    std::vector<uint32_t> stack{idx};
+  // Workers list directories ahead; this thread turns listings into nodes in queue order, so
+  // node numbering and the tree never depend on thread timing.
+  void build_in_order() {
+    for (size_t i = 0;; ++i) {
+      DirTask* task;
+      {
+        std::lock_guard lk(mu_);
+        if (i >= tasks_.size()) break;
+        task = tasks_[i].get();
+      }
+      wait_or_list(i, *task);
+      if (!task->error.empty()) {
+        if (!opt_.skip_unreadable) throw Error(task->error);
+        if (opt_.warn) opt_.warn(task->error + " (stored as an empty directory)");
+      }
+      const uint32_t node = task->node;
+      const uint16_t source = tree_.nodes[node].source;
+      tree_.nodes[node].first_child = uint32_t(tree_.nodes.size());
+      for (auto& e : task->entries) {
+        if (opt_.entries_seen) opt_.entries_seen->fetch_add(1, std::memory_order_relaxed);
+        add_node(node, source, task->path, task->rel, e);
+      }
+      tree_.nodes[node].child_count = uint32_t(tree_.nodes.size()) - tree_.nodes[node].first_child;
+      {
+        std::lock_guard lk(mu_);
+        tasks_[i].reset();  // the listing is in the tree now
+        committed_ = i + 1;
+      }
+      work_cv_.notify_all();
+    }
+  }
+
+  void wait_or_list(size_t i, DirTask& task) {
+    std::unique_lock lk(mu_);
+    if (next_for_worker_ <= i) {
+      // Not handed to a worker yet: take it (and skip it for workers).
+      next_for_worker_ = i + 1;
+      lk.unlock();
+      guarded_list(task);
+      return;
+    }
+    done_cv_.wait(lk, [&] { return task.ready; });
+  }
+
+  void guarded_list(DirTask& task) {
+    try {
+      list_directory(task, opt_);
+    } catch (const std::exception& e) {
+      task.error = e.what();
+      task.entries.clear();
+    }
+    std::lock_guard lk(mu_);
+    task.ready = true;
+  }
+
+  void worker_loop() {
+    for (;;) {
+      DirTask* task;
+      {
+        std::unique_lock lk(mu_);
+        // Listings wait in memory until the tree takes them: stay a bounded distance ahead.
+        work_cv_.wait(lk, [&] {
+          return stop_ || (next_for_worker_ < tasks_.size() && next_for_worker_ < committed_ + kListAhead);
+        });
+        if (stop_) return;
+        task = tasks_[next_for_worker_++].get();
+      }
+      guarded_list(*task);
+      done_cv_.notify_all();
+    }
+  }
+
+  void stop_workers(std::vector<std::thread>& workers) {
+    {
+      std::lock_guard lk(mu_);
+      stop_ = true;
+    }
+    work_cv_.notify_all();
+    for (auto& t : workers) t.join();
+  }
+
+  void collect_files() {
+    // Depth-first, sorted: the image order mksquashfs uses, and the order data is written in.
+    std::vector<uint32_t> stack{0};
     while (!stack.empty()) {
       uint32_t i = stack.back();
       stack.pop_back();
@@ -231,15 +372,23 @@ class Scanner {
         tree_.files.push_back(i);
         tree_.total_file_bytes += n.size;
       }
-      for (auto it = n.children.rbegin(); it != n.children.rend(); ++it) stack.push_back(*it);
+      for (uint32_t c = n.first_child + n.child_count; c-- > n.first_child;) stack.push_back(c);
     }
   }
 
   const ScanOptions& opt_;
   Tree tree_;
-  dev_t source_dev_ = 0;
-  uint16_t source_ = 0;
+  std::vector<dev_t> source_dev_;
+  std::vector<std::pair<Entry, uint16_t>> root_entries_;
   std::map<std::pair<dev_t, ino_t>, uint32_t> inodes_;
+
+  std::mutex mu_;
+  std::condition_variable work_cv_, done_cv_;
+  std::deque<std::unique_ptr<DirTask>> tasks_;  // breadth-first queue of directories to list
+  size_t next_for_worker_ = 0;
+  size_t committed_ = 0;
+  static constexpr size_t kListAhead = 64;
+  bool stop_ = false;
 };
 
 }  // namespace

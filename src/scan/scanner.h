@@ -15,7 +15,8 @@ struct ScanOptions {
   ExcludeList excludes;
   bool one_file_system = false;
   bool xattrs = true;
-  bool skip_unreadable = false;  // unreadable directories become warnings instead of errors
+  bool skip_unreadable = false;
+  unsigned threads = 1;  // directories listed in parallel; the tree is the same for any count  // unreadable directories become warnings instead of errors
   std::function<void(const std::string&)> warn;  // receives "PATH: cause" warnings
   std::atomic<uint64_t>* entries_seen = nullptr;  // progress counter, may be null
 };

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <ranges>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -25,8 +26,10 @@ struct Node {
   uint32_t uid = 0, gid = 0;
   int64_t mtime = 0;
   uint64_t size = 0;      // regular files
-  uint32_t rdev_major = 0, rdev_minor = 0;
-  std::vector<uint32_t> children;  // directories: sorted by name (byte order), as SquashFS requires
+  uint32_t rdev = 0;       // devices: Linux "new" encoding (fmt::encode_dev)
+  // Directories: children are the nodes [first_child, first_child + child_count), sorted by
+  // name (byte order) as SquashFS requires. The scan adds a directory's entries contiguously.
+  uint32_t first_child = 0, child_count = 0;
   uint32_t link_target = kNoNode;  // a hard link: index of the node that owns the inode
   uint32_t link_count = 1;         // owner of a hard-linked inode: entries that name it
   uint32_t file_index = kNoNode;   // regular-file inode owners: index into Tree::files
@@ -47,6 +50,7 @@ struct Tree {
   std::vector<uint32_t> files;   // regular-file inode owners in image (depth-first, sorted) order
   uint64_t total_file_bytes = 0;
 
+  auto children(const Node& n) const { return std::views::iota(n.first_child, n.first_child + n.child_count); }
   std::string_view name(const Node& n) const { return {names.data() + n.name_offset, n.name_length}; }
   const char* name_cstr(const Node& n) const { return names.c_str() + n.name_offset; }
   void set_name(Node& n, std::string_view name) {

@@ -84,6 +84,7 @@ CreateStats create_image(CreateOptions opt, CreateProgress* progress) {
   scan.one_file_system = opt.one_file_system;
   scan.xattrs = opt.xattrs;
   scan.skip_unreadable = opt.skip_unreadable;
+  scan.threads = opt.threads;
   scan.warn = opt.warn;
   if (progress) scan.entries_seen = &progress->entries;
   Tree tree = scan_sources(scan);

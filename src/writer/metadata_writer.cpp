@@ -123,9 +123,9 @@ class MetadataWriter {
     writes_inode_[0] = true;
   }
   void number_children(uint32_t dir) {
-    for (uint32_t c : tree_.nodes[dir].children)
+    for (uint32_t c : tree_.children(tree_.nodes[dir]))
       if (present(c) && S_ISDIR(tree_.nodes[c].mode)) number_children(c);
-    for (uint32_t c : tree_.nodes[dir].children) {
+    for (uint32_t c : tree_.children(tree_.nodes[dir])) {
       if (!present(c)) continue;
       uint32_t o = owner(c);
       if (number_[o] == 0) {
@@ -136,9 +136,9 @@ class MetadataWriter {
   }
 
   void serialize_children(uint32_t dir) {
-    for (uint32_t c : tree_.nodes[dir].children)
+    for (uint32_t c : tree_.children(tree_.nodes[dir]))
       if (present(c) && S_ISDIR(tree_.nodes[c].mode)) serialize_children(c);
-    for (uint32_t c : tree_.nodes[dir].children)
+    for (uint32_t c : tree_.children(tree_.nodes[dir]))
       if (present(c) && writes_inode_[c]) serialize(c);
   }
 
@@ -165,7 +165,7 @@ class MetadataWriter {
     const Node& n = tree_.nodes[i];
     check(sqfs_dir_writer_begin(dir_writer_.get(), 0), "a directory");
     uint32_t subdirs = 0;
-    for (uint32_t c : n.children) {
+    for (uint32_t c : tree_.children(n)) {
       if (!present(c)) continue;
       const uint32_t o = owner(c);
       const Node& child = tree_.nodes[o];
@@ -188,7 +188,7 @@ class MetadataWriter {
 
   InodePtr file_inode(const Node& n) {
     const FileLocation& loc = data_.files[n.file_index];
-    const size_t nblocks = loc.block_sizes.size();
+    const size_t nblocks = size_t(n.size / super_.block_size);
     InodePtr ino = alloc_inode(nblocks * sizeof(uint32_t));
     ino->base.type = SQFS_INODE_EXT_FILE;
     auto& f = ino->data.file_ext;
@@ -199,7 +199,7 @@ class MetadataWriter {
     f.fragment_idx = loc.fragment;
     f.fragment_offset = loc.fragment == fmt::kNoFragment ? 0 : loc.fragment_offset;
     f.xattr_idx = fmt::kNoXattr;
-    std::memcpy(ino->extra, loc.block_sizes.data(), nblocks * sizeof(uint32_t));
+    std::memcpy(ino->extra, data_.block_sizes.data() + loc.first_block, nblocks * sizeof(uint32_t));
     return ino;
   }
 
@@ -217,7 +217,7 @@ class MetadataWriter {
       ino = alloc_inode(0);
       ino->base.type = S_ISCHR(n.mode) ? SQFS_INODE_CDEV : SQFS_INODE_BDEV;
       ino->data.dev.nlink = n.link_count;
-      ino->data.dev.devno = fmt::encode_dev(n.rdev_major, n.rdev_minor);
+      ino->data.dev.devno = n.rdev;
     } else {
       ino = alloc_inode(0);
       ino->base.type = S_ISFIFO(n.mode) ? SQFS_INODE_FIFO : SQFS_INODE_SOCKET;
