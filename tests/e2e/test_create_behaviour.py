@@ -185,9 +185,42 @@ def test_big_directory_and_file_over_4gib():
         assert listing.count("big-dir/entry-") == 100_000
 
 
+def test_one_file_system_and_owner_options():
+    need_root()
+    with tempdir() as d:
+        write(f"{d}/src/here", b"on the source filesystem")
+        os.makedirs(f"{d}/src/mnt")
+        run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", f"{d}/src/mnt"])
+        try:
+            write(f"{d}/src/mnt/elsewhere", b"on another filesystem")
+            sqar_create(f"{d}/src", f"{d}/one.sqfs", "--one-file-system", "--uid", "4242", "--gid", "77")
+            sqar_create(f"{d}/src", f"{d}/all.sqfs")
+        finally:
+            run(["umount", f"{d}/src/mnt"])
+        one = run(["unsquashfs", "-lln", f"{d}/one.sqfs"]).stdout
+        assert "squashfs-root/mnt\n" in one + "\n" and "elsewhere" not in one, one
+        assert all(" 4242/77 " in line for line in one.splitlines() if line.startswith(("d", "-"))), one
+        assert "mnt/elsewhere" in run(["unsquashfs", "-l", f"{d}/all.sqfs"]).stdout
+
+
+def test_single_file_sources_and_progress_on_a_tty():
+    with tempdir() as d:
+        write(f"{d}/a/report.txt", b"a single file given as SOURCE")
+        write(f"{d}/b/data/x", b"x" * 300000)
+        # script(1) gives sqar a terminal: the progress bar must appear there and only there.
+        p = run(["script", "-qec", f"{SQAR} create {d}/a/report.txt {d}/b {d}/img", "/dev/null"], check=False)
+        assert p.returncode == 0, p.stdout
+        assert "%" in p.stdout and "entries" in p.stdout, p.stdout
+        listing = run(["unsquashfs", "-l", f"{d}/img"]).stdout
+        assert "squashfs-root/report.txt" in listing and "squashfs-root/data/x" in listing, listing
+        quiet = run([SQAR, "create", "-q", f"{d}/b", f"{d}/img2"])
+        assert quiet.stdout == "" and quiet.stderr == "", (quiet.stdout, quiet.stderr)
+
+
 if __name__ == "__main__":
     main([test_duplicates_are_never_compressed, test_large_duplicates_are_hashed_not_compressed,
           test_output_is_identical_for_any_thread_count, test_existing_image_is_never_overwritten_without_force,
           test_bad_usage_is_explained, test_unreadable_file_names_path_and_cause,
           test_no_space_left_is_reported_and_cleaned_up, test_interrupt_leaves_no_partial_image,
-          test_manifest_is_invisible_to_other_readers, test_big_directory_and_file_over_4gib])
+          test_manifest_is_invisible_to_other_readers, test_big_directory_and_file_over_4gib,
+          test_one_file_system_and_owner_options, test_single_file_sources_and_progress_on_a_tty])
