@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 #include <vector>
 
 #include "common/error.h"
@@ -29,11 +30,30 @@ mode_t dtype_mode(reader::FileKind k) {
   return 0;
 }
 
-template <class T>
-std::shared_ptr<T>& handle(fuse_file_info* fi) {
-  return *reinterpret_cast<std::shared_ptr<T>*>(fi->fh);
+uint64_t now_ms() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return uint64_t(ts.tv_sec) * 1000 + uint64_t(ts.tv_nsec) / 1000000;
 }
 }  // namespace
+
+template <class T>
+std::shared_ptr<T> Filesystem::NodeCache<T>::find(uint64_t key) {
+  Shard& s = shards_[key % kShards];
+  std::lock_guard lock(s.mu);
+  auto it = s.map.find(key);
+  return it == s.map.end() ? nullptr : it->second;
+}
+
+template <class T>
+void Filesystem::NodeCache<T>::insert(uint64_t key, std::shared_ptr<T> node) {
+  Shard& s = shards_[key % kShards];
+  std::lock_guard lock(s.mu);
+  // Full: drop an arbitrary entry. Nodes are cheap to re-read (one cached metadata block),
+  // so a proper LRU would cost more bookkeeping than the misses it saves.
+  if (s.map.size() >= per_shard_ && !s.map.contains(key)) s.map.erase(s.map.begin());
+  s.map.insert_or_assign(key, std::move(node));
+}
 
 Filesystem::Filesystem(std::unique_ptr<reader::Image> image, const Options& options)
     : image_(std::move(image)), options_(options) {
@@ -43,10 +63,15 @@ Filesystem::Filesystem(std::unique_ptr<reader::Image> image, const Options& opti
   root_ref_ = root.ref;
 }
 
-void Filesystem::start_background_threads() {
+void Filesystem::start_background_threads(fuse_session* se) {
+  session_ = se;
   if (options_.readahead_blocks > 0) prefetcher_.start(2);
+  pusher_.start(1);
 }
-void Filesystem::stop_background_threads() { prefetcher_.stop(); }
+void Filesystem::stop_background_threads() {
+  prefetcher_.stop();
+  pusher_.stop();
+}
 
 fuse_ino_t Filesystem::to_fuse(uint32_t n) const {
   if (n == root_number_) return FUSE_ROOT_ID;
@@ -81,6 +106,24 @@ reader::InodeRef Filesystem::ref_of(fuse_ino_t ino) {
 
 reader::Inode Filesystem::inode_of(fuse_ino_t ino, bool with_blocks) { return image_->read_inode(ref_of(ino), with_blocks); }
 
+std::shared_ptr<Filesystem::FileNode> Filesystem::file_node(fuse_ino_t ino) {
+  if (auto f = files_.find(ino)) return f;
+  auto f = std::make_shared<FileNode>();
+  f->inode = inode_of(ino, true);
+  if (f->inode.is_regular()) files_.insert(ino, f);
+  return f;
+}
+
+std::shared_ptr<Filesystem::DirNode> Filesystem::dir_node(fuse_ino_t ino) {
+  if (auto d = dirs_.find(ino)) return d;
+  auto d = std::make_shared<DirNode>();
+  d->inode = inode_of(ino);
+  if (!d->inode.is_dir()) return d;
+  d->entries = image_->read_dir(d->inode);
+  dirs_.insert(ino, d);
+  return d;
+}
+
 void Filesystem::make_stat(const reader::Inode& inode, struct stat* st) const {
   reader::fill_stat(*image_, inode, st);
   st->st_ino = to_fuse(inode.inode_number);
@@ -112,10 +155,23 @@ void Filesystem::report(fuse_req_t req, const char* op, fuse_ino_t ino) {
 
 Filesystem& Filesystem::self(fuse_req_t req) { return *static_cast<Filesystem*>(fuse_req_userdata(req)); }
 
-void Filesystem::op_init(void*, fuse_conn_info* conn) {
-  if (conn->capable & FUSE_CAP_CACHE_SYMLINKS) conn->want |= FUSE_CAP_CACHE_SYMLINKS;
-  if (conn->capable & FUSE_CAP_READDIRPLUS) conn->want |= FUSE_CAP_READDIRPLUS;
-  if (conn->capable & FUSE_CAP_READDIRPLUS_AUTO) conn->want |= FUSE_CAP_READDIRPLUS_AUTO;
+void Filesystem::op_init(void* userdata, fuse_conn_info* conn) {
+  Filesystem& fs = *static_cast<Filesystem*>(userdata);
+  auto want = [&](uint64_t cap) {
+    if (conn->capable & cap) conn->want |= cap;
+    return (conn->capable & cap) != 0;
+  };
+  want(FUSE_CAP_CACHE_SYMLINKS);
+  want(FUSE_CAP_ASYNC_READ);       // several reads of one file in flight (read-ahead)
+  want(FUSE_CAP_PARALLEL_DIROPS);  // concurrent lookups and readdirs in one directory
+  // Readdirplus on every chunk, not only the first ("auto"): a walk that stats entries of a
+  // large directory would otherwise send a lookup per entry after the first 4 KiB chunk.
+  want(FUSE_CAP_READDIRPLUS);
+  conn->want &= ~uint64_t(FUSE_CAP_READDIRPLUS_AUTO);
+  // Without open/opendir requests the kernel keeps page and readdir caches across opens
+  // (its defaults for a filesystem without open are keep_cache and cache_dir).
+  fs.no_open_ = want(FUSE_CAP_NO_OPEN_SUPPORT);
+  fs.no_opendir_ = want(FUSE_CAP_NO_OPENDIR_SUPPORT);
 }
 
 void Filesystem::op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
@@ -132,7 +188,15 @@ void Filesystem::op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) 
       fuse_reply_entry(req, &e);
       return;
     }
-    fs.fill_entry(fs.image_->read_inode(entry->inode_ref, false), &e);
+    if (entry->kind == reader::FileKind::regular) {
+      // Opening usually follows a lookup: keep the file with its block list for the reads.
+      auto f = std::make_shared<FileNode>();
+      f->inode = fs.image_->read_inode(entry->inode_ref, true);
+      fs.fill_entry(f->inode, &e);
+      fs.files_.insert(e.ino, std::move(f));
+    } else {
+      fs.fill_entry(fs.image_->read_inode(entry->inode_ref, false), &e);
+    }
     fuse_reply_entry(req, &e);
   } catch (...) {
     fs.report(req, "lookup", parent);
@@ -168,19 +232,19 @@ void Filesystem::op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   Filesystem& fs = self(req);
   try {
     if ((fi->flags & O_ACCMODE) != O_RDONLY) return (void)fuse_reply_err(req, EROFS);
-    auto f = std::make_shared<OpenFile>();
-    f->inode = fs.inode_of(ino, true);
+    // ENOSYS tells the kernel to stop sending open (and release) for good.
+    if (fs.no_open_) return (void)fuse_reply_err(req, ENOSYS);
+    auto f = fs.file_node(ino);
     if (f->inode.is_dir()) return (void)fuse_reply_err(req, EISDIR);
     if (!f->inode.is_regular()) return (void)fuse_reply_err(req, EINVAL);
-    fi->fh = reinterpret_cast<uint64_t>(new std::shared_ptr<OpenFile>(std::move(f)));
     fi->keep_cache = 1;  // contents never change: keep the page cache across opens
-    if (fuse_reply_open(req, fi) != 0) delete &handle<OpenFile>(fi);
+    fuse_reply_open(req, fi);
   } catch (...) {
     fs.report(req, "open", ino);
   }
 }
 
-void Filesystem::readahead(const std::shared_ptr<OpenFile>& f, uint64_t end) {
+void Filesystem::readahead(const std::shared_ptr<FileNode>& f, uint64_t end) {
   const uint64_t bs = image_->super().block_size;
   const uint64_t nblocks = f->inode.block_sizes.size();
   uint64_t from = std::max(end / bs, f->prefetched_upto.load(std::memory_order_relaxed));
@@ -197,10 +261,41 @@ void Filesystem::readahead(const std::shared_ptr<OpenFile>& f, uint64_t end) {
   }
 }
 
-void Filesystem::op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
+void Filesystem::push_rest_of_block(fuse_ino_t ino, const FileNode& f, uint64_t off, size_t len) {
+  const uint64_t bs = image_->super().block_size;
+  const uint64_t index = off / bs;
+  const uint64_t block_start = index * bs;
+  const uint64_t block_end = std::min(block_start + bs, f.inode.size);
+  if (off == block_start && off + len >= block_end) return;  // the reply covered it all
+  const uint64_t key = ((uint64_t(ino) << 24) ^ index) | 1;
+  const size_t slot = size_t((key * 0x9E3779B97F4A7C15ull) >> 52) % kPushSlots;
+  const uint64_t now = now_ms();
+  if (pushed_key_[slot].exchange(key, std::memory_order_relaxed) == key &&
+      now - pushed_ms_[slot].load(std::memory_order_relaxed) < 1000)
+    return;
+  pushed_ms_[slot].store(now, std::memory_order_relaxed);
+  // Pages outside [off, off + len): the requested ones are in the page cache already.
+  const uint64_t skip_from = off & ~uint64_t(4095), skip_to = std::min((off + len + 4095) & ~uint64_t(4095), block_end);
+  reader::Chunk whole = image_->read_chunk(f.inode, block_start, size_t(block_end - block_start));
+  if (whole.len != block_end - block_start) return;
+  pusher_.submit([this, ino, whole, block_start, skip_from, skip_to, block_end] {
+    auto store = [&](uint64_t from, uint64_t to) {
+      if (from >= to) return;
+      fuse_bufvec bv = FUSE_BUFVEC_INIT(size_t(to - from));
+      bv.buf[0].mem = const_cast<uint8_t*>(whole.data + (from - block_start));
+      // Fails harmlessly (ENOENT) when the kernel has forgotten the inode meanwhile.
+      fuse_lowlevel_notify_store(session_, ino, off_t(from), &bv, fuse_buf_copy_flags(0));
+    };
+    store(block_start, skip_from);
+    store(skip_to, block_end);
+  });
+}
+
+void Filesystem::op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*) {
   Filesystem& fs = self(req);
-  std::shared_ptr<OpenFile> f = handle<OpenFile>(fi);
   try {
+    std::shared_ptr<FileNode> f = fs.file_node(ino);
+    if (!f->inode.is_regular()) return (void)fuse_reply_err(req, f->inode.is_dir() ? EISDIR : EINVAL);
     const uint64_t uoff = uint64_t(off);
     size_t n = 0;
     reader::Chunk c = fs.image_->read_chunk(f->inode, uoff, size);
@@ -208,6 +303,7 @@ void Filesystem::op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
       // The whole request lies in one cached block: reply straight from the cache.
       n = c.len;
       fuse_reply_buf(req, reinterpret_cast<const char*>(c.data), c.len);
+      if (n > 0 && fs.session_) fs.push_rest_of_block(ino, *f, uoff, n);
     } else {
       thread_local std::vector<char> buf;
       if (buf.size() < size) buf.resize(size);
@@ -223,30 +319,25 @@ void Filesystem::op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
   }
 }
 
-void Filesystem::op_release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
-  delete &handle<OpenFile>(fi);
-  fuse_reply_err(req, 0);
-}
-
 void Filesystem::op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   Filesystem& fs = self(req);
   try {
-    auto d = std::make_shared<OpenDir>();
-    d->inode = fs.inode_of(ino);
+    if (fs.no_opendir_) return (void)fuse_reply_err(req, ENOSYS);
+    auto d = fs.dir_node(ino);
     if (!d->inode.is_dir()) return (void)fuse_reply_err(req, ENOTDIR);
-    d->entries = fs.image_->read_dir(d->inode);
-    fi->fh = reinterpret_cast<uint64_t>(new std::shared_ptr<OpenDir>(std::move(d)));
     fi->keep_cache = 1;
     fi->cache_readdir = 1;
-    if (fuse_reply_open(req, fi) != 0) delete &handle<OpenDir>(fi);
+    fuse_reply_open(req, fi);
   } catch (...) {
     fs.report(req, "opendir", ino);
   }
 }
 
-void Filesystem::do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi, bool plus) {
+void Filesystem::do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*, bool plus) {
   try {
-    const OpenDir& d = *handle<OpenDir>(fi);
+    std::shared_ptr<DirNode> node = dir_node(ino);
+    const DirNode& d = *node;
+    if (!d.inode.is_dir()) return (void)fuse_reply_err(req, ENOTDIR);
     std::vector<char> buf(size);
     size_t used = 0;
     // Offsets: 0 ".", 1 "..", 2.. the stored entries; each entry carries the next offset.
@@ -290,11 +381,6 @@ void Filesystem::op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t o
 }
 void Filesystem::op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
   self(req).do_readdir(req, ino, size, off, fi, true);
-}
-
-void Filesystem::op_releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
-  delete &handle<OpenDir>(fi);
-  fuse_reply_err(req, 0);
 }
 
 void Filesystem::op_statfs(fuse_req_t req, fuse_ino_t) {
@@ -356,11 +442,9 @@ const fuse_lowlevel_ops& Filesystem::operations() {
     o.readlink = op_readlink;
     o.open = op_open;
     o.read = op_read;
-    o.release = op_release;
     o.opendir = op_opendir;
     o.readdir = op_readdir;
     o.readdirplus = op_readdirplus;
-    o.releasedir = op_releasedir;
     o.statfs = op_statfs;
     o.getxattr = op_getxattr;
     o.listxattr = op_listxattr;

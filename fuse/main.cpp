@@ -102,7 +102,7 @@ int main(int argc, char** argv) {
   }
   if (!o.foreground) log_to_syslog(true);
 
-  fs->start_background_threads();
+  fs->start_background_threads(se);
   if (o.single_thread) {
     ret = fuse_session_loop(se);
   } else {
