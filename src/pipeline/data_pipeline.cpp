@@ -448,10 +448,7 @@ class DataPipeline {
       FileLocation& loc = locs_[job.file];
       if (job.index == 0) loc.blocks_start = pos;
       block_sizes_[loc.first_block + job.index] = job.size_word;
-      if (job.sparse) {
-        loc.sparse_bytes += job.len;
-        return;
-      }
+      if (job.sparse) return;
     }
     const uint8_t* p = job.raw ? job.buf->data() + job.off : job.packed.data();
     const size_t n = job.raw ? job.len : job.packed.size();

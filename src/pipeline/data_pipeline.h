@@ -35,7 +35,6 @@ struct DataOptions {
 // One per regular file, so kept small (10^5..10^7 of them live for the whole build).
 struct FileLocation {
   uint64_t blocks_start = 0;
-  uint64_t sparse_bytes = 0;
   Hash128 hash;                       // XXH3-128 of the whole content
   uint64_t first_block = 0;           // size words of its full blocks: DataResult::block_sizes[first_block..]
   uint32_t fragment = fmt::kNoFragment;

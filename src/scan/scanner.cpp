@@ -185,7 +185,7 @@ class Scanner {
     n.mode = st.st_mode;
     n.uid = st.st_uid;
     n.gid = st.st_gid;
-    n.mtime = st.st_mtim.tv_sec;
+    n.mtime = uint32_t(std::clamp<int64_t>(st.st_mtim.tv_sec, 0, UINT32_MAX));
     if (S_ISREG(st.st_mode)) n.size = uint64_t(st.st_size);
     if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) n.rdev = fmt::encode_dev(major(st.st_rdev), minor(st.st_rdev));
   }

@@ -17,16 +17,17 @@ constexpr uint32_t kNoNode = UINT32_MAX;
 
 using Xattrs = std::vector<std::pair<std::string, std::string>>;
 
+// 64 bytes: one per entry, 10^5..10^7 of them for the whole build.
 struct Node {
+  uint64_t size = 0;         // regular files
   uint32_t name_offset = 0;  // entry name in Tree::names (NUL-terminated); empty for the root
   uint16_t name_length = 0;
   uint16_t source = 0;  // which SOURCE argument it came from (see Tree::source_dirs)
   uint32_t parent = kNoNode;
   mode_t mode = 0;  // includes S_IFMT
   uint32_t uid = 0, gid = 0;
-  int64_t mtime = 0;
-  uint64_t size = 0;      // regular files
-  uint32_t rdev = 0;       // devices: Linux "new" encoding (fmt::encode_dev)
+  uint32_t mtime = 0;  // SquashFS stores 32-bit unsigned times; the scan clamps
+  uint32_t rdev = 0;   // devices: Linux "new" encoding (fmt::encode_dev)
   // Directories: children are the nodes [first_child, first_child + child_count), sorted by
   // name (byte order) as SquashFS requires. The scan adds a directory's entries contiguously.
   uint32_t first_child = 0, child_count = 0;

@@ -9,6 +9,7 @@
 #include <sqfs/xattr_writer.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -194,12 +195,13 @@ class MetadataWriter {
     auto& f = ino->data.file_ext;
     f.blocks_start = loc.blocks_start;
     f.file_size = n.size;
-    f.sparse = loc.sparse_bytes;
+    const uint32_t* sizes = data_.block_sizes.data() + loc.first_block;
+    f.sparse = uint64_t(std::count(sizes, sizes + nblocks, 0u)) * super_.block_size;
     f.nlink = n.link_count;
     f.fragment_idx = loc.fragment;
     f.fragment_offset = loc.fragment == fmt::kNoFragment ? 0 : loc.fragment_offset;
     f.xattr_idx = fmt::kNoXattr;
-    std::memcpy(ino->extra, data_.block_sizes.data() + loc.first_block, nblocks * sizeof(uint32_t));
+    std::memcpy(ino->extra, sizes, nblocks * sizeof(uint32_t));
     return ino;
   }
 
