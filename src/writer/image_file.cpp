@@ -169,6 +169,8 @@ void ImageFile::truncate(uint64_t size) {
   position_ = flushed_ = size;
 }
 
+std::string ImageFile::directory() const { return directory_of(final_path_); }
+
 sqfs_file_t* ImageFile::as_sqfs_file() {
   if (!view_) {
     view_ = new ImageFileSqfsView{};

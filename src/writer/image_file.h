@@ -34,6 +34,7 @@ class ImageFile {
   // fsync, rename over final_path, fsync the directory.
   void commit();
   const std::string& final_path() const { return final_path_; }
+  std::string directory() const;  // where IMAGE (and its temporary files) live
   const std::string& temp_path() const { return temp_path_; }
   // The cause of the last failed write through as_sqfs_file() (libsquashfs only sees an error code).
   const std::string& last_error() const { return last_error_; }

@@ -17,6 +17,7 @@
 #include "common/error.h"
 #include "format/squashfs.h"
 #include "writer/image_file.h"
+#include "writer/scratch_file.h"
 #include "writer/sqfs_codec_adapter.h"
 
 namespace sqar {
@@ -46,13 +47,14 @@ class MetadataWriter {
  public:
   MetadataWriter(const Tree& tree, const DataResult& data, ImageFile& out, sqfs_super_t& super,
                  const MetadataOptions& opt)
-      : tree_(tree), data_(data), out_(out), super_(super), opt_(opt), codec_(opt.codec) {}
+      : tree_(tree), data_(data), out_(out), super_(super), opt_(opt), codec_(opt.codec),
+        scratch_(out.directory()) {}
 
   MetadataResult run() {
     sqfs_file_t* file = out_.as_sqfs_file();
     sqfs_compressor_t* cmp = codec_.get();
     inode_writer_.reset(sqfs_meta_writer_create(file, cmp, 0));
-    dir_meta_.reset(sqfs_meta_writer_create(file, cmp, SQFS_META_WRITER_KEEP_IN_MEMORY));
+    dir_meta_.reset(sqfs_meta_writer_create(scratch_.as_sqfs_file(), cmp, 0));
     if (!inode_writer_ || !dir_meta_) throw std::bad_alloc();
     dir_writer_.reset(sqfs_dir_writer_create(dir_meta_.get(), opt_.exportable ? SQFS_DIR_WRITER_CREATE_EXPORT_TABLE : 0));
     ids_.reset(sqfs_id_table_create(0));
@@ -71,7 +73,8 @@ class MetadataWriter {
     check(sqfs_meta_writer_flush(dir_meta_.get()), "the directory table");
     super_.root_inode_ref = ref_[0];
     super_.directory_table_start = file->get_size(file);
-    check(sqfs_meta_write_write_to_file(dir_meta_.get()), "the directory table");
+    scratch_.copy_to(out_);
+    out_.flush();
 
     SqfsPtr<sqfs_frag_table_t> frags(sqfs_frag_table_create(0));
     if (!frags) throw std::bad_alloc();
@@ -255,6 +258,7 @@ class MetadataWriter {
   sqfs_super_t& super_;
   const MetadataOptions& opt_;
   SqfsCodecAdapter codec_;
+  ScratchFile scratch_;  // the directory table, until the inode table is complete
   SqfsPtr<sqfs_meta_writer_t> inode_writer_, dir_meta_;
   SqfsPtr<sqfs_dir_writer_t> dir_writer_;
   SqfsPtr<sqfs_id_table_t> ids_;
