@@ -42,17 +42,28 @@ std::shared_ptr<T> Filesystem::NodeCache<T>::find(uint64_t key) {
   Shard& s = shards_[key % kShards];
   std::lock_guard lock(s.mu);
   auto it = s.map.find(key);
-  return it == s.map.end() ? nullptr : it->second;
+  return it == s.map.end() ? nullptr : it->second.first;
 }
 
 template <class T>
-void Filesystem::NodeCache<T>::insert(uint64_t key, std::shared_ptr<T> node) {
+bool Filesystem::NodeCache<T>::insert(uint64_t key, std::shared_ptr<T> node, size_t bytes) {
+  bytes += 64;  // hash node and control block
+  if (bytes > per_shard_) return false;
   Shard& s = shards_[key % kShards];
   std::lock_guard lock(s.mu);
-  // Full: drop an arbitrary entry. Nodes are cheap to re-read (one cached metadata block),
-  // so a proper LRU would cost more bookkeeping than the misses it saves.
-  if (s.map.size() >= per_shard_ && !s.map.contains(key)) s.map.erase(s.map.begin());
-  s.map.insert_or_assign(key, std::move(node));
+  if (auto it = s.map.find(key); it != s.map.end()) {
+    s.bytes -= it->second.second;
+    s.map.erase(it);
+  }
+  // Full: drop arbitrary entries. Nodes are cheap to re-read (cached metadata blocks), so
+  // a proper LRU would cost more bookkeeping than the misses it saves.
+  while (s.bytes + bytes > per_shard_ && !s.map.empty()) {
+    s.bytes -= s.map.begin()->second.second;
+    s.map.erase(s.map.begin());
+  }
+  s.bytes += bytes;
+  s.map.emplace(key, std::make_pair(std::move(node), bytes));
+  return true;
 }
 
 Filesystem::Filesystem(std::unique_ptr<reader::Image> image, const Options& options)
@@ -106,21 +117,40 @@ reader::InodeRef Filesystem::ref_of(fuse_ino_t ino) {
 
 reader::Inode Filesystem::inode_of(fuse_ino_t ino, bool with_blocks) { return image_->read_inode(ref_of(ino), with_blocks); }
 
+void Filesystem::cache_file(fuse_ino_t ino, std::shared_ptr<FileNode> f) {
+  const size_t bytes = sizeof(FileNode) + f->inode.block_sizes.size() * (sizeof(uint32_t) + sizeof(uint64_t));
+  files_.insert(ino, std::move(f), bytes);
+}
+
 std::shared_ptr<Filesystem::FileNode> Filesystem::file_node(fuse_ino_t ino) {
   if (auto f = files_.find(ino)) return f;
   auto f = std::make_shared<FileNode>();
   f->inode = inode_of(ino, true);
-  if (f->inode.is_regular()) files_.insert(ino, f);
+  if (f->inode.is_regular()) cache_file(ino, f);
   return f;
 }
 
-std::shared_ptr<Filesystem::DirNode> Filesystem::dir_node(fuse_ino_t ino) {
+std::shared_ptr<Filesystem::DirNode> Filesystem::cached_dir(fuse_ino_t ino) {
   if (auto d = dirs_.find(ino)) return d;
+  std::lock_guard lock(big_mu_);
+  for (const auto& [n, d] : big_dirs_)
+    if (d && n == ino) return d;
+  return nullptr;
+}
+
+std::shared_ptr<Filesystem::DirNode> Filesystem::dir_node(fuse_ino_t ino, std::optional<reader::Inode> inode) {
+  if (auto d = cached_dir(ino)) return d;
   auto d = std::make_shared<DirNode>();
-  d->inode = inode_of(ino);
+  d->inode = inode ? std::move(*inode) : inode_of(ino);
   if (!d->inode.is_dir()) return d;
   d->entries = image_->read_dir(d->inode);
-  dirs_.insert(ino, d);
+  size_t bytes = sizeof(DirNode);
+  for (const auto& e : d->entries) bytes += sizeof e + (e.name.size() > 15 ? e.name.size() + 1 : 0);
+  if (!dirs_.insert(ino, d, bytes)) {
+    std::lock_guard lock(big_mu_);
+    big_dirs_[1] = std::move(big_dirs_[0]);
+    big_dirs_[0] = {ino, d};
+  }
   return d;
 }
 
@@ -177,25 +207,40 @@ void Filesystem::op_init(void* userdata, fuse_conn_info* conn) {
 void Filesystem::op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   Filesystem& fs = self(req);
   try {
-    reader::Inode dir = fs.inode_of(parent);
-    if (!dir.is_dir()) return (void)fuse_reply_err(req, ENOTDIR);
-    auto entry = fs.image_->lookup(dir, name);
+    // The parent's whole listing, cached: a burst of lookups in one directory (a build, a
+    // backup) costs one parse and a binary search each, instead of a scan of up to a whole
+    // 8 KiB metadata block of entries per lookup. Listings over 64 KiB (~3000 entries) are
+    // searched in the image through the directory index instead, to bound the cache.
+    std::optional<reader::DirEntry> found;
+    std::shared_ptr<DirNode> dir = fs.cached_dir(parent);
+    if (!dir) {
+      reader::Inode inode = fs.inode_of(parent);
+      if (!inode.is_dir()) return (void)fuse_reply_err(req, ENOTDIR);
+      if (inode.dir_file_size > (64u << 10)) found = fs.image_->lookup(inode, name);
+      else dir = fs.dir_node(parent, std::move(inode));
+    }
+    if (dir) {
+      const std::string_view want(name);
+      auto it = std::lower_bound(dir->entries.begin(), dir->entries.end(), want,
+                                 [](const reader::DirEntry& e, std::string_view n) { return e.name < n; });
+      if (it != dir->entries.end() && it->name == want) found = *it;
+    }
     fuse_entry_param e;
-    if (!entry) {
+    if (!found) {
       // Negative entry: the kernel remembers that the name does not exist.
       std::memset(&e, 0, sizeof e);
       e.entry_timeout = kForever;
       fuse_reply_entry(req, &e);
       return;
     }
-    if (entry->kind == reader::FileKind::regular) {
+    if (found->kind == reader::FileKind::regular) {
       // Opening usually follows a lookup: keep the file with its block list for the reads.
       auto f = std::make_shared<FileNode>();
-      f->inode = fs.image_->read_inode(entry->inode_ref, true);
+      f->inode = fs.image_->read_inode(found->inode_ref, true);
       fs.fill_entry(f->inode, &e);
-      fs.files_.insert(e.ino, std::move(f));
+      fs.cache_file(e.ino, std::move(f));
     } else {
-      fs.fill_entry(fs.image_->read_inode(entry->inode_ref, false), &e);
+      fs.fill_entry(fs.image_->read_inode(found->inode_ref, false), &e);
     }
     fuse_reply_entry(req, &e);
   } catch (...) {

@@ -50,19 +50,21 @@ class Filesystem {
     reader::Inode inode;
     std::vector<reader::DirEntry> entries;
   };
-  // node id -> parsed node, bounded; sharded so 16 threads rarely meet on one mutex.
+  // node id -> parsed node, bounded in bytes; sharded so 16 threads rarely meet on a mutex.
   template <class T>
   class NodeCache {
    public:
-    explicit NodeCache(size_t capacity) : per_shard_(std::max<size_t>(1, capacity / kShards)) {}
+    explicit NodeCache(size_t budget_bytes) : per_shard_(budget_bytes / kShards) {}
     std::shared_ptr<T> find(uint64_t key);
-    void insert(uint64_t key, std::shared_ptr<T> node);
+    // False when the node alone exceeds a shard's budget (nothing is cached then).
+    bool insert(uint64_t key, std::shared_ptr<T> node, size_t bytes);
 
    private:
     static constexpr size_t kShards = 32;
     struct Shard {
       std::mutex mu;
-      std::unordered_map<uint64_t, std::shared_ptr<T>> map;
+      std::unordered_map<uint64_t, std::pair<std::shared_ptr<T>, size_t>> map;
+      size_t bytes = 0;
     };
     size_t per_shard_;
     Shard shards_[kShards];
@@ -76,7 +78,7 @@ class Filesystem {
   void make_stat(const reader::Inode& inode, struct stat* st) const;
   void fill_entry(const reader::Inode& inode, fuse_entry_param* e);
   std::shared_ptr<FileNode> file_node(fuse_ino_t ino);
-  std::shared_ptr<DirNode> dir_node(fuse_ino_t ino);
+  std::shared_ptr<DirNode> dir_node(fuse_ino_t ino, std::optional<reader::Inode> inode = std::nullopt);
   void readahead(const std::shared_ptr<FileNode>& f, uint64_t end);
   void push_rest_of_block(fuse_ino_t ino, const FileNode& f, uint64_t off, size_t len);
   void report(fuse_req_t req, const char* op, fuse_ino_t ino);
@@ -109,10 +111,16 @@ class Filesystem {
     std::unordered_map<uint32_t, reader::InodeRef> refs;
   };
   RefShard ref_shards_[kShards];
-  // 64k files (a few hundred bytes each for small files) and 4k listings: enough for the
-  // working set of a build or a backup walk, bounded whatever the image holds.
-  NodeCache<FileNode> files_{65536};
-  NodeCache<DirNode> dirs_{4096};
+  // 32 MiB each: ~100k small files (~300 bytes each with their entry) and listings of
+  // ~500k entries, bounded whatever the image holds.
+  NodeCache<FileNode> files_{32u << 20};
+  NodeCache<DirNode> dirs_{32u << 20};
+  void cache_file(fuse_ino_t ino, std::shared_ptr<FileNode> f);
+  std::shared_ptr<DirNode> cached_dir(fuse_ino_t ino);
+  // Listings too large for dirs_ (over 1 MiB, ~20k entries): the last two, so the kernel's
+  // 4 KiB readdir chunks of a huge directory do not each parse the whole listing again.
+  std::mutex big_mu_;
+  std::pair<fuse_ino_t, std::shared_ptr<DirNode>> big_dirs_[2];
   Prefetcher prefetcher_;
   Prefetcher pusher_{256};
   fuse_session* session_ = nullptr;

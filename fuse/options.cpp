@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <thread>
 
 #include "common/error.h"
 
@@ -105,6 +106,8 @@ std::optional<uint64_t> parse_size(const std::string& s) {
   return n * mul;
 }
 
+unsigned default_threads() { return std::clamp(2 * std::max(1u, std::thread::hardware_concurrency()), 4u, 16u); }
+
 Options parse_options(int argc, char** argv) {
   Options o;
   std::vector<std::string> positional;
@@ -158,7 +161,7 @@ Options:
   -o offset=N       the image starts N bytes into IMAGE (e.g. appended to a binary)
   -o cache=SIZE     cache of decompressed blocks shared by all threads (default 64M;
                     suffixes K, M, G). Bigger helps random reads of large files.
-  -o threads=N      maximum threads serving requests (default 16)
+  -o threads=N      maximum threads serving requests (default 2 per core, 4..16)
   -o readahead=N    data blocks to decompress ahead of a sequential reader (default 2)
   -o uid=N,gid=N    present every file as owned by this user / group
   -o allow_other    let other users see the files (needs user_allow_other in

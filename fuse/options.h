@@ -12,12 +12,17 @@
 
 namespace sqar::fuse {
 
+// Two per core, 4..16. Most requests never block (the image is in the page cache), so
+// more threads than that only add context switches: reading every file of the ports set
+// (60k small files, 2 cores) took 1.11 s with 4 threads and 1.98 s with 16.
+unsigned default_threads();
+
 struct Options {
   std::string image;
   std::string mountpoint;
   uint64_t offset = 0;
   size_t cache_bytes = 64u << 20;
-  unsigned threads = 16;
+  unsigned threads = default_threads();
   unsigned readahead_blocks = 2;
   std::optional<uint32_t> uid, gid;
   bool foreground = false;
