@@ -240,6 +240,7 @@ class DataPipeline {
   };
 
   void reader_loop() {
+    DirectoryHandle dir;
     for (;;) {
       size_t i;
       {
@@ -252,7 +253,12 @@ class DataPipeline {
       Slot& s = slots_[i % window_];
       const Unit& u = s.unit;
       s.changed.clear();
-      s.err = read_source_range(tree_.path_of(node_of(u.file)), u.offset, u.len, u.last, s.data, s.changed);
+      const Node& n = node_of(u.file);
+      // Entries of the root come from several SOURCE directories: the source is part of the key.
+      const int dirfd = n.parent == 0 ? dir.open(uint64_t(n.source) << 32, tree_.source_dirs[n.source])
+                                      : dir.open(n.parent, tree_.path_of(tree_.nodes[n.parent]));
+      s.err = dirfd < 0 ? errno
+                        : read_source_range(dirfd, tree_.name_cstr(n), u.offset, u.len, u.last, s.data, s.changed);
       {
         std::lock_guard lk(read_mu_);
         s.ready = true;

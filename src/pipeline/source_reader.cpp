@@ -11,12 +11,13 @@ namespace sqar {
 namespace {
 constexpr size_t kStreamChunk = 1 << 20;
 
-int open_source(const std::string& path) {
+int open_source(int dirfd, const char* name) {
   // O_NOATIME keeps the build from dirtying inodes of the source tree (allowed for root/owner).
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOATIME);
-  if (fd < 0 && errno == EPERM) fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOATIME);
+  if (fd < 0 && errno == EPERM) fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   return fd;
 }
+int open_source(const std::string& path) { return open_source(AT_FDCWD, path.c_str()); }
 
 struct Fd {
   int fd;
@@ -41,9 +42,21 @@ int64_t read_at_most(int fd, uint8_t* buf, uint64_t len, uint64_t offset) {
 }
 }  // namespace
 
-int read_source_range(const std::string& path, uint64_t offset, uint64_t len, bool expect_eof,
+DirectoryHandle::~DirectoryHandle() {
+  if (fd_ >= 0) close(fd_);
+}
+
+int DirectoryHandle::open(uint64_t key, const std::string& path) {
+  if (key == key_ && fd_ >= 0) return fd_;
+  if (fd_ >= 0) close(fd_);
+  key_ = key;
+  fd_ = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  return fd_;
+}
+
+int read_source_range(int dirfd, const char* name, uint64_t offset, uint64_t len, bool expect_eof,
                       std::vector<uint8_t>& out, std::string& changed) {
-  Fd f{open_source(path)};
+  Fd f{open_source(dirfd, name)};
   if (f.fd < 0) return errno;
   out.resize(len + (expect_eof ? 1 : 0));
   int64_t n = read_at_most(f.fd, out.data(), out.size(), offset);

@@ -9,11 +9,30 @@
 
 namespace sqar {
 
-// Reads [offset, offset+len) of `path` into `out`. When `expect_eof` the file must end exactly
-// there (one extra byte is requested to notice growth). Returns 0 or an errno value; file-changed
-// conditions are reported through `changed` with a message.
-int read_source_range(const std::string& path, uint64_t offset, uint64_t len, bool expect_eof,
+// Reads [offset, offset+len) of the file `name` in the directory open as `dirfd` (AT_FDCWD and
+// a path work too) into `out`. When `expect_eof` the file must end exactly there (one extra byte
+// is requested to notice growth). Returns 0 or an errno value; file-changed conditions are
+// reported through `changed` with a message.
+int read_source_range(int dirfd, const char* name, uint64_t offset, uint64_t len, bool expect_eof,
                       std::vector<uint8_t>& out, std::string& changed);
+
+// Keeps the directory of the files a reader thread is working through open, so each file is
+// opened relative to it: image order groups files by directory, and a full-path open walks
+// every component again (a third of all CPU time on a tree of 200k small files).
+class DirectoryHandle {
+ public:
+  DirectoryHandle() = default;
+  ~DirectoryHandle();
+  DirectoryHandle(const DirectoryHandle&) = delete;
+  DirectoryHandle& operator=(const DirectoryHandle&) = delete;
+  // Returns an fd for `path` (identified by `key`), reusing the open one when the key matches,
+  // or -1 with errno set.
+  int open(uint64_t key, const std::string& path);
+
+ private:
+  uint64_t key_ = UINT64_MAX;
+  int fd_ = -1;
+};
 
 // Streams a whole file through XXH3-128 with a bounded buffer. Returns 0 or an errno value.
 int hash_source_file(const std::string& path, uint64_t expected_size, Hash128& out, std::string& changed);
