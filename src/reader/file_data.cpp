@@ -56,6 +56,42 @@ Chunk ImageImpl::read_chunk(const Inode& in, uint64_t offset, size_t max_len) {
   return {b, b->data() + file.fragment_offset + within, len};
 }
 
+size_t ImageImpl::read_block(const Inode& in, uint64_t index, uint8_t* out) {
+  if (!in.is_regular()) fail("inode " + std::to_string(in.inode_number) + " is not a regular file");
+  const uint64_t bs = sb_.block_size;
+  if (index >= (in.size + bs - 1) / bs) return 0;
+  Inode storage;
+  const Inode& file = with_blocks(in, storage);
+  const size_t expected = size_t(std::min<uint64_t>(bs, file.size - index * bs));
+  if (index >= file.block_sizes.size()) {  // the tail fragment: shared by many files, cached
+    Chunk c = read_chunk(file, index * bs, expected);
+    std::memcpy(out, c.data, c.len);
+    return c.len;
+  }
+  const uint32_t word = file.block_sizes[index];
+  if ((word & ~fmt::kDataUncompressed) == 0) {
+    std::memset(out, 0, expected);
+    return expected;
+  }
+  const uint64_t pos = file.block_offsets[index];
+  size_t got;
+  if (cache::BlockPtr b = data_cache_.find(pos); b && b->tag == word) {
+    got = std::min(b->size, expected);
+    std::memcpy(out, b->data(), got);
+  } else {
+    try {
+      got = decode_data_block(pos, word, out, "data block");
+    } catch (const Error& e) {
+      throw Error(std::string(e.what()) + " (file inode " + std::to_string(file.inode_number) + ", block " +
+                  std::to_string(index) + ")");
+    }
+  }
+  if (got < expected)
+    fail("file inode " + std::to_string(file.inode_number) + ", block " + std::to_string(index) + ": block holds " +
+         std::to_string(got) + " bytes, expected " + std::to_string(expected));
+  return expected;
+}
+
 size_t ImageImpl::read_file(const Inode& in, uint64_t offset, void* buf, size_t len) {
   if (!in.is_regular()) fail("inode " + std::to_string(in.inode_number) + " is not a regular file");
   Inode storage;

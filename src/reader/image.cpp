@@ -221,29 +221,31 @@ cache::BlockPtr ImageImpl::meta_block(uint64_t pos) {
   });
 }
 
-cache::BlockPtr ImageImpl::data_block(uint64_t pos, uint32_t size_word, const char* what) {
+size_t ImageImpl::decode_data_block(uint64_t pos, uint32_t size_word, uint8_t* out, const char* what) {
   const uint32_t stored = size_word & ~fmt::kDataUncompressed;
   const bool compressed = !(size_word & fmt::kDataUncompressed);
   if (stored == 0 || stored > sb_.block_size)
     fail(std::string(what) + " at " + hex(pos) + " has invalid size " + std::to_string(stored));
   if (pos >= sb_.bytes_used || stored > sb_.bytes_used - pos)
     fail(std::string(what) + " at " + hex(pos) + " runs past the end of the image");
+  if (!compressed) {
+    read_exact(pos, out, stored, what);
+    return stored;
+  }
+  thread_local std::vector<uint8_t> scratch;
+  if (scratch.size() < stored) scratch.resize(fmt::kMaxBlockSize);
+  read_exact(pos, scratch.data(), stored, what);
+  auto n = codec().decompress(scratch.data(), stored, out, sb_.block_size);
+  if (!n) fail(std::string(what) + " at " + hex(pos) + " does not decompress (corrupt)");
+  return *n;
+}
+
+cache::BlockPtr ImageImpl::data_block(uint64_t pos, uint32_t size_word, const char* what) {
   auto load = [&]() -> cache::BlockPtr {
     auto block = std::make_shared<cache::Block>();
     block->tag = size_word;
-    if (compressed) {
-      thread_local std::vector<uint8_t> scratch;
-      if (scratch.size() < stored) scratch.resize(fmt::kMaxBlockSize);
-      read_exact(pos, scratch.data(), stored, what);
-      block->bytes = std::make_unique_for_overwrite<uint8_t[]>(sb_.block_size);
-      auto n = codec().decompress(scratch.data(), stored, block->bytes.get(), sb_.block_size);
-      if (!n) fail(std::string(what) + " at " + hex(pos) + " does not decompress (corrupt)");
-      block->size = *n;
-    } else {
-      block->bytes = std::make_unique_for_overwrite<uint8_t[]>(stored);
-      read_exact(pos, block->bytes.get(), stored, what);
-      block->size = stored;
-    }
+    block->bytes = std::make_unique_for_overwrite<uint8_t[]>(sb_.block_size);
+    block->size = decode_data_block(pos, size_word, block->bytes.get(), what);
     return block;
   };
   cache::BlockPtr b = data_cache_.get_or_load(pos, load);

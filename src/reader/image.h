@@ -156,6 +156,12 @@ class Image {
   // The longest run of bytes starting at offset that lies in one block or fragment, without
   // copying (at most max_len). len == 0 at/after EOF.
   virtual Chunk read_chunk(const Inode& file, uint64_t offset, size_t max_len) = 0;
+  // The file's bytes held in data block `index` (index == block_count: the tail fragment),
+  // written to out, which must hold block_size bytes; returns how many (0 past EOF). Full
+  // blocks are decompressed straight into out, bypassing the data cache: for streaming
+  // readers that read each block once (extract), where caching only costs fresh pages and
+  // evictions. Sparse blocks read as zeros. Throws sqar::Error on a corrupt block.
+  virtual size_t read_block(const Inode& file, uint64_t index, uint8_t* out) = 0;
   // Decompresses data block `index` of the file into the cache (read-ahead). Never throws.
   virtual void prefetch_block(const Inode& file, uint64_t index) = 0;
   virtual uint64_t block_count(const Inode& file) const = 0;  // full blocks (no fragment)

@@ -29,6 +29,7 @@ class ImageImpl final : public Image {
 
   size_t read_file(const Inode& file, uint64_t offset, void* buf, size_t len) override;
   Chunk read_chunk(const Inode& file, uint64_t offset, size_t max_len) override;
+  size_t read_block(const Inode& file, uint64_t index, uint8_t* out) override;
   void prefetch_block(const Inode& file, uint64_t index) override;
   uint64_t block_count(const Inode& file) const override;
 
@@ -51,6 +52,9 @@ class ImageImpl final : public Image {
   cache::BlockPtr meta_block(uint64_t pos);
   // Decompressed data block or fragment block: size_word as stored (bit 24: uncompressed).
   cache::BlockPtr data_block(uint64_t pos, uint32_t size_word, const char* what);
+  // Checks and decompresses (or copies) the data block at pos into out (block_size bytes);
+  // returns its decompressed size.
+  size_t decode_data_block(uint64_t pos, uint32_t size_word, uint8_t* out, const char* what);
   // Entry `index` of a table made of metadata blocks located by a pointer array.
   void read_table_entry(const std::vector<uint64_t>& pointers, uint64_t index, size_t entry_size,
                         void* dst, const char* what);
