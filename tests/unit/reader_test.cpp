@@ -74,6 +74,15 @@ void compare_tree(Image& image, const fs::path& src, bool xattrs) {
       size_t n = image.read_file(*ino, 0, got.data(), got.size());
       got.resize(n);
       EXPECT_TRUE(got == want) << "content differs";
+      // Block by block, bypassing the cache (extract's path): same bytes, 0 past the end.
+      const uint64_t bs = image.super().block_size;
+      std::vector<uint8_t> block(bs);
+      std::string blocks;
+      uint64_t index = 0;
+      for (size_t m; (m = image.read_block(*ino, index, block.data())) > 0; ++index)
+        blocks.append(reinterpret_cast<const char*>(block.data()), m);
+      EXPECT_EQ(index, (want.size() + bs - 1) / bs);
+      EXPECT_TRUE(blocks == want) << "read_block content differs";
     }
     if (xattrs) {
       std::map<std::string, std::string> got;
