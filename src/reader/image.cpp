@@ -285,7 +285,7 @@ ImageImpl::Fragment ImageImpl::fragment_entry(uint32_t index) {
   if (index >= sb_.fragment_count)
     fail("fragment index " + std::to_string(index) + " is outside the fragment table (" +
          std::to_string(sb_.fragment_count) + " fragments)");
-  std::call_once(fragment_once_, [&] {
+  fragment_once_([&] {
     fragment_ptrs_ = load_pointer_array(sb_.fragment_table_start, sb_.fragment_count, 16, "fragment table");
   });
   uint8_t e[16];
@@ -296,7 +296,7 @@ ImageImpl::Fragment ImageImpl::fragment_entry(uint32_t index) {
 std::optional<InodeRef> ImageImpl::inode_ref_by_number(uint32_t n) {
   if (!has_export_table()) return std::nullopt;
   if (n == 0 || n > sb_.inode_count) return std::nullopt;
-  std::call_once(export_once_, [&] {
+  export_once_([&] {
     export_ptrs_ = load_pointer_array(sb_.export_table_start, sb_.inode_count, 8, "export table");
   });
   uint8_t e[8];

@@ -8,6 +8,27 @@
 
 namespace sqar::reader {
 
+// Loads a lazily read table once for all threads. Not std::call_once: libstdc++ builds it on
+// pthread_once, which knows nothing of exceptions. glibc happens to reset the flag when a loader
+// throws, but ThreadSanitizer's interceptor (and other libcs, GCC bug 66146) leave it taken and
+// every later caller blocks forever: sqarfs under TSan hung on an image with a damaged export
+// table. Here a loader that throws leaves the table unloaded; the next caller retries (and throws).
+class LoadOnce {
+ public:
+  template <class F>
+  void operator()(F&& load) {
+    if (done_.load(std::memory_order_acquire)) return;
+    std::lock_guard lock(mu_);
+    if (done_.load(std::memory_order_relaxed)) return;
+    load();
+    done_.store(true, std::memory_order_release);
+  }
+
+ private:
+  std::mutex mu_;
+  std::atomic<bool> done_{false};
+};
+
 class ImageImpl final : public Image {
  public:
   ImageImpl(std::string path, const ImageOptions& options);
@@ -86,7 +107,7 @@ class ImageImpl final : public Image {
   cache::BlockCache data_cache_;
   cache::BlockCache meta_cache_;
 
-  std::once_flag fragment_once_, export_once_, xattr_once_;
+  LoadOnce fragment_once_, export_once_, xattr_once_;
   std::vector<uint64_t> fragment_ptrs_, export_ptrs_, xattr_ptrs_;
   uint64_t xattr_kv_start_ = 0;
   uint32_t xattr_id_count_ = 0;

@@ -21,7 +21,7 @@ const char* prefix_for(uint16_t type) {
 std::vector<std::pair<std::string, std::string>> ImageImpl::xattrs(const Inode& inode) {
   std::vector<std::pair<std::string, std::string>> out;
   if (inode.xattr_index == fmt::kNoXattr || sb_.xattr_table_start == fmt::kTableAbsent) return out;
-  std::call_once(xattr_once_, [&] {
+  xattr_once_([&] {
     uint8_t h[16];
     read_exact(sb_.xattr_table_start, h, sizeof h, "xattr id table header");
     uint64_t kv = load_le64(h);
