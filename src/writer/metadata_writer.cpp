@@ -204,7 +204,7 @@ class MetadataWriter {
     f.fragment_idx = loc.fragment;
     f.fragment_offset = loc.fragment == fmt::kNoFragment ? 0 : loc.fragment_offset;
     f.xattr_idx = fmt::kNoXattr;
-    std::memcpy(ino->extra, sizes, nblocks * sizeof(uint32_t));
+    if (nblocks) std::memcpy(ino->extra, sizes, nblocks * sizeof(uint32_t));  // sizes may be null
     return ino;
   }
 
