@@ -175,11 +175,13 @@ void Filesystem::report(fuse_req_t req, const char* op, fuse_ino_t ino) {
   try {
     throw;
   } catch (const std::bad_alloc&) {
-    log_error(std::string(op) + " of inode " + std::to_string(from_fuse(ino)) + ": out of memory");
+    // Reply first: logging may block (a full stderr pipe), and the request must not wait on it.
     fuse_reply_err(req, ENOMEM);
+    log_error(std::string(op) + " of inode " + std::to_string(from_fuse(ino)) + ": out of memory");
   } catch (const std::exception& e) {
-    log_error(std::string(op) + ": " + e.what());
+    std::string what = std::string(op) + ": " + e.what();
     fuse_reply_err(req, EIO);
+    log_error(what);
   }
 }
 
@@ -338,29 +340,38 @@ void Filesystem::push_rest_of_block(fuse_ino_t ino, const FileNode& f, uint64_t 
 
 void Filesystem::op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*) {
   Filesystem& fs = self(req);
+  bool replied = false;
   try {
     std::shared_ptr<FileNode> f = fs.file_node(ino);
     if (!f->inode.is_regular()) return (void)fuse_reply_err(req, f->inode.is_dir() ? EISDIR : EINVAL);
     const uint64_t uoff = uint64_t(off);
     size_t n = 0;
     reader::Chunk c = fs.image_->read_chunk(f->inode, uoff, size);
-    if (c.len == size || uoff + c.len >= f->inode.size) {
+    const bool from_cache = c.len == size || uoff + c.len >= f->inode.size;
+    if (from_cache) {
       // The whole request lies in one cached block: reply straight from the cache.
       n = c.len;
+      replied = true;
       fuse_reply_buf(req, reinterpret_cast<const char*>(c.data), c.len);
-      if (n > 0 && fs.session_) fs.push_rest_of_block(ino, *f, uoff, n);
     } else {
       thread_local std::vector<char> buf;
       if (buf.size() < size) buf.resize(size);
       std::memcpy(buf.data(), c.data, c.len);
       n = c.len + fs.image_->read_file(f->inode, uoff + c.len, buf.data() + c.len, size - c.len);
+      replied = true;
       fuse_reply_buf(req, buf.data(), n);
     }
-    const uint64_t end = uoff + n;
-    if (f->next_offset.exchange(end, std::memory_order_relaxed) == uoff && fs.options_.readahead_blocks > 0)
-      fs.readahead(f, end);
+    // Hints only, after the reply: a failure here (a damaged neighbouring block) must not
+    // answer the request a second time, which would use a request libfuse has freed.
+    try {
+      if (from_cache && n > 0 && fs.session_) fs.push_rest_of_block(ino, *f, uoff, n);
+      const uint64_t end = uoff + n;
+      if (f->next_offset.exchange(end, std::memory_order_relaxed) == uoff && fs.options_.readahead_blocks > 0)
+        fs.readahead(f, end);
+    } catch (...) {
+    }
   } catch (...) {
-    fs.report(req, "read", ino);
+    if (!replied) fs.report(req, "read", ino);
   }
 }
 

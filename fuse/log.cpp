@@ -3,6 +3,7 @@
 #include <syslog.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <mutex>
 
@@ -12,6 +13,9 @@ namespace {
 std::atomic<bool> g_syslog{false};
 std::mutex g_mu;
 std::string g_last;  // the kernel retries a failed read: log the same problem once
+std::chrono::steady_clock::time_point g_window_start;
+int g_logged = 0;
+long g_suppressed = 0;
 }
 
 void log_to_syslog(bool enable) {
@@ -20,15 +24,33 @@ void log_to_syslog(bool enable) {
 }
 
 void log_error(const std::string& message) {
+  // A damaged image can fail thousands of reads a second: log at most kBurst lines per
+  // kWindow, then say how many were left out, so the log stays readable and bounded.
+  constexpr int kBurst = 20;
+  constexpr auto kWindow = std::chrono::seconds(10);
+  std::string line = message;
   {
     std::lock_guard lock(g_mu);
     if (message == g_last) return;
     g_last = message;
+    const auto now = std::chrono::steady_clock::now();
+    if (now - g_window_start >= kWindow) {
+      if (g_suppressed)
+        line = std::to_string(g_suppressed) + " similar errors not logged; now: " + message;
+      g_window_start = now;
+      g_logged = 0;
+      g_suppressed = 0;
+    }
+    if (g_logged >= kBurst) {
+      ++g_suppressed;
+      return;
+    }
+    ++g_logged;
   }
   if (g_syslog) {
-    syslog(LOG_ERR, "%s", message.c_str());
+    syslog(LOG_ERR, "%s", line.c_str());
   } else {
-    fprintf(stderr, "sqarfs: %s\n", message.c_str());
+    fprintf(stderr, "sqarfs: %s\n", line.c_str());
   }
 }
 
