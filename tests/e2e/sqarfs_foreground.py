@@ -2,6 +2,7 @@
 reports of the ASan build) can be checked after unmounting."""
 import os
 import subprocess
+import tempfile
 import threading
 import time
 
@@ -19,11 +20,13 @@ class ForegroundMount:
         self.returncode, self.stderr, self.mounted = None, "", False
 
     def __enter__(self):
-        self.proc = subprocess.Popen(self.cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        # stderr goes to a file, not a pipe: a pipe nobody drains fills up and blocks the daemon.
+        self.errfile = tempfile.TemporaryFile(mode="w+")
+        self.proc = subprocess.Popen(self.cmd, stdout=subprocess.DEVNULL, stderr=self.errfile, text=True)
         deadline = time.monotonic() + self.timeout
         while not is_mounted(self.mnt):
             if self.proc.poll() is not None:  # refused the image: exited without mounting
-                self.returncode, self.stderr = self.proc.returncode, self.proc.stderr.read()
+                self.returncode, self.stderr = self.proc.returncode, self._read_stderr()
                 return self
             if time.monotonic() > deadline:
                 self.proc.kill()
@@ -38,13 +41,20 @@ class ForegroundMount:
         if is_mounted(self.mnt):
             unmount(self.mnt)
         try:
-            _, self.stderr = self.proc.communicate(timeout=self.timeout)
+            self.proc.wait(timeout=self.timeout)
+            self.stderr = self._read_stderr()
         except subprocess.TimeoutExpired:
             self.proc.kill()
-            _, self.stderr = self.proc.communicate()
-            self.stderr += f"\n(sqarfs did not exit within {self.timeout} s of the unmount)"
+            self.proc.wait()
+            self.stderr = self._read_stderr() + f"\n(sqarfs did not exit within {self.timeout} s of the unmount)"
         self.returncode = self.proc.returncode
         return False
+
+    def _read_stderr(self):
+        self.errfile.seek(0)
+        text = self.errfile.read()
+        self.errfile.close()
+        return text
 
     def problem(self):
         """Why the daemon's end is wrong, or None: a signal, a sanitizer report, or an exit code
