@@ -386,6 +386,7 @@ def bench_create(ds, tools, args, mode):
             try:
                 m = run_measured(cmd, mode["timeout"])
                 m.size = os.path.getsize(out)
+                m.fs_size = squashfs_bytes(out) if tool == "sqar" else None
                 if run == 0:
                     log(f"[{ds.name}] create {label} {tool}: warm-up {m.wall:.2f} s, checking output ...")
                     check_output(tools, out, ds.reference, os.path.join(work, "check"), mode["timeout"])
@@ -733,6 +734,16 @@ def ratio(a, b):
     return "—" if a is None or b is None or b == 0 else f"{a / b:.2f}"
 
 
+def squashfs_bytes(path):
+    """The SquashFS part of an image: bytes_used padded to 4 KiB, without sqar's manifest trailer."""
+    with open(path, "rb") as f:
+        sb = f.read(96)
+    if len(sb) < 48 or sb[:4] != b"hsqs":
+        return None
+    used = int.from_bytes(sb[40:48], "little")
+    return (used + 4095) // 4096 * 4096
+
+
 def create_table(ds, results, limits):
     out = ["| config | tool | wall s | CPU s | peak RSS MiB | size MiB | sqar/peer wall | CPU | RSS | size |",
            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
@@ -754,6 +765,13 @@ def create_table(ds, results, limits):
             ratios = ["" for _ in range(4)] if tool == "sqar" or not sq else \
                 [ratio(sq[i], stats[tool][i]) for i in range(4)]
             out.append(f"| {label} | {tool} | {fmt(w)} | {fmt(c)} | {fmt(r, 0)} | {fmt(s, 1)} | " + " | ".join(ratios) + " |")
+        sq_runs = rows.get("sqar")
+        peer = stats.get("mksquashfs")
+        if isinstance(sq_runs, list) and sq_runs and sq_runs[0].fs_size:
+            fs = sq_runs[0].fs_size / 2**20
+            vs = f", {fs / peer[3]:.3f}x mksquashfs" if peer else ""
+            notes.append(f"- {label}: sqar's SquashFS part alone (without the {sq[3] - fs:.1f} MiB manifest trailer "
+                         f"of per-file XXH3-128 hashes) is {fs:.1f} MiB{vs}")
         lim = limits.get(label)
         if isinstance(lim, tuple):
             secs, speed, how = lim
