@@ -206,20 +206,37 @@ class Extractor {
         tasks.push_back({i, from, std::min(from + range, it.inode.size), sf.get()});
       shared.push_back(std::move(sf));
     }
+    // Threads take whole runs of entries of one directory: two threads creating files in the
+    // same directory contend for its lock and each re-opens the other's directory.
+    std::vector<std::pair<size_t, size_t>> batches;  // [begin, end) into tasks
+    for (size_t i = 0; i < tasks.size();) {
+      size_t end = i + 1;
+      if (!tasks[i].shared) {
+        const std::string_view dir = split_parent(items_[tasks[i].item].path).first;
+        while (end < tasks.size() && end - i < kMaxBatch && !tasks[end].shared &&
+               split_parent(items_[tasks[end].item].path).first == dir)
+          ++end;
+      }
+      batches.emplace_back(i, end);
+      i = end;
+    }
     unsigned jobs = std::max(1u, opt_.jobs);
     std::vector<std::unique_ptr<DirStack>> stacks;
     for (unsigned w = 0; w < jobs; ++w) stacks.push_back(std::make_unique<DirStack>(root_fd_));
-    parallel_for(tasks.size(), jobs, [&](size_t i, unsigned w) {
-      const Task& t = tasks[i];
-      const Item& it = items_[t.item];
-      try {
-        if (t.shared) write_range(*stacks[w], it, t);
-        else write_entry(*stacks[w], it);
-      } catch (const std::exception& e) {
-        fail(it.path, e.what());
+    parallel_for(batches.size(), jobs, [&](size_t b, unsigned w) {
+      for (size_t i = batches[b].first; i < batches[b].second; ++i) {
+        const Task& t = tasks[i];
+        const Item& it = items_[t.item];
+        try {
+          if (t.shared) write_range(*stacks[w], it, t);
+          else write_entry(*stacks[w], it);
+        } catch (const std::exception& e) {
+          fail(it.path, e.what());
+        }
       }
     });
   }
+  static constexpr size_t kMaxBatch = 256;  // keeps one huge directory spread over threads
 
   // Creates a regular file (never following a symlink at its name); --overwrite replaces
   // an existing non-directory.
