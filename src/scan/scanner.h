@@ -1,8 +1,11 @@
 // Walks the source directories and builds the Tree: every entry type, metadata, xattrs, hard links.
 #pragma once
+#include <sys/types.h>
+
 #include <atomic>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "scan/exclude.h"
@@ -16,7 +19,10 @@ struct ScanOptions {
   bool one_file_system = false;
   bool xattrs = true;
   bool skip_unreadable = false;
-  unsigned threads = 1;  // directories listed in parallel; the tree is the same for any count  // unreadable directories become warnings instead of errors
+  unsigned threads = 1;  // directories listed in parallel; the tree is the same for any count
+  // Inodes (st_dev, st_ino) to leave out wherever they are found: the image being written (and
+  // the one it replaces), when they lie inside a source, must not be packed into it.
+  std::vector<std::pair<dev_t, ino_t>> skip_inodes;
   std::function<void(const std::string&)> warn;  // receives "PATH: cause" warnings
   std::atomic<uint64_t>* entries_seen = nullptr;  // progress counter, may be null
 };

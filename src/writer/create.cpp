@@ -90,23 +90,15 @@ CreateStats create_image(CreateOptions opt, CreateProgress* progress) {
   // four per core (contention). The tree does not depend on the count.
   scan.threads = std::min(2 * opt.threads, 16u);
   scan.warn = opt.warn;
+  // The image must not swallow itself (nor the image it replaces) when written inside a source.
+  for (const std::string* path : {&out.temp_path(), &out.final_path()}) {
+    struct stat st;
+    if (stat(path->c_str(), &st) == 0) scan.skip_inodes.emplace_back(st.st_dev, st.st_ino);
+  }
   if (progress) scan.entries_seen = &progress->entries;
   Tree tree = scan_sources(scan);
   auto since = [](auto t) { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count(); };
   stats.scan_seconds = since(t0);
-  {
-    // The image must not swallow itself when it is written inside a source directory.
-    struct stat tmp;
-    if (stat(out.temp_path().c_str(), &tmp) == 0) {
-      for (Node& n : tree.nodes) {
-        struct stat st;
-        if (S_ISREG(n.mode) && n.link_target == kNoNode && lstat(tree.path_of(n).c_str(), &st) == 0 &&
-            st.st_dev == tmp.st_dev && st.st_ino == tmp.st_ino)
-          n.omitted = true;
-      }
-    }
-  }
-
   // Superblock placeholder and the compressor options block come first; data follows.
   std::vector<uint8_t> zeros(fmt::kSuperblockSize, 0);
   out.append(zeros.data(), zeros.size());

@@ -73,6 +73,19 @@ def test_existing_image_is_never_overwritten_without_force():
         assert not glob.glob(f"{d}/*.sqar-tmp-*")
 
 
+def test_image_inside_its_source_is_not_packed():
+    with tempdir() as d:
+        write(f"{d}/src/a.txt", b"alpha\n")
+        write(f"{d}/src/sub/b.txt", b"beta\n")
+        for args in ([], ["--force"]):  # a fresh image, then one replacing the old image in place
+            sqar_create(f"{d}/src", f"{d}/src/sub/self.sqfs", *args)
+            listing = run(["unsquashfs", "-lls", "-d", "", f"{d}/src/sub/self.sqfs"]).stdout
+            fields = [line.split(None, 5) for line in listing.splitlines() if line[:1] in ("-", "d")]
+            names = sorted(f[5] if len(f) > 5 else "" for f in fields)  # the root's name is empty
+            assert names == ["", "/a.txt", "/sub", "/sub/b.txt"], listing
+        assert not glob.glob(f"{d}/src/sub/*.sqar-tmp-*")
+
+
 def test_bad_usage_is_explained():
     with tempdir() as d:
         write(f"{d}/src/f", b"x")
@@ -220,6 +233,7 @@ def test_single_file_sources_and_progress_on_a_tty():
 if __name__ == "__main__":
     main([test_duplicates_are_never_compressed, test_large_duplicates_are_hashed_not_compressed,
           test_output_is_identical_for_any_thread_count, test_existing_image_is_never_overwritten_without_force,
+          test_image_inside_its_source_is_not_packed,
           test_bad_usage_is_explained, test_unreadable_file_names_path_and_cause,
           test_no_space_left_is_reported_and_cleaned_up, test_interrupt_leaves_no_partial_image,
           test_manifest_is_invisible_to_other_readers, test_big_directory_and_file_over_4gib,
