@@ -57,7 +57,9 @@ class DataPipeline {
     // A read unit is a whole number of blocks of about 1 MiB: big enough for few syscalls,
     // small enough to bound memory.
     chunk_ = std::max<uint64_t>(block_size_, (uint64_t(1) << 20) / block_size_ * block_size_);
-    window_ = 8 * threads_ + 16;
+    // Read-ahead: up to window_ units and about byte_budget_ bytes read but not yet sequenced.
+    window_ = 256;
+    byte_budget_ = uint64_t(8 * threads_ + 16) << 20;
     max_jobs_ = 4 * threads_ + 8;
   }
 
@@ -71,7 +73,7 @@ class DataPipeline {
     prehash();
     plan_units();
 
-    slots_.resize(window_);
+    slots_ = std::vector<Slot>(window_);
     std::vector<std::thread> workers;
     for (unsigned i = 0; i < threads_; ++i) workers.emplace_back([this] { guarded([this] { reader_loop(); }); });
     for (unsigned i = 0; i < threads_; ++i) workers.emplace_back([this] { guarded([this] { compressor_loop(); }); });
@@ -236,35 +238,69 @@ class DataPipeline {
     std::vector<uint8_t> data;
     int err = 0;
     std::string changed;
-    bool ready = false;
+    // Set by the reader (release) once data/err/changed are final; cleared by the sequencer.
+    std::atomic<bool> ready{false};
   };
+
+  // Readers claim consecutive units in batches and wake the sequencer only when it waits for
+  // the unit just read; the sequencer wakes readers only when a batch worth of room is free.
+  // Per-unit handoffs cost three futex calls per small file (600k on the ports set).
+  static constexpr size_t kBatchUnits = 32;
+  static constexpr uint64_t kBatchBytes = uint64_t(1) << 20;
+  static constexpr size_t kNobody = SIZE_MAX;
+
+  // Under read_mu_: may a reader claim another batch?
+  bool room_to_read() const {
+    const size_t room = consumed_ + window_ - next_unit_;
+    const size_t want = std::min(kBatchUnits, total_units_ - next_unit_);
+    return room >= want && (bytes_in_flight_ == 0 || bytes_in_flight_ + kBatchBytes <= byte_budget_);
+  }
 
   void reader_loop() {
     DirectoryHandle dir;
+    std::vector<size_t> batch;
     for (;;) {
-      size_t i;
+      batch.clear();
       {
         std::unique_lock lk(read_mu_);
-        read_cv_.wait(lk, [&] { return failed_ || next_unit_ >= total_units_ || next_unit_ < consumed_ + window_; });
+        ++readers_waiting_;
+        read_cv_.wait(lk, [&] { return failed_ || next_unit_ >= total_units_ || room_to_read(); });
+        --readers_waiting_;
         if (failed_ || next_unit_ >= total_units_) return;
-        i = next_unit_++;
-        slots_[i % window_].unit = next_unit();
+        uint64_t bytes = 0;
+        while (next_unit_ < total_units_ && next_unit_ < consumed_ + window_ && batch.size() < kBatchUnits &&
+               bytes < kBatchBytes && (bytes_in_flight_ == 0 || bytes_in_flight_ < byte_budget_)) {
+          const size_t i = next_unit_++;
+          slots_[i % window_].unit = next_unit();
+          bytes += slots_[i % window_].unit.len;
+          bytes_in_flight_ += slots_[i % window_].unit.len;
+          batch.push_back(i);
+        }
       }
-      Slot& s = slots_[i % window_];
-      const Unit& u = s.unit;
-      s.changed.clear();
-      const Node& n = node_of(u.file);
-      // Entries of the root come from several SOURCE directories: the source is part of the key.
-      const int dirfd = n.parent == 0 ? dir.open(uint64_t(n.source) << 32, tree_.source_dirs[n.source])
-                                      : dir.open(n.parent, tree_.path_of(tree_.nodes[n.parent]));
-      s.err = dirfd < 0 ? errno
-                        : read_source_range(dirfd, tree_.name_cstr(n), u.offset, u.len, u.last, s.data, s.changed);
-      {
-        std::lock_guard lk(read_mu_);
-        s.ready = true;
+      for (size_t i : batch) {
+        read_unit(dir, slots_[i % window_]);
+        slots_[i % window_].ready.store(true);
       }
-      ready_cv_.notify_all();
+      // Wake the sequencer once per batch, and only when it sleeps on a unit of this batch. Both
+      // sides store, then load the other's flag (sequentially consistent), so one of them always
+      // sees the other: the sequencer finds the unit ready, or this reader finds it waiting.
+      const size_t waits_for = sequencer_waits_for_.load();
+      if (waits_for >= batch.front() && waits_for <= batch.back()) {
+        { std::lock_guard lk(read_mu_); }
+        ready_cv_.notify_one();
+      }
     }
+  }
+
+  void read_unit(DirectoryHandle& dir, Slot& s) {
+    const Unit& u = s.unit;
+    s.changed.clear();
+    const Node& n = node_of(u.file);
+    // Entries of the root come from several SOURCE directories: the source is part of the key.
+    const int dirfd = n.parent == 0 ? dir.open(uint64_t(n.source) << 32, tree_.source_dirs[n.source])
+                                    : dir.open(n.parent, tree_.path_of(tree_.nodes[n.parent]));
+    s.err = dirfd < 0 ? errno
+                      : read_source_range(dirfd, tree_.name_cstr(n), u.offset, u.len, u.last, s.data, s.changed);
   }
 
   // ---- sequencer (main thread) ----
@@ -272,18 +308,23 @@ class DataPipeline {
     frag_buf_ = std::make_shared<std::vector<uint8_t>>();
     for (size_t i = 0; i < total_units_; ++i) {
       Slot& s = slots_[i % window_];
-      {
+      if (!s.ready.load(std::memory_order_acquire)) {
         std::unique_lock lk(read_mu_);
-        ready_cv_.wait(lk, [&] { return failed_ || s.ready; });
-        if (failed_) return;
+        sequencer_waits_for_.store(i);
+        ready_cv_.wait(lk, [&] { return failed_ || s.ready.load(); });
+        sequencer_waits_for_.store(kNobody);
       }
+      if (failed_) return;
       process_unit(s.unit, s);
+      bool wake;
       {
         std::lock_guard lk(read_mu_);
         s.ready = false;
         consumed_ = i + 1;
+        bytes_in_flight_ -= s.unit.len;
+        wake = readers_waiting_ > 0 && next_unit_ < total_units_ && room_to_read();
       }
-      read_cv_.notify_all();
+      if (wake) read_cv_.notify_all();
       if (failed_) return;
     }
     flush_fragment();
@@ -303,19 +344,23 @@ class DataPipeline {
     // Prehashed files were counted once by the hashing pass; progress measures source bytes.
     if (opt_.bytes_done && kinds_[f] != FileKind::kPrehashed)
       opt_.bytes_done->fetch_add(u.len, std::memory_order_relaxed);
-    Buffer data = std::make_shared<std::vector<uint8_t>>(std::move(s.data));
+    const size_t full_blocks = size_t(u.len / block_size_);
+    // Only full blocks go to the compressors and need a shared buffer; a small file's bytes stay
+    // in the slot (its buffer is reused: no allocation per small file).
+    Buffer data;
+    if (full_blocks) data = std::make_shared<std::vector<uint8_t>>(std::move(s.data));
+    const uint8_t* bytes = full_blocks ? data->data() : s.data.data();
     FileLocation& loc = locs_[f];
     if (u.offset == 0) {
       if (kinds_[f] == FileKind::kSharedSmall) {
-        loc.hash = hash128(data->data(), data->size());
+        loc.hash = hash128(bytes, u.len);
         if (share_if_duplicate(f, n.size, loc.hash)) return;
       } else {
         hasher_.reset();
       }
     }
-    if (kinds_[f] != FileKind::kSharedSmall) hasher_.update(data->data(), data->size());
+    if (kinds_[f] != FileKind::kSharedSmall) hasher_.update(bytes, u.len);
 
-    const size_t full_blocks = size_t(u.len / block_size_);
     for (size_t b = 0; b < full_blocks; ++b) {
       auto job = std::make_unique<Job>();
       job->file = f;
@@ -323,7 +368,7 @@ class DataPipeline {
       job->buf = data;
       job->off = b * block_size_;
       job->len = block_size_;
-      job->sparse = all_zero(data->data() + job->off, job->len);
+      job->sparse = all_zero(bytes + job->off, job->len);
       submit(std::move(job));
     }
     if (!u.last) return;
@@ -333,7 +378,7 @@ class DataPipeline {
         throw Error(tree_.path_of(n) + ": file changed while being read (content hash differs between passes)");
     }
     const size_t tail = size_t(u.len % block_size_);
-    if (tail) add_tail(f, data->data() + full_blocks * block_size_, tail);
+    if (tail) add_tail(f, bytes + full_blocks * block_size_, tail);
   }
 
   void add_tail(uint32_t f, const uint8_t* p, size_t len) {
@@ -515,6 +560,9 @@ class DataPipeline {
   // reader stage
   std::vector<Slot> slots_;
   size_t next_unit_ = 0, consumed_ = 0;
+  uint64_t bytes_in_flight_ = 0, byte_budget_ = 0;  // read but not yet consumed by the sequencer
+  size_t readers_waiting_ = 0;
+  std::atomic<size_t> sequencer_waits_for_{kNobody};
   std::mutex read_mu_;
   std::condition_variable read_cv_, ready_cv_;
 

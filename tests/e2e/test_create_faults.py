@@ -54,12 +54,25 @@ def wait_for_temp_image(img, proc, limit=60):
         time.sleep(0.002)
 
 
+def wait_for_bytes_read(proc, count, limit=120):
+    """Waits until proc has read `count` bytes (rchar in /proc/PID/io): its data phase is under way."""
+    deadline = time.monotonic() + limit
+    while True:
+        assert proc.poll() is None, "sqar create finished before reading the expected bytes"
+        assert time.monotonic() < deadline, f"sqar create did not read {count} bytes in {limit} s"
+        with open(f"/proc/{proc.pid}/io") as f:
+            if int(next(line for line in f if line.startswith("rchar:")).split()[1]) >= count:
+                return
+        time.sleep(0.002)
+
+
 def test_file_deleted_between_scan_and_read():
     with tempdir() as d:
         src = f"{d}/src"
         # The sparse file takes seconds of hole reading; the victim is large enough to be read on
-        # its own, and with -j1 in name order after the sparse file. The helper deletes the victim
-        # the moment the temporary image appears, which is after the scan found it. Should the
+        # its own, and with -j1 in name order after the sparse file. The victim is deleted once
+        # sqar has read 64 MiB (of holes): the scan, which saw the victim, is over by then (the
+        # moment the temporary image appears is too early: that precedes the scan). Should the
         # pipeline read the victim earlier, the build may succeed: then the copy must be exact.
         os.makedirs(src)
         with open(f"{src}/a-huge-sparse", "wb") as f:
@@ -72,6 +85,7 @@ def test_file_deleted_between_scan_and_read():
                                 stderr=subprocess.PIPE, text=True)
         try:
             wait_for_temp_image(img, proc)
+            wait_for_bytes_read(proc, 64 << 20)
             os.unlink(f"{src}/z-victim")
             _, err = proc.communicate(timeout=300)
         finally:
