@@ -70,6 +70,7 @@ class DataPipeline {
     skip_.assign(nfiles, false);
     for (size_t i = 0; i < nfiles; ++i) skip_[i] = node_of(uint32_t(i)).omitted;
     classify();
+    if (opt_.dedup) dedup_.reserve(nfiles);
     prehash();
     plan_units();
 
@@ -297,8 +298,10 @@ class DataPipeline {
     s.changed.clear();
     const Node& n = node_of(u.file);
     // Entries of the root come from several SOURCE directories: the source is part of the key.
-    const int dirfd = n.parent == 0 ? dir.open(uint64_t(n.source) << 32, tree_.source_dirs[n.source])
-                                    : dir.open(n.parent, tree_.path_of(tree_.nodes[n.parent]));
+    const uint64_t key = n.parent == 0 ? uint64_t(n.source) << 32 : n.parent;
+    const int dirfd = dir.open(key, tree_.source_dirs[n.source], [&] {
+      return n.parent == 0 ? std::string() : tree_.rel_path_of(tree_.nodes[n.parent]);
+    });
     s.err = dirfd < 0 ? errno
                       : read_source_range(dirfd, tree_.name_cstr(n), u.offset, u.len, u.last, s.data, s.changed);
   }

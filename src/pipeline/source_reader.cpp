@@ -48,18 +48,6 @@ int64_t read_at_most(int fd, uint8_t* buf, uint64_t len, uint64_t offset) {
 }
 }  // namespace
 
-DirectoryHandle::~DirectoryHandle() {
-  if (fd_ >= 0) close(fd_);
-}
-
-int DirectoryHandle::open(uint64_t key, const std::string& path) {
-  if (key == key_ && fd_ >= 0) return fd_;
-  if (fd_ >= 0) close(fd_);
-  key_ = key;
-  fd_ = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  return fd_;
-}
-
 int read_source_range(int dirfd, const char* name, uint64_t offset, uint64_t len, bool expect_eof,
                       std::vector<uint8_t>& out, std::string& changed) {
   Fd f{open_source(dirfd, name)};

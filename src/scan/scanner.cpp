@@ -19,6 +19,7 @@
 
 #include "common/error.h"
 #include "format/squashfs.h"
+#include "scan/directory_cursor.h"
 
 namespace sqar {
 namespace {
@@ -40,8 +41,9 @@ struct Entry {
 // nodes and listing can run on several threads while one thread builds the tree in order.
 struct DirTask {
   uint32_t node;
-  std::string path;  // on disk
-  std::string rel;   // below the source root, for exclude patterns
+  uint16_t source;   // which SOURCE directory it lies below
+  std::string path;  // on disk, for messages
+  std::string rel;   // below the source directory: exclude patterns match it, and it is opened by it
   std::vector<Entry> entries;
   std::string error;  // listing failed: "PATH: cause"
   bool ready = false;
@@ -174,16 +176,13 @@ int read_names(int fd, std::vector<std::string>& names) {
 }
 
 // Lists a directory: its names, then lstat/readlink/xattrs of every entry, sorted by name.
-void list_directory(DirTask& task, const ScanOptions& opt) {
-  int fd = open(task.path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+// `base` is the SOURCE directory the task lies below; the cursor belongs to the calling thread.
+void list_directory(DirTask& task, const ScanOptions& opt, DirectoryCursor& cursor, const std::string& base) {
+  const int fd = cursor.open(base, task.rel, true);
   if (fd < 0) {
     task.error = errno_message(task.path, errno);
     return;
   }
-  struct FdCloser {
-    int fd;
-    ~FdCloser() { close(fd); }
-  } closer{fd};
   std::vector<std::string> names;
   if (int err = read_names(fd, names)) {
     task.error = errno_message(task.path, err);
@@ -245,8 +244,9 @@ class Scanner {
           if (opt_.xattrs) store_xattrs(0, read_xattrs(AT_FDCWD, src.c_str(), [&] { return src; }, opt_));
           root_set = true;
         }
-        DirTask task{0, src, "", {}, {}, false};
-        list_directory(task, opt_);
+        DirTask task{0, source, src, "", {}, {}, false};
+        DirectoryCursor cursor;
+        list_directory(task, opt_, cursor, src);
         if (!task.error.empty()) throw Error(task.error);
         for (auto& e : task.entries) root_entries_.push_back({std::move(e), source});
       } else {
@@ -311,6 +311,7 @@ class Scanner {
       if (opt_.one_file_system && e.st.st_dev != source_dev_[source]) return;  // the mount point, not its content
       auto task = std::make_unique<DirTask>();
       task->node = idx;
+      task->source = source;
       task->path = dir_path + "/" + e.name;
       task->rel = rel.empty() ? e.name : rel + "/" + e.name;
       bool wake;
@@ -363,7 +364,7 @@ class Scanner {
       // Not handed to a worker yet: take it (and skip it for workers).
       next_for_worker_ = i + 1;
       lk.unlock();
-      list_guarded(task);
+      list_guarded(task, builder_cursor_);
       return;
     }
     if (task.ready) return;
@@ -372,9 +373,9 @@ class Scanner {
     builder_waits_for_ = kNobody;
   }
 
-  void list_guarded(DirTask& task) {
+  void list_guarded(DirTask& task, DirectoryCursor& cursor) {
     try {
-      list_directory(task, opt_);
+      list_directory(task, opt_, cursor, tree_.source_dirs[task.source]);
     } catch (const std::exception& e) {
       task.error = e.what();
       task.entries.clear();
@@ -393,6 +394,7 @@ class Scanner {
   }
 
   void worker_loop() {
+    DirectoryCursor cursor;
     std::vector<size_t> batch;
     for (;;) {
       batch.clear();
@@ -412,7 +414,7 @@ class Scanner {
           std::lock_guard lk(mu_);
           task = tasks_[i].get();
         }
-        list_guarded(*task);
+        list_guarded(*task, cursor);
         bool wake;
         {
           std::lock_guard lk(mu_);
@@ -454,6 +456,7 @@ class Scanner {
   std::vector<dev_t> source_dev_;
   std::vector<std::pair<Entry, uint16_t>> root_entries_;
   std::map<std::pair<dev_t, ino_t>, uint32_t> inodes_;
+  DirectoryCursor builder_cursor_;  // for directories the building thread lists itself
 
   std::mutex mu_;
   std::condition_variable work_cv_, done_cv_;

@@ -68,6 +68,15 @@ struct Tree {
     return path_of(nodes[n.parent]) + "/" + std::string(name(n));
   }
   std::string path_of(uint32_t i) const { return path_of(nodes[i]); }
+  // The path of a node below its SOURCE directory: "" for the root, "a/b" further down.
+  std::string rel_path_of(const Node& n) const {
+    if (n.parent == kNoNode) return {};
+    if (n.parent == 0) return std::string(name(n));
+    std::string p = rel_path_of(nodes[n.parent]);
+    p += '/';
+    p += name(n);
+    return p;
+  }
 };
 
 }  // namespace sqar
