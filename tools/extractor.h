@@ -3,11 +3,13 @@
 // Order of work, and why:
 //   1. plan: walk all metadata first (the reader refuses bad names, duplicate names and
 //      directory loops), so a malicious image is rejected before anything is written;
-//   2. directories, serially in walk order, created 0700 so we can write into them;
-//   3. files, symlinks, devices, fifos, sockets in parallel (content, owner, mode, xattrs, mtime);
-//   4. hard links, once their first name exists;
-//   5. directory metadata last, children before parents, so writing contents does not
-//      bump a restored mtime and a read-only mode does not lock us out.
+//   2. directories and files, symlinks, devices, fifos, sockets in one parallel pass, in
+//      batches of one directory's entries, each batch once its directory exists (content,
+//      owner, mode, xattrs, mtime; a directory gets its final mode at mkdir when we can
+//      still write into it, else 0700);
+//   3. hard links, once their first name exists;
+//   4. directory metadata last, so writing contents does not bump a restored mtime and a
+//      read-only mode does not lock us out.
 // Every filesystem call is relative to a directory descriptor and never follows symlinks.
 #pragma once
 #include <string>

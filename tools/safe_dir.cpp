@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include "common/error.h"
@@ -20,31 +21,36 @@ DirStack::~DirStack() {
 }
 
 int DirStack::open(std::string_view dir) {
-  std::vector<std::string_view> comps;
-  for (size_t i = 0; i < dir.size();) {
-    size_t j = dir.find('/', i);
-    if (j == std::string_view::npos) j = dir.size();
-    comps.push_back(dir.substr(i, j - i));
-    i = j + 1;
+  // Consecutive calls mostly ask for the same directory (every entry of a batch).
+  if (dir == cur_) return stack_.empty() ? root_ : stack_.back().second;
+  // Keep the leading components that match, without splitting the path into a vector.
+  size_t keep = 0, pos = 0;
+  while (pos < dir.size() && keep < stack_.size()) {
+    size_t j = std::min(dir.find('/', pos), dir.size());
+    if (dir.substr(pos, j - pos) != stack_[keep].first) break;
+    ++keep;
+    pos = j + 1;
   }
-  size_t keep = 0;
-  while (keep < comps.size() && keep < stack_.size() && stack_[keep].first == comps[keep]) ++keep;
   while (stack_.size() > keep) {
     ::close(stack_.back().second);
     stack_.pop_back();
   }
-  for (size_t i = keep; i < comps.size(); ++i) {
+  cur_.assign(dir.substr(0, keep ? pos - 1 : 0));
+  while (pos < dir.size()) {
+    size_t j = std::min(dir.find('/', pos), dir.size());
     int parent = stack_.empty() ? root_ : stack_.back().second;
-    std::string name(comps[i]);
+    std::string name(dir.substr(pos, j - pos));
     int fd = ::openat(parent, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) {
       int err = errno;
-      std::string where(dir.substr(0, comps[i].data() + comps[i].size() - dir.data()));
+      std::string where(dir.substr(0, j));
       if (err == ELOOP || err == ENOTDIR)
         throw Error(where + ": is a symlink or not a directory in the target; refusing to follow it");
       throw_errno(where, err);
     }
     stack_.emplace_back(std::move(name), fd);
+    cur_.assign(dir.substr(0, j));
+    pos = j + 1;
   }
   return stack_.empty() ? root_ : stack_.back().second;
 }

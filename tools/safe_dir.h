@@ -31,6 +31,7 @@ class DirStack {
  private:
   int root_;
   std::vector<std::pair<std::string, int>> stack_;
+  std::string cur_;  // the path of stack_'s top ("" is the root)
 };
 
 }  // namespace sqar::cli
