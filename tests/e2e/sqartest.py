@@ -139,6 +139,8 @@ def make_full_tree(root, block=131072):
     set_xattr(f"{root}/link-rel", "trusted.onlink", b"on a symlink", follow=False)
     set_xattr(f"{root}/random.bin", "security.selinux", b"system_u:object_r:bin_t:s0\0")
     set_xattr(f"{root}/random.bin", "user.binary", bytes(range(256)))
+    for i in range(12):  # a name list longer than the scan's first 256-byte try
+        set_xattr(f"{root}/text.log", f"user.a-rather-long-attribute-name-number-{i:02d}", b"v%d" % i)
     # Fixed, varied times (directories last: creating entries touches their mtime).
     t = 1_600_000_000
     for i, (dirpath, dirs, files) in enumerate(sorted(os.walk(root, topdown=False))):
