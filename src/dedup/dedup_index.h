@@ -12,12 +12,9 @@ namespace sqar {
 
 class DedupIndex {
  public:
-  // Sizes the tables for about `files` files up front: rehashing while the sequencer (one
-  // thread) dedups 10^5 files showed in profiles.
-  void reserve(size_t files) {
-    files_.reserve(files);
-    tails_.reserve(files);
-  }
+  // Sizes the file table for about `files` lookups up front: rehashing while the sequencer
+  // (one thread) dedups 10^5 files showed in profiles.
+  void reserve(size_t files) { files_.reserve(files); }
   // Returns the earlier file with the same content, or records `file` as its owner.
   std::optional<uint32_t> find_or_add_file(uint64_t size, const Hash128& hash, uint32_t file);
   // Undo a find_or_add_file that recorded `file` (used when --verify-dedup finds a collision).

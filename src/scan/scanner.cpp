@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -57,29 +58,35 @@ struct DirTask {
 #define SYS_listxattrat 465
 #endif
 std::atomic<bool> have_listxattrat{true};
-
-ssize_t list_xattr_names(int dirfd, const char* name, const std::string& path, char* buf, size_t size) {
-  if (have_listxattrat.load(std::memory_order_relaxed)) {
-    long r = syscall(SYS_listxattrat, dirfd, name, AT_SYMLINK_NOFOLLOW, buf, size);
-    if (r >= 0 || errno != ENOSYS) return ssize_t(r);
-    have_listxattrat.store(false, std::memory_order_relaxed);
-  }
-  return llistxattr(path.c_str(), buf, size);
-}
+// SQAR_TEST_NO_LISTXATTRAT=1 makes the call fail as a kernel before 6.13 does (for the tests).
+const bool simulate_no_listxattrat = std::getenv("SQAR_TEST_NO_LISTXATTRAT") != nullptr;
 
 // `path` is built only when needed: on 10^5 entries the string work alone shows in profiles.
 using PathFn = std::function<std::string()>;
 
+// Fills `path` (when still empty) before any path-based call.
+ssize_t list_xattr_names(int dirfd, const char* name, const PathFn& path_of, std::string& path, char* buf,
+                         size_t size) {
+  if (have_listxattrat.load(std::memory_order_relaxed)) {
+    errno = ENOSYS;
+    long r = simulate_no_listxattrat ? -1 : syscall(SYS_listxattrat, dirfd, name, AT_SYMLINK_NOFOLLOW, buf, size);
+    if (r >= 0 || errno != ENOSYS) return ssize_t(r);
+    have_listxattrat.store(false, std::memory_order_relaxed);
+  }
+  if (path.empty()) path = path_of();
+  return llistxattr(path.c_str(), buf, size);
+}
+
 Xattrs read_xattrs(int dirfd, const char* name, const PathFn& path_of, const ScanOptions& opt) {
   Xattrs found;
-  std::string path;  // for the path-based calls and messages
-  if (!have_listxattrat.load(std::memory_order_relaxed)) path = path_of();
+  std::string path;  // for the path-based calls and messages, built on first need
   char small[256];
-  ssize_t len = list_xattr_names(dirfd, name, path, small, sizeof small);
-  if (len < 0 && errno == ERANGE) len = list_xattr_names(dirfd, name, path, nullptr, 0);
+  ssize_t len = list_xattr_names(dirfd, name, path_of, path, small, sizeof small);
+  if (len < 0 && errno == ERANGE) len = list_xattr_names(dirfd, name, path_of, path, nullptr, 0);
   if (len < 0) {
-    if (errno == ENOTSUP || errno == ENODATA) return found;
-    throw_errno(path_of(), errno);
+    const int err = errno;
+    if (err == ENOTSUP || err == ENODATA) return found;
+    throw_errno(path_of(), err);
   }
   if (len == 0) return found;
   if (path.empty()) path = path_of();
@@ -88,7 +95,7 @@ Xattrs read_xattrs(int dirfd, const char* name, const PathFn& path_of, const Sca
     names.assign(small, size_t(len));
   } else {
     len = llistxattr(path.c_str(), names.data(), names.size());
-    if (len < 0) throw_errno(path, errno);
+    if (len < 0) throw_errno(path, errno);  // path is built: no allocation before errno is read
     names.resize(size_t(len));
   }
   for (size_t pos = 0; pos < names.size();) {
@@ -99,11 +106,12 @@ Xattrs read_xattrs(int dirfd, const char* name, const PathFn& path_of, const Sca
       if (opt.warn) opt.warn(path + ": xattr " + key + " cannot be stored in SquashFS, skipped");
       continue;
     }
+    auto fail = [&](int err) { throw_errno(path + " (xattr " + key + ")", err); };
     ssize_t vlen = lgetxattr(path.c_str(), key.c_str(), nullptr, 0);
-    if (vlen < 0) throw_errno(path + " (xattr " + key + ")", errno);
+    if (vlen < 0) fail(errno);
     std::string value(size_t(vlen), '\0');
     vlen = lgetxattr(path.c_str(), key.c_str(), value.data(), value.size());
-    if (vlen < 0) throw_errno(path + " (xattr " + key + ")", errno);
+    if (vlen < 0) fail(errno);
     value.resize(size_t(vlen));
     found.emplace_back(std::move(key), std::move(value));
   }
@@ -115,7 +123,10 @@ std::string read_symlink(int dirfd, const char* name, const PathFn& path_of, siz
   std::string target(hint + 1, '\0');
   for (;;) {
     ssize_t r = readlinkat(dirfd, name, target.data(), target.size());
-    if (r < 0) throw_errno(path_of(), errno);
+    if (r < 0) {
+      const int err = errno;
+      throw_errno(path_of(), err);
+    }
     if (size_t(r) < target.size()) {
       target.resize(size_t(r));
       return target;
@@ -130,8 +141,9 @@ bool describe_entry(int dirfd, const std::string& dir_path, const std::string& r
                     const ScanOptions& opt, Entry& e) {
   const PathFn path = [&] { return dir_path + "/" + name; };
   if (fstatat(dirfd, name.c_str(), &e.st, AT_SYMLINK_NOFOLLOW) != 0) {
-    if (errno == ENOENT) return false;  // vanished between readdir and stat: it is simply not there
-    throw_errno(path(), errno);
+    const int err = errno;
+    if (err == ENOENT) return false;  // vanished between readdir and stat: it is simply not there
+    throw_errno(path(), err);
   }
   for (const auto& [dev, ino] : opt.skip_inodes)
     if (e.st.st_ino == ino && e.st.st_dev == dev) return false;

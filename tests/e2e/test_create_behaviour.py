@@ -61,6 +61,20 @@ def test_output_is_identical_for_any_thread_count():
         log(f"ok: 5 builds byte-identical ({len(images[0])} bytes)")
 
 
+def test_xattrs_read_the_same_without_listxattrat():
+    # Linux 6.13+ lists xattrs relative to the open directory (listxattrat); older kernels take
+    # the path-based calls. SQAR_TEST_NO_LISTXATTRAT forces the latter: the images must match.
+    with tempdir() as d:
+        src = make_full_tree(f"{d}/src")
+        env = dict(os.environ, SOURCE_DATE_EPOCH="1700000000")
+        sqar_create(src, f"{d}/new.sqfs", env=env)
+        sqar_create(src, f"{d}/old.sqfs", env=dict(env, SQAR_TEST_NO_LISTXATTRAT="1"))
+        assert open(f"{d}/new.sqfs", "rb").read() == open(f"{d}/old.sqfs", "rb").read(), "xattr paths differ"
+        out = f"{d}/out"
+        unsquashfs_extract(f"{d}/old.sqfs", out)
+        compare_trees(src, out, "unsquashfs(path-based xattrs)")
+
+
 def test_existing_image_is_never_overwritten_without_force():
     with tempdir() as d:
         write(f"{d}/src/f", b"x")
@@ -233,7 +247,7 @@ def test_single_file_sources_and_progress_on_a_tty():
 if __name__ == "__main__":
     main([test_duplicates_are_never_compressed, test_large_duplicates_are_hashed_not_compressed,
           test_output_is_identical_for_any_thread_count, test_existing_image_is_never_overwritten_without_force,
-          test_image_inside_its_source_is_not_packed,
+          test_image_inside_its_source_is_not_packed, test_xattrs_read_the_same_without_listxattrat,
           test_bad_usage_is_explained, test_unreadable_file_names_path_and_cause,
           test_no_space_left_is_reported_and_cleaned_up, test_interrupt_leaves_no_partial_image,
           test_manifest_is_invisible_to_other_readers, test_big_directory_and_file_over_4gib,
