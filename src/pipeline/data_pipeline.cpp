@@ -216,7 +216,9 @@ class DataPipeline {
       const uint64_t size = node_of(i).size;
       has_units_[i] = true;
       total_units_ += (size + chunk_ - 1) / chunk_;
-      locs_[i].first_block = blocks;
+      if (blocks > UINT32_MAX - size / block_size_)
+        throw Error("more than 2^32 data blocks in one image; use a larger block size (-b)");
+      locs_[i].first_block = uint32_t(blocks);
       blocks += size / block_size_;
     }
     block_sizes_.assign(blocks, 0);

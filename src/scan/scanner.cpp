@@ -459,7 +459,8 @@ class Scanner {
         tree_.files.push_back(i);
         tree_.total_file_bytes += n.size;
       }
-      for (uint32_t c = n.first_child + n.child_count; c-- > n.first_child;) stack.push_back(c);
+      if (S_ISDIR(n.mode))
+        for (uint32_t c = n.first_child + n.child_count; c-- > n.first_child;) stack.push_back(c);
     }
   }
 

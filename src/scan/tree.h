@@ -1,5 +1,6 @@
 // The in-memory model of the source tree that `sqar create` packs.
 #pragma once
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include <cstdint>
@@ -17,9 +18,20 @@ constexpr uint32_t kNoNode = UINT32_MAX;
 
 using Xattrs = std::vector<std::pair<std::string, std::string>>;
 
-// 64 bytes: one per entry, 10^5..10^7 of them for the whole build.
+// 56 bytes: one per entry, 10^5..10^7 of them for the whole build.
 struct Node {
-  uint64_t size = 0;         // regular files
+  // A regular file's size and a directory's child range share their bytes (8 of the 56 per
+  // entry, 2 MB on a 270k-entry tree); read the range through Tree::children(), which is empty
+  // for anything but a directory.
+  union {
+    uint64_t size = 0;  // regular files
+    // Directories: children are the nodes [first_child, first_child + child_count), sorted by
+    // name (byte order) as SquashFS requires. The scan adds a directory's entries contiguously.
+    struct {
+      uint32_t first_child;
+      uint32_t child_count;
+    };
+  };
   uint32_t name_offset = 0;  // entry name in Tree::names (NUL-terminated); empty for the root
   uint16_t name_length = 0;
   uint16_t source = 0;  // which SOURCE argument it came from (see Tree::source_dirs)
@@ -28,14 +40,12 @@ struct Node {
   uint32_t uid = 0, gid = 0;
   uint32_t mtime = 0;  // SquashFS stores 32-bit unsigned times; the scan clamps
   uint32_t rdev = 0;   // devices: Linux "new" encoding (fmt::encode_dev)
-  // Directories: children are the nodes [first_child, first_child + child_count), sorted by
-  // name (byte order) as SquashFS requires. The scan adds a directory's entries contiguously.
-  uint32_t first_child = 0, child_count = 0;
   uint32_t link_target = kNoNode;  // a hard link: index of the node that owns the inode
   uint32_t link_count = 1;         // owner of a hard-linked inode: entries that name it
   uint32_t file_index = kNoNode;   // regular-file inode owners: index into Tree::files
   bool omitted = false;            // dropped after the scan (unreadable with --skip-unreadable)
 };
+static_assert(sizeof(Node) == 56, "Node grew: it is multiplied by 10^5..10^7 entries");
 
 // Kept lean: a tree of 10^5..10^7 entries lives in memory for the whole build, so rare
 // attributes (symlink targets, xattrs) sit in side tables and paths are derived, not stored.
@@ -51,7 +61,10 @@ struct Tree {
   std::vector<uint32_t> files;   // regular-file inode owners in image (depth-first, sorted) order
   uint64_t total_file_bytes = 0;
 
-  auto children(const Node& n) const { return std::views::iota(n.first_child, n.first_child + n.child_count); }
+  auto children(const Node& n) const {
+    const bool dir = S_ISDIR(n.mode);
+    return std::views::iota(dir ? n.first_child : 0u, dir ? n.first_child + n.child_count : 0u);
+  }
   std::string_view name(const Node& n) const { return {names.data() + n.name_offset, n.name_length}; }
   const char* name_cstr(const Node& n) const { return names.c_str() + n.name_offset; }
   void set_name(Node& n, std::string_view name) {
