@@ -182,6 +182,11 @@ class Extractor {
     std::atomic<int> state{kPending};
     bool created = false;
     bool setgid = true;
+    // Batches of its entries not done yet: the last one to finish sets the directory's
+    // metadata through the descriptor it already holds, unless that must wait for the end.
+    std::atomic<uint32_t> batches_left{0};
+    bool has_batches = false;
+    bool finish_at_end = false;
   };
 
   // Directories get their final permission bits at mkdir when the owner can still write into
@@ -240,7 +245,7 @@ class Extractor {
 
   // Directories and entries are created in one parallel pass. A batch holds entries of one
   // directory: its subdirectories first (mkdir), then up to kMaxBatch other entries. Batches
-  // are ordered parents before children, and a batch waits until its directory exists, which
+  // are ordered parents first, and a batch waits until its directory exists, which
   // an earlier batch (already running) makes, so the wait always ends. Before, the 36k
   // directories of the ports set were made by one thread before any file was written.
   void write_entries() {
@@ -264,8 +269,18 @@ class Extractor {
     std::vector<Task> tasks;
     std::vector<Batch> batches;
     std::vector<std::unique_ptr<SharedFile>> shared;
-    for (size_t d = 0; d < items_.size(); ++d) {
-      if (!items_[d].keep || !items_[d].inode.is_dir()) continue;
+    // Directories level by level (walk order within a level): a batch's directory was made a
+    // whole level earlier, so threads rarely wait for each other (depth-first order had the
+    // other thread wait for almost every new directory).
+    std::vector<uint32_t> depth(items_.size(), 0);
+    std::vector<size_t> dir_order;
+    for (size_t i = 0; i < items_.size(); ++i) {
+      if (!items_[i].keep || !items_[i].inode.is_dir()) continue;
+      if (i) depth[i] = depth[size_t(items_[i].parent)] + 1;
+      dir_order.push_back(i);
+    }
+    std::stable_sort(dir_order.begin(), dir_order.end(), [&](size_t a, size_t b) { return depth[a] < depth[b]; });
+    for (size_t d : dir_order) {
       size_t start = tasks.size();
       auto close_batch = [&] {
         if (tasks.size() > start) batches.push_back({start, tasks.size(), d});
@@ -292,13 +307,27 @@ class Extractor {
       }
       close_batch();
     }
+    for (const Batch& batch : batches) {
+      DirState& st = dir_state_[size_t(items_[batch.dir].dir_slot)];
+      ++st.batches_left;
+      st.has_batches = true;
+    }
+    // Directories whose metadata waits for the end: the root (only when we made it), those
+    // that get hard links later (a link bumps the mtime), and, without root, those whose
+    // mode would keep us from opening them on the way to their subdirectories.
+    dir_state_[size_t(items_[0].dir_slot)].finish_at_end = true;
+    for (const Item& it : items_) {
+      if (!it.keep) continue;
+      if (it.link_to >= 0) dir_state_[size_t(items_[size_t(it.parent)].dir_slot)].finish_at_end = true;
+      if (it.inode.is_dir() && needs_late_finish(it.inode)) dir_state_[size_t(it.dir_slot)].finish_at_end = true;
+    }
     unsigned jobs = std::max(1u, opt_.jobs);
     std::vector<std::unique_ptr<DirStack>> stacks;
     for (unsigned w = 0; w < jobs; ++w) stacks.push_back(std::make_unique<DirStack>(root_fd_));
     parallel_for(batches.size(), jobs, [&](size_t b, unsigned w) {
       const Batch& batch = batches[b];
       const Item& dir = items_[batch.dir];
-      const DirState& dstate = dir_state_[size_t(dir.dir_slot)];
+      DirState& dstate = dir_state_[size_t(dir.dir_slot)];
       dstate.state.wait(kPending, std::memory_order_acquire);
       // A directory that failed was reported; what it would have held is left out, and its
       // subdirectories fail too (quietly) so the batches waiting for them go on.
@@ -329,8 +358,16 @@ class Extractor {
           fail(it.path, e.what());
         }
       }
+      // Everything this directory holds exists now (its subdirectories' contents do not
+      // touch its mtime): finish it here, saving an open and a close per directory later.
+      if (dstate.batches_left.fetch_sub(1, std::memory_order_acq_rel) == 1 && !dstate.finish_at_end)
+        finish_dir(dfd, dir);
     });
   }
+
+  // Without root, a directory we could not open (and so not reach its subdirectories
+  // through) once its final mode is set gets that mode at the very end.
+  bool needs_late_finish(const Inode& ino) const { return euid_ != 0 && (ino.mode & 0500) != 0500; }
   static constexpr size_t kMaxBatch = 256;  // keeps one huge directory spread over threads
 
   // Creates a regular file (never following a symlink at its name); --overwrite replaces
@@ -526,27 +563,38 @@ class Extractor {
   }
 
   // Directory metadata once every entry is in place (creating entries bumps the mtime; a
-  // read-only mode would lock us out). One directory's metadata does not touch its parent's,
-  // so this runs in parallel, by name in the parent: a directory we made with its final mode
-  // and owner needs just one utimensat. Without root, directories we could no longer open
-  // once their mode is set come last, children before parents.
+  // read-only mode would lock us out). Most directories were finished by the last batch of
+  // their entries; here come the rest: empty ones and those that had to wait (see
+  // write_entries). One directory's metadata does not touch its parent's, so this runs in
+  // parallel, by name in the parent; without root, directories we could no longer open once
+  // their mode is set come last, children before parents.
   void finish_dirs() {
     std::vector<size_t> now, later;
     for (size_t i = items_.size(); i-- > 1;) {
       const Item& it = items_[i];
       if (!it.keep || !it.inode.is_dir()) continue;
+      const DirState& st = dir_state_[size_t(it.dir_slot)];
       // A directory that could not be made was reported; so was everything it held.
-      if (dir_state_[size_t(it.dir_slot)].state.load(std::memory_order_acquire) != kReady) continue;
-      (euid_ != 0 && (it.inode.mode & 0500) != 0500 ? later : now).push_back(i);
+      if (st.state.load(std::memory_order_acquire) != kReady) continue;
+      if (st.has_batches && !st.finish_at_end) continue;  // done by its last batch
+      (needs_late_finish(it.inode) ? later : now).push_back(i);
     }
     constexpr size_t kChunk = 64;  // runs of neighbours keep each thread's DirStack short
     unsigned jobs = std::max(1u, opt_.jobs);
     std::vector<std::unique_ptr<DirStack>> stacks;
     for (unsigned w = 0; w < jobs; ++w) stacks.push_back(std::make_unique<DirStack>(root_fd_));
+    auto by_name = [&](DirStack& ds, const Item& it) {
+      try {
+        auto [parent_path, name] = split_parent(it.path);
+        finish_dir_at(ds.open(parent_path), std::string(name), it);
+      } catch (const std::exception& e) {
+        fail(it.path, e.what());
+      }
+    };
     parallel_for((now.size() + kChunk - 1) / kChunk, jobs, [&](size_t c, unsigned w) {
-      for (size_t k = c * kChunk; k < std::min(now.size(), (c + 1) * kChunk); ++k) finish_dir(*stacks[w], items_[now[k]]);
+      for (size_t k = c * kChunk; k < std::min(now.size(), (c + 1) * kChunk); ++k) by_name(*stacks[w], items_[now[k]]);
     });
-    for (size_t i : later) finish_dir(*stacks[0], items_[i]);
+    for (size_t i : later) by_name(*stacks[0], items_[i]);
     // The target directory itself only takes the image root's metadata when we created it.
     if (items_[0].keep && created_root_) {
       try {
@@ -557,36 +605,47 @@ class Extractor {
     }
   }
 
-  void finish_dir(DirStack& ds, const Item& it) {
+  // What a directory still needs: the owner when we did not make it ours, the mode when
+  // mkdir could not give it, and the mtime.
+  std::pair<bool, bool> dir_owned_mode_set(const Item& it) const {
+    const DirState& self = dir_state_[size_t(it.dir_slot)];
+    const DirState& parent = dir_state_[size_t(items_[size_t(it.parent)].dir_slot)];
+    // A directory made in a set-gid one inherits the bit: then chmod clears it.
+    return {self.created && owned_when_new(it.inode, parent),
+            self.created && dir_mode_at_create(it.inode) && !parent.setgid};
+  }
+
+  // Through the directory's own descriptor.
+  void finish_dir(int fd, const Item& it) {
     try {
-      const Inode& ino = it.inode;
-      const DirState& self = dir_state_[size_t(it.dir_slot)];
-      const DirState& parent = dir_state_[size_t(items_[size_t(it.parent)].dir_slot)];
-      const bool owned = self.created && owned_when_new(ino, parent);
-      // A directory made in a set-gid one inherits the bit: then chmod clears it.
-      const bool mode_set = self.created && dir_mode_at_create(ino) && !parent.setgid;
-      auto [parent_path, name_view] = split_parent(it.path);
-      int dfd = ds.open(parent_path);
-      std::string name(name_view);
-      if (!mode_set || has_xattrs(it)) {
-        int fd = ::openat(dfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0) sys_fail("open");
-        try {
-          set_meta_fd(fd, it, owned, mode_set);
-        } catch (...) {
-          ::close(fd);
-          throw;
-        }
-        ::close(fd);
-        return;
-      }
-      if (opt_.same_owner && !owned && ::fchownat(dfd, name.c_str(), ino.uid, ino.gid, AT_SYMLINK_NOFOLLOW) != 0)
-        sys_fail("chown");
-      struct timespec ts[2] = {{time_t(ino.mtime), 0}, {time_t(ino.mtime), 0}};
-      if (::utimensat(dfd, name.c_str(), ts, AT_SYMLINK_NOFOLLOW) != 0) sys_fail("set mtime");
+      auto [owned, mode_set] = dir_owned_mode_set(it);
+      set_meta_fd(fd, it, owned, mode_set);
     } catch (const std::exception& e) {
       fail(it.path, e.what());
     }
+  }
+
+  // By name in its parent dfd: a directory we made with its final mode and owner needs just
+  // one utimensat.
+  void finish_dir_at(int dfd, const std::string& name, const Item& it) {
+    const Inode& ino = it.inode;
+    auto [owned, mode_set] = dir_owned_mode_set(it);
+    if (!mode_set || has_xattrs(it)) {
+      int fd = ::openat(dfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (fd < 0) sys_fail("open");
+      try {
+        set_meta_fd(fd, it, owned, mode_set);
+      } catch (...) {
+        ::close(fd);
+        throw;
+      }
+      ::close(fd);
+      return;
+    }
+    if (opt_.same_owner && !owned && ::fchownat(dfd, name.c_str(), ino.uid, ino.gid, AT_SYMLINK_NOFOLLOW) != 0)
+      sys_fail("chown");
+    struct timespec ts[2] = {{time_t(ino.mtime), 0}, {time_t(ino.mtime), 0}};
+    if (::utimensat(dfd, name.c_str(), ts, AT_SYMLINK_NOFOLLOW) != 0) sys_fail("set mtime");
   }
 
   reader::Image& img_;
