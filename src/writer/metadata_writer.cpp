@@ -104,6 +104,7 @@ class MetadataWriter {
   void check(int rc, const char* what) const {
     if (rc >= 0) return;
     if (!out_.last_error().empty()) throw Error(out_.last_error());
+    if (!scratch_.last_error().empty()) throw Error(scratch_.last_error());
     throw Error(std::string("writing ") + what + " failed (libsquashfs error " + std::to_string(rc) + ")");
   }
   // Names the entry only on failure: building a path per call was a measurable share of this

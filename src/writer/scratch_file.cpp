@@ -35,13 +35,18 @@ ScratchFile::~ScratchFile() {
   if (fd_ >= 0) close(fd_);
 }
 
+int ScratchFile::fail(int err) {
+  last_error_ = errno_message(where_ + " (scratch file for the directory table)", err ? err : EIO);
+  return SQFS_ERROR_IO;
+}
+
 int ScratchFile::read_at(sqfs_file_t* f, sqfs_u64 off, void* buf, size_t len) {
   ScratchFile* self = reinterpret_cast<View*>(f)->owner;
   auto* p = static_cast<uint8_t*>(buf);
   while (len > 0) {
     ssize_t n = pread(self->fd_, p, len, off_t(off));
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return SQFS_ERROR_IO;
+    if (n <= 0) return self->fail(n < 0 ? errno : EIO);
     p += n;
     len -= size_t(n);
     off += uint64_t(n);
@@ -56,7 +61,7 @@ int ScratchFile::write_at(sqfs_file_t* f, sqfs_u64 off, const void* buf, size_t 
   while (len > 0) {
     ssize_t n = pwrite(self->fd_, p, len, off_t(off));
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return SQFS_ERROR_IO;
+    if (n <= 0) return self->fail(n < 0 ? errno : EIO);
     p += n;
     len -= size_t(n);
     off += uint64_t(n);
@@ -71,7 +76,7 @@ sqfs_u64 ScratchFile::get_size(const sqfs_file_t* f) {
 
 int ScratchFile::truncate(sqfs_file_t* f, sqfs_u64 size) {
   ScratchFile* self = reinterpret_cast<View*>(f)->owner;
-  if (ftruncate(self->fd_, off_t(size)) != 0) return SQFS_ERROR_IO;
+  if (ftruncate(self->fd_, off_t(size)) != 0) return self->fail(errno);
   self->size_ = size;
   return 0;
 }
@@ -80,7 +85,7 @@ void ScratchFile::copy_to(ImageFile& out) {
   std::vector<uint8_t> buf(1 << 20);
   for (uint64_t off = 0; off < size_;) {
     size_t want = size_t(std::min<uint64_t>(buf.size(), size_ - off));
-    if (read_at(&view_.base, off, buf.data(), want) != 0) throw_errno(where_ + " (scratch file)", errno ? errno : EIO);
+    if (read_at(&view_.base, off, buf.data(), want) != 0) throw Error(last_error_);
     out.append(buf.data(), want);
     off += want;
   }

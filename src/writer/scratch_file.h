@@ -22,6 +22,9 @@ class ScratchFile {
   sqfs_file_t* as_sqfs_file() { return &view_.base; }
   // Appends the whole scratch content to `out`.
   void copy_to(ImageFile& out);
+  // The cause of the last failed access (libsquashfs only passes on an error code), e.g.
+  // "DIR (scratch file for the directory table): No space left on device"; empty if none.
+  const std::string& last_error() const { return last_error_; }
 
  private:
   struct View {
@@ -33,10 +36,12 @@ class ScratchFile {
   static sqfs_u64 get_size(const sqfs_file_t* f);
   static int truncate(sqfs_file_t* f, sqfs_u64 size);
   static void destroy(sqfs_object_t*) {}
+  int fail(int err);  // records the cause, returns SQFS_ERROR_IO
 
   int fd_ = -1;
   uint64_t size_ = 0;
   std::string where_;
+  std::string last_error_;
   View view_{};
 };
 

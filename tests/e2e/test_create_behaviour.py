@@ -138,11 +138,20 @@ def test_no_space_left_is_reported_and_cleaned_up():
     with tempdir() as d:
         write(f"{d}/src/big", pseudo_random(3 << 20, 5))
         os.makedirs(f"{d}/tiny")
-        run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", f"{d}/tiny"])
+        run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", f"{d}/tiny"])
         try:
             p = run([SQAR, "create", f"{d}/src", f"{d}/tiny/img"], check=False)
             assert p.returncode == 1 and "no space left" in p.stderr.lower(), p.stderr
             assert os.listdir(f"{d}/tiny") == [], os.listdir(f"{d}/tiny")
+            # No data but a large directory table: the space runs out in the metadata phase,
+            # where the directory table goes to a scratch file first.
+            for i in range(4000):
+                os.makedirs(f"{d}/meta/{pseudo_random(90, i).hex()}")
+            p = run([SQAR, "create", f"{d}/meta", f"{d}/tiny/img2"], check=False)
+            assert p.returncode == 1 and "no space left" in p.stderr.lower(), p.stderr
+            assert "libsquashfs error" not in p.stderr, p.stderr
+            assert os.listdir(f"{d}/tiny") == [], os.listdir(f"{d}/tiny")
+            log(f"ok: {p.stderr.strip()}")
         finally:
             run(["umount", f"{d}/tiny"])
 
