@@ -202,6 +202,8 @@ void Filesystem::op_init(void* userdata, fuse_conn_info* conn) {
   conn->want &= ~uint64_t(FUSE_CAP_READDIRPLUS_AUTO);
   // Without open/opendir requests the kernel keeps page and readdir caches across opens
   // (its defaults for a filesystem without open are keep_cache and cache_dir).
+  // The image never changes: no need to compare mtimes to invalidate cached pages.
+  conn->want &= ~uint64_t(FUSE_CAP_AUTO_INVAL_DATA);
   fs.no_open_ = want(FUSE_CAP_NO_OPEN_SUPPORT);
   fs.no_opendir_ = want(FUSE_CAP_NO_OPENDIR_SUPPORT);
 }
@@ -394,7 +396,8 @@ void Filesystem::do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t o
     std::shared_ptr<DirNode> node = dir_node(ino);
     const DirNode& d = *node;
     if (!d.inode.is_dir()) return (void)fuse_reply_err(req, ENOTDIR);
-    std::vector<char> buf(size);
+    thread_local std::vector<char> buf;  // not zero-filled per request
+    if (buf.size() < size) buf.resize(size);
     size_t used = 0;
     // Offsets: 0 ".", 1 "..", 2.. the stored entries; each entry carries the next offset.
     const uint64_t total = d.entries.size() + 2;

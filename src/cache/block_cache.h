@@ -19,10 +19,12 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cache/buffer_pool.h"
+
 namespace sqar::cache {
 
 struct Block {
-  std::unique_ptr<uint8_t[]> bytes;
+  Buffer bytes;  // pooled (data blocks) or from new[]
   size_t size = 0;      // valid bytes
   uint64_t tag = 0;     // caller-defined check value (e.g. the on-disk size word)
   uint64_t next = 0;    // metadata blocks: position of the following block

@@ -207,7 +207,7 @@ cache::BlockPtr ImageImpl::meta_block(uint64_t pos) {
     if (stored + 2 > avail) fail("metadata block at " + hex(pos) + " runs past the end of the image");
     read_exact(pos + 2, raw + 2, stored, "metadata block");
     auto block = std::make_shared<cache::Block>();
-    block->bytes = std::make_unique<uint8_t[]>(fmt::kMetadataBlockSize);
+    block->bytes = std::make_unique_for_overwrite<uint8_t[]>(fmt::kMetadataBlockSize);
     if (compressed) {
       auto n = codec().decompress(raw + 2, stored, block->bytes.get(), fmt::kMetadataBlockSize);
       if (!n || *n == 0) fail("metadata block at " + hex(pos) + " does not decompress (corrupt)");
@@ -232,10 +232,10 @@ size_t ImageImpl::decode_data_block(uint64_t pos, uint32_t size_word, uint8_t* o
     read_exact(pos, out, stored, what);
     return stored;
   }
-  thread_local std::vector<uint8_t> scratch;
-  if (scratch.size() < stored) scratch.resize(fmt::kMaxBlockSize);
-  read_exact(pos, scratch.data(), stored, what);
-  auto n = codec().decompress(scratch.data(), stored, out, sb_.block_size);
+  // Not zero-filled: only the pages a compressed block reaches are ever touched.
+  thread_local auto scratch = std::make_unique_for_overwrite<uint8_t[]>(fmt::kMaxBlockSize);
+  read_exact(pos, scratch.get(), stored, what);
+  auto n = codec().decompress(scratch.get(), stored, out, sb_.block_size);
   if (!n) fail(std::string(what) + " at " + hex(pos) + " does not decompress (corrupt)");
   return *n;
 }
@@ -244,7 +244,7 @@ cache::BlockPtr ImageImpl::data_block(uint64_t pos, uint32_t size_word, const ch
   auto load = [&]() -> cache::BlockPtr {
     auto block = std::make_shared<cache::Block>();
     block->tag = size_word;
-    block->bytes = std::make_unique_for_overwrite<uint8_t[]>(sb_.block_size);
+    block->bytes = cache::pooled_buffer(sb_.block_size);
     block->size = decode_data_block(pos, size_word, block->bytes.get(), what);
     return block;
   };
