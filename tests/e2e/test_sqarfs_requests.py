@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""sqarfs serves everything without file handles, in as few FUSE requests as the kernel allows.
+
+With -d the daemon logs every request. On a kernel that offers FUSE_CAP_NO_OPEN_SUPPORT and
+NO_OPENDIR_SUPPORT (Linux 4.19+/5.1+) sqarfs answers the first open and opendir with ENOSYS,
+after which the kernel sends neither again, nor release/releasedir, and reads, readdirs and
+xattr requests carry no file handle (fh 0). The test checks that this path gives the source tree
+exactly (content, lstat fields, xattrs, listings, repeated opens of one file) and that the
+request economy holds: one open and one opendir at most, no release, a walk with lstat of
+every entry done by readdirplus alone (no lookup, no getattr), each small file read with one
+read request, and a second pass over everything answered from the kernel's caches.
+"""
+import os
+import re
+import sys
+from collections import Counter
+
+from sqarfs_common import TempDir, compare_trees, file_hash, make_tree, mksquashfs, require_fuse, sqarfs_binary, skip
+from sqarfs_foreground import ForegroundMount
+
+
+def opcodes(log):
+    return Counter(re.findall(r"opcode: ([A-Z_]+)", log))
+
+
+def offered_flags(log):
+    """The capability flags the kernel offered in INIT (libfuse -d prints them unindented)."""
+    m = re.search(r"^flags=0x([0-9a-f]+)$", log, re.M)
+    return int(m.group(1), 16) if m else 0
+
+
+NO_OPEN, NO_OPENDIR = 1 << 17, 1 << 24  # FUSE_NO_OPEN_SUPPORT, FUSE_NO_OPENDIR_SUPPORT
+
+
+def phase(img, mnt, work):
+    """Runs work(mnt) on a fresh mount with -d; returns (result, request counts, offered flags)."""
+    with ForegroundMount([sqarfs_binary(), img, mnt, "-d"], mnt) as m:
+        if not m.mounted:
+            raise AssertionError(f"sqarfs did not mount: {m.stderr[-2000:]}")
+        result = work(mnt)
+    if m.problem():
+        raise AssertionError(m.problem())
+    return result, opcodes(m.stderr), offered_flags(m.stderr)
+
+
+def walk(mnt):
+    """find(1): list every directory, lstat every entry."""
+    return sum(1 for d, ds, fs in os.walk(mnt) for name in ds + fs if os.lstat(os.path.join(d, name)))
+
+
+SMALL = [f"big/entry-with-a-longer-name-{i:05d}" for i in range(300)]
+
+
+def read_small(mnt):
+    bad = []
+    for rel in SMALL:
+        for _ in range(2):  # the second open and read come from the kernel's caches
+            with open(f"{mnt}/{rel}", "rb") as f:
+                if f.read() != str(int(rel[-5:])).encode():
+                    bad.append(f"{rel}: wrong content")
+    return bad
+
+
+def main():
+    require_fuse()
+    failures = []
+    with TempDir() as tmp:
+        src, mnt, img = f"{tmp}/src", f"{tmp}/mnt", f"{tmp}/img.sqfs"
+        make_tree(src)
+        mksquashfs(src, img, "-comp", "zstd", "-xattrs")
+        os.makedirs(mnt)
+
+        def everything(mnt):
+            # Content, lstat fields, xattrs and listings against the source, then one file
+            # through several descriptors at once.
+            bad, _ = compare_trees(src, mnt)
+            want = open(f"{src}/sub/deeper/multi", "rb").read()
+            fds = [os.open(f"{mnt}/sub/deeper/multi", os.O_RDONLY) for _ in range(3)]
+            try:
+                for i, fd in enumerate(fds):
+                    at = 131072 * i + 13
+                    if os.pread(fd, 50000, at) != want[at:at + 50000]:
+                        bad.append(f"sub/deeper/multi through descriptor {i}: wrong bytes")
+            finally:
+                for fd in fds:
+                    os.close(fd)
+            if file_hash(f"{mnt}/text") != file_hash(f"{src}/text"):
+                bad.append("text: wrong content on a second read")
+            return bad
+
+        bad, ops, flags = phase(img, mnt, everything)
+        failures += bad
+        print(f"whole tree: requests {dict(sorted(ops.items()))}")
+        if not (flags & NO_OPEN and flags & NO_OPENDIR):
+            for f in failures:
+                print("FAIL:", f)
+            skip(f"the kernel does not offer NO_OPEN/NO_OPENDIR support (flags {flags:#x}); contents checked only")
+        for op, most in (("OPEN", 1), ("OPENDIR", 1), ("RELEASE", 0), ("RELEASEDIR", 0)):
+            if ops[op] > most:
+                failures.append(f"{ops[op]} {op} requests (expected at most {most}: ENOSYS once, then none)")
+
+        walked, ops, _ = phase(img, mnt, walk)
+        print(f"walk + lstat of {walked} entries: requests {dict(sorted(ops.items()))}")
+        # readdirplus answers every name and attribute: no lookup, getattr only for the root.
+        if ops["LOOKUP"] or ops["GETATTR"] > 1 or ops["RELEASEDIR"]:
+            failures.append(f"the walk sent {ops['LOOKUP']} lookups, {ops['GETATTR']} getattrs and "
+                            f"{ops['RELEASEDIR']} releasedirs (readdirplus should answer them all)")
+
+        bad, ops, _ = phase(img, mnt, read_small)
+        failures += bad
+        print(f"{len(SMALL)} small files read twice: requests {dict(sorted(ops.items()))}")
+        # One lookup each (plus the directory), one read each; the second pass sends nothing.
+        if ops["READ"] != len(SMALL) or ops["LOOKUP"] > len(SMALL) + 1 or ops["RELEASE"]:
+            failures.append(f"{ops['READ']} reads, {ops['LOOKUP']} lookups and {ops['RELEASE']} releases for "
+                            f"{len(SMALL)} small files read twice (expected {len(SMALL)}, <= {len(SMALL) + 1}, 0)")
+    for f in failures:
+        print("FAIL:", f)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
