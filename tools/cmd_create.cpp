@@ -1,5 +1,6 @@
 // `sqar create`: pack directory trees into a SquashFS image.
 #include <getopt.h>
+#include <malloc.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -277,6 +278,12 @@ int create_main(int argc, char** argv) {
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGHUP, &sa, nullptr);
+
+  // glibc gives each thread its own malloc arena and keeps what the scan and pipeline threads
+  // freed there; two arenas cut peak RSS on the ports set by 2-8 MB (58 -> 53 MB at zstd-3)
+  // at no measurable cost: the hot paths hardly allocate (slots and buffers are reused).
+  // Set before the first thread starts, as glibc creates arenas lazily.
+  mallopt(M_ARENA_MAX, 2);
 
   CreateProgress progress;
   CreateStats stats;

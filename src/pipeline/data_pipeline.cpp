@@ -255,6 +255,7 @@ class DataPipeline {
   static constexpr size_t kBatchUnits = 32;
   static constexpr uint64_t kBatchBytes = uint64_t(1) << 20;
   static constexpr size_t kNobody = SIZE_MAX;
+  static constexpr size_t kSlotKeepBytes = 16 << 10;
 
   // Under read_mu_: may a reader claim another batch?
   bool room_to_read() const {
@@ -325,6 +326,9 @@ class DataPipeline {
       }
       if (failed_) return;
       process_unit(s.unit, s);
+      // A slot keeps its buffer for the next small file, but not a large one: 256 slots that
+      // each once held a 100 KiB file would pin 25 MB.
+      if (s.data.capacity() > kSlotKeepBytes) std::vector<uint8_t>().swap(s.data);
       bool wake;
       {
         std::lock_guard lk(read_mu_);
