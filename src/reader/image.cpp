@@ -322,8 +322,8 @@ std::optional<std::vector<ManifestEntry>> ImageImpl::manifest() {
     auto header = decode_manifest_header(h, sizeof h);
     if (!header) return std::nullopt;
     uint64_t room = file_size_ - at - kManifestHeaderSize;
-    if (header->entry_count > room / kManifestEntrySize) fail("manifest trailer is truncated");
-    std::vector<uint8_t> payload(size_t(header->entry_count * kManifestEntrySize));
+    if (header->payload_size > room) fail("manifest trailer is truncated");
+    std::vector<uint8_t> payload(size_t(header->payload_size));
     pread_all(at + kManifestHeaderSize, payload.data(), payload.size());
     return decode_manifest_entries(*header, payload.data(), payload.size());
   } catch (const Error& e) {
