@@ -10,7 +10,9 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <algorithm>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -20,6 +22,7 @@
 #include "entry_format.h"
 #include "parallel.h"
 #include "read_common.h"
+#include "safe_dir.h"
 
 namespace sqar::cli {
 namespace {
@@ -56,6 +59,8 @@ struct Options {
 
 using Xattrs = std::map<std::string, std::string>;
 
+// `path` is what the l*xattr calls use: /proc/self/fd/DIRFD/NAME (see entry_at_path), so a tree
+// deeper than PATH_MAX can be compared.
 Xattrs disk_xattrs(const std::string& path) {
   Xattrs out;
   std::vector<char> names(4096);
@@ -74,26 +79,55 @@ Xattrs disk_xattrs(const std::string& path) {
   return out;
 }
 
-// Every entry below root (lstat, never following symlinks), keyed by relative path.
-void scan_dir(const std::string& root, const std::string& rel, std::map<std::string, struct stat>& out) {
-  std::string dir = rel.empty() ? root : root + "/" + rel;
-  DIR* d = ::opendir(dir.c_str());
-  if (!d) throw Error(errno_message(dir, errno));
+// Every entry below the directory open as `fd` (taken over and closed), never following
+// symlinks, keyed by path relative to the root. Works relative to descriptors, so trees deeper
+// than PATH_MAX compare too; one descriptor per level is open at a time.
+void scan_dir(int fd, const std::string& root, const std::string& rel, std::map<std::string, struct stat>& out) {
+  const std::string shown = rel.empty() ? root : root + "/" + rel;
+  DIR* d = ::fdopendir(fd);
+  if (!d) {
+    const int err = errno;
+    ::close(fd);
+    throw Error(errno_message(shown, err));
+  }
   std::vector<std::string> subdirs;
+  errno = 0;
   while (dirent* e = ::readdir(d)) {
     if (!std::strcmp(e->d_name, ".") || !std::strcmp(e->d_name, "..")) continue;
     std::string child = rel.empty() ? e->d_name : rel + "/" + e->d_name;
     struct stat st;
-    if (::lstat((root + "/" + child).c_str(), &st) != 0) {
-      int err = errno;
+    if (::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      const int err = errno;
       ::closedir(d);
       throw Error(errno_message(root + "/" + child, err));
     }
     out[child] = st;
-    if (S_ISDIR(st.st_mode)) subdirs.push_back(child);
+    if (S_ISDIR(st.st_mode)) subdirs.emplace_back(e->d_name);
+  }
+  for (const auto& name : subdirs) {
+    const std::string child = rel.empty() ? name : rel + "/" + name;
+    int sub = ::openat(::dirfd(d), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (sub < 0) {
+      const int err = errno;
+      ::closedir(d);
+      throw Error(errno_message(root + "/" + child, err));
+    }
+    try {
+      scan_dir(sub, root, child, out);
+    } catch (...) {
+      ::closedir(d);
+      throw;
+    }
   }
   ::closedir(d);
-  for (const auto& s : subdirs) scan_dir(root, s, out);
+}
+
+// The name path-based calls use for `rel` (not ".") below the root: its directory is opened
+// component by component without following symlinks (DirStack), then reached through
+// /proc/self/fd, which keeps the path short however deep the entry is.
+std::string entry_at_path(DirStack& dirs, const std::string& rel) {
+  auto [parent, name] = split_parent(rel);
+  return "/proc/self/fd/" + std::to_string(dirs.open(parent)) + "/" + std::string(name);
 }
 
 const char* type_word(uint32_t mode) {
@@ -110,8 +144,9 @@ const char* type_word(uint32_t mode) {
 }
 
 // Compares file content with the image's; true when equal. Throws on read errors.
-bool same_content(reader::Image& image, const reader::Inode& ino, const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+// `at` opens the file (by entry_at_path); `path` names it in messages.
+bool same_content(reader::Image& image, const reader::Inode& ino, const std::string& at, const std::string& path) {
+  int fd = ::open(at.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) throw Error(errno_message(path, errno));
   std::vector<uint8_t> buf;
   bool same = true;
@@ -191,7 +226,17 @@ int diff_main(int argc, char** argv) {
         if (::lstat(root.c_str(), &root_st) != 0) throw Error(errno_message(root, errno));
         if (!S_ISDIR(root_st.st_mode)) throw Error(root + ": not a directory");
         on_disk["."] = root_st;
-        scan_dir(root, "", on_disk);
+        const int root_fd = ::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (root_fd < 0) throw Error(errno_message(root, errno));
+        struct CloseFd {
+          int fd;
+          ~CloseFd() { ::close(fd); }
+        } root_closer{root_fd};
+        scan_dir(::dup(root_fd), root, "", on_disk);
+        DirStack dirs(root_fd);
+        auto at_path = [&](const std::string& rel) {
+          return rel == "." ? "/proc/self/fd/" + std::to_string(root_fd) + "/." : entry_at_path(dirs, rel);
+        };
 
         std::map<std::string, std::vector<std::string>> lines;  // path -> its difference lines
         std::vector<std::pair<const reader::Inode*, std::string>> content_checks;
@@ -226,7 +271,7 @@ int diff_main(int argc, char** argv) {
           } else if (ino.is_symlink()) {
             std::string target = image->read_symlink(ino);
             std::vector<char> buf(size_t(st.st_size) + 2);
-            ssize_t n = ::readlink(disk_path(path).c_str(), buf.data(), buf.size());
+            ssize_t n = ::readlink(at_path(path).c_str(), buf.data(), buf.size());
             if (n < 0) throw Error(errno_message(disk_path(path), errno));
             std::string disk_target(buf.data(), size_t(n));
             if (target != disk_target) differ(path, M + "target " + quote_value(target) + " != " + quote_value(disk_target));
@@ -236,7 +281,7 @@ int diff_main(int argc, char** argv) {
                                " != " + std::to_string(major(st.st_rdev)) + "," + std::to_string(minor(st.st_rdev)));
           }
           if (opt.xattrs) {
-            Xattrs a, b = disk_xattrs(disk_path(path));
+            Xattrs a, b = disk_xattrs(at_path(path));
             for (auto& [k, v] : image->xattrs(ino)) a[k] = v;
             if (a != b) {
               std::string names;
@@ -253,10 +298,12 @@ int diff_main(int argc, char** argv) {
 
         std::mutex mu;
         std::vector<std::string> errors;
-        parallel_for(content_checks.size(), opt.jobs, [&](size_t i, unsigned) {
+        std::vector<std::unique_ptr<DirStack>> worker_dirs;  // DirStack is per thread
+        for (unsigned w = 0; w < std::max(1u, opt.jobs); ++w) worker_dirs.push_back(std::make_unique<DirStack>(root_fd));
+        parallel_for(content_checks.size(), opt.jobs, [&](size_t i, unsigned w) {
           const auto& [ino, path] = content_checks[i];
           try {
-            if (!same_content(*image, *ino, disk_path(path))) {
+            if (!same_content(*image, *ino, entry_at_path(*worker_dirs[w], path), disk_path(path))) {
               std::lock_guard lock(mu);
               lines[path].push_back("M " + path + ": content differs");
             }

@@ -64,38 +64,48 @@ const bool simulate_no_listxattrat = std::getenv("SQAR_TEST_NO_LISTXATTRAT") != 
 // `path` is built only when needed: on 10^5 entries the string work alone shows in profiles.
 using PathFn = std::function<std::string()>;
 
-// Fills `path` (when still empty) before any path-based call.
-ssize_t list_xattr_names(int dirfd, const char* name, const PathFn& path_of, std::string& path, char* buf,
-                         size_t size) {
+// The name the path-based xattr calls use for `name` in the directory open as dirfd:
+// /proc/self/fd/DIRFD/NAME reaches it through our descriptor, so it works however deep the tree
+// (a full path can exceed PATH_MAX) and the l* calls do not follow a final symlink, as
+// extraction does it. (AT_FDCWD: `name` is the source path itself.)
+std::string at_path(int dirfd, const char* name) {
+  return dirfd == AT_FDCWD ? std::string(name) : "/proc/self/fd/" + std::to_string(dirfd) + "/" + name;
+}
+
+// Fills `call_path` (when still empty) before any path-based call.
+ssize_t list_xattr_names(int dirfd, const char* name, std::string& call_path, char* buf, size_t size) {
   if (have_listxattrat.load(std::memory_order_relaxed)) {
     errno = ENOSYS;
     long r = simulate_no_listxattrat ? -1 : syscall(SYS_listxattrat, dirfd, name, AT_SYMLINK_NOFOLLOW, buf, size);
     if (r >= 0 || errno != ENOSYS) return ssize_t(r);
     have_listxattrat.store(false, std::memory_order_relaxed);
   }
-  if (path.empty()) path = path_of();
-  return llistxattr(path.c_str(), buf, size);
+  if (call_path.empty()) call_path = at_path(dirfd, name);
+  return llistxattr(call_path.c_str(), buf, size);
 }
 
 Xattrs read_xattrs(int dirfd, const char* name, const PathFn& path_of, const ScanOptions& opt) {
   Xattrs found;
-  std::string path;  // for the path-based calls and messages, built on first need
+  std::string call_path;  // for the path-based calls, built on first need
   char small[256];
-  ssize_t len = list_xattr_names(dirfd, name, path_of, path, small, sizeof small);
-  if (len < 0 && errno == ERANGE) len = list_xattr_names(dirfd, name, path_of, path, nullptr, 0);
+  ssize_t len = list_xattr_names(dirfd, name, call_path, small, sizeof small);
+  if (len < 0 && errno == ERANGE) len = list_xattr_names(dirfd, name, call_path, nullptr, 0);
   if (len < 0) {
     const int err = errno;
     if (err == ENOTSUP || err == ENODATA) return found;
     throw_errno(path_of(), err);
   }
   if (len == 0) return found;
-  if (path.empty()) path = path_of();
+  if (call_path.empty()) call_path = at_path(dirfd, name);
   std::string names(size_t(len), '\0');
   if (size_t(len) <= sizeof small) {
     names.assign(small, size_t(len));
   } else {
-    len = llistxattr(path.c_str(), names.data(), names.size());
-    if (len < 0) throw_errno(path, errno);  // path is built: no allocation before errno is read
+    len = llistxattr(call_path.c_str(), names.data(), names.size());
+    if (len < 0) {
+      const int err = errno;
+      throw_errno(path_of(), err);
+    }
     names.resize(size_t(len));
   }
   for (size_t pos = 0; pos < names.size();) {
@@ -103,14 +113,14 @@ Xattrs read_xattrs(int dirfd, const char* name, const PathFn& path_of, const Sca
     pos += key.size() + 1;
     if (key.empty()) continue;
     if (!storable_xattr(key)) {
-      if (opt.warn) opt.warn(path + ": xattr " + key + " cannot be stored in SquashFS, skipped");
+      if (opt.warn) opt.warn(path_of() + ": xattr " + key + " cannot be stored in SquashFS, skipped");
       continue;
     }
-    auto fail = [&](int err) { throw_errno(path + " (xattr " + key + ")", err); };
-    ssize_t vlen = lgetxattr(path.c_str(), key.c_str(), nullptr, 0);
+    auto fail = [&](int err) { throw_errno(path_of() + " (xattr " + key + ")", err); };
+    ssize_t vlen = lgetxattr(call_path.c_str(), key.c_str(), nullptr, 0);
     if (vlen < 0) fail(errno);
     std::string value(size_t(vlen), '\0');
-    vlen = lgetxattr(path.c_str(), key.c_str(), value.data(), value.size());
+    vlen = lgetxattr(call_path.c_str(), key.c_str(), value.data(), value.size());
     if (vlen < 0) fail(errno);
     value.resize(size_t(vlen));
     found.emplace_back(std::move(key), std::move(value));

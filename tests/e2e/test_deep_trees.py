@@ -1,0 +1,138 @@
+"""Trees whose paths are longer than PATH_MAX (4096): create, extract and diff must work on them,
+with xattrs, and also on kernels without listxattrat (before Linux 6.13, Debian 12's own kernel
+among them), where xattrs are read by path. Checked against the kernel's squashfs driver.
+
+Python's path functions fail with ENAMETOOLONG on such paths too, so this test walks every tree
+with descriptors (dir_fd), never with full paths."""
+import os
+
+from clitest import expect_fail, sqar
+from sqartest import SQAR, kernel_mount, log, main, need_root, run, tempdir
+
+DEPTH = 80
+NAME = "d{:03d}_" + "n" * 56  # 61 characters: 80 levels make ~4.9 KB paths
+LEAF_CONTENT = b"at the bottom of a deep tree\n" * 100
+
+
+def build_deep_tree(root):
+    os.makedirs(root)
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for i in range(DEPTH):
+            name = NAME.format(i)
+            os.mkdir(name, dir_fd=fd)
+            if i % 20 == 0:  # a file on the way down, so directories are not all single-child
+                f = os.open(f"side{i}", os.O_WRONLY | os.O_CREAT, 0o640, dir_fd=fd)
+                os.write(f, f"side {i}\n".encode())
+                os.close(f)
+            sub = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = sub
+        f = os.open("leaf.txt", os.O_WRONLY | os.O_CREAT, 0o600, dir_fd=fd)
+        os.write(f, LEAF_CONTENT)
+        os.close(f)
+        os.symlink("leaf.txt", "link", dir_fd=fd)
+        os.setxattr(f"/proc/self/fd/{fd}/leaf.txt", "user.depth", b"deep", follow_symlinks=False)
+        os.setxattr(f"/proc/self/fd/{fd}", "user.dir", b"bottom")
+    finally:
+        os.close(fd)
+
+
+def snapshot_fd(root):
+    """{relative path: (type, mode, size, content or link target, xattrs)} walked by descriptors."""
+    out = {}
+
+    def xattrs(at):
+        try:
+            return {k: os.getxattr(at, k, follow_symlinks=False) for k in os.listxattr(at, follow_symlinks=False)
+                    if k.startswith("user.")}
+        except OSError:
+            return {}
+
+    def walk(fd, rel):
+        for name in sorted(os.listdir(fd)):
+            path = f"{rel}/{name}" if rel else name
+            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            at = f"/proc/self/fd/{fd}/{name}"
+            kind = st.st_mode & 0o170000
+            if kind == 0o040000:
+                out[path] = ("dir", st.st_mode & 0o7777, 0, None, xattrs(at))
+                sub = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+                try:
+                    walk(sub, path)
+                finally:
+                    os.close(sub)
+            elif kind == 0o120000:
+                out[path] = ("symlink", 0, 0, os.readlink(name, dir_fd=fd), {})
+            else:
+                f = os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=fd)
+                try:
+                    data = b""
+                    while chunk := os.read(f, 1 << 20):
+                        data += chunk
+                finally:
+                    os.close(f)
+                out[path] = ("file", st.st_mode & 0o7777, st.st_size, data, xattrs(at))
+
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        walk(fd, "")
+    finally:
+        os.close(fd)
+    return out
+
+
+def compare(expected, actual, what):
+    if expected.keys() != actual.keys():
+        missing = sorted(expected.keys() - actual.keys())[:3]
+        extra = sorted(actual.keys() - expected.keys())[:3]
+        raise AssertionError(f"{what}: entries differ; missing {missing}, extra {extra}")
+    for path, e in expected.items():
+        if actual[path] != e:
+            raise AssertionError(f"{what}: ...{path[-60:]} differs: {actual[path][:3]} != {e[:3]}")
+    longest = max(len(p) for p in expected)
+    if longest <= 4096:
+        raise AssertionError(f"the tree is not deep enough to test anything: longest path {longest}")
+    log(f"ok: {what}: {len(expected)} entries, longest path {longest} bytes")
+
+
+def test_deep_tree_round_trip():
+    need_root()  # kernel mount
+    with tempdir() as d:
+        src = f"{d}/src"
+        build_deep_tree(src)
+        expected = snapshot_fd(src)
+        # A future epoch fixes the image time and clamps no file time (diff compares times).
+        env = dict(os.environ, SOURCE_DATE_EPOCH="4000000000")
+        run([SQAR, "create", "-q", src, f"{d}/a.sqfs"], env=env)
+        # The path-based fall-back (kernels before 6.13) must read the same xattrs.
+        run([SQAR, "create", "-q", src, f"{d}/b.sqfs"], env=dict(env, SQAR_TEST_NO_LISTXATTRAT="1"))
+        with open(f"{d}/a.sqfs", "rb") as a, open(f"{d}/b.sqfs", "rb") as b:
+            if a.read() != b.read():
+                raise AssertionError("the image differs when xattrs are read without listxattrat")
+        log("ok: the same image with and without listxattrat")
+
+        with kernel_mount(f"{d}/a.sqfs", f"{d}/mnt") as mnt:
+            compare(expected, snapshot_fd(mnt), "kernel mount of sqar's image")
+
+        sqar("extract", f"{d}/a.sqfs", "-C", f"{d}/out")
+        compare(expected, snapshot_fd(f"{d}/out"), "sqar extract")
+
+        sqar("diff", f"{d}/a.sqfs", src)
+        log("ok: sqar diff finds no difference")
+        # Change the deepest file: diff must name it, however long its path.
+        fd = os.open(src, os.O_RDONLY | os.O_DIRECTORY)
+        for i in range(DEPTH):
+            sub = os.open(NAME.format(i), os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = sub
+        os.setxattr(f"/proc/self/fd/{fd}/leaf.txt", "user.depth", b"changed", follow_symlinks=False)
+        os.close(fd)
+        p = expect_fail(["diff", f"{d}/a.sqfs", src], 1)
+        if "leaf.txt: xattrs differ (user.depth)" not in p.stdout:
+            raise AssertionError(f"sqar diff did not report the changed xattr: {p.stdout[-300:]!r}")
+        log("ok: sqar diff names the changed xattr at the bottom")
+
+
+if __name__ == "__main__":
+    main([test_deep_tree_round_trip])
