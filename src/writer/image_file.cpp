@@ -94,7 +94,11 @@ ImageFile::ImageFile(std::string final_path, bool overwrite) : final_path_(std::
   std::vector<char> name(tmpl.begin(), tmpl.end());
   name.push_back('\0');
   fd_ = mkostemp(name.data(), O_CLOEXEC);
-  if (fd_ < 0) throw_errno(directory_of(final_path_), errno);
+  if (fd_ < 0) {
+    // Name both: the user gave the image path, the failure is about its directory.
+    const int err = errno;
+    throw Error(final_path_ + ": cannot create the image in " + directory_of(final_path_) + ": " + std::strerror(err));
+  }
   temp_path_ = name.data();
   set_pending(temp_path_);
   fchmod(fd_, 0644);
