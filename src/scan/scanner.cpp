@@ -149,7 +149,7 @@ std::string read_symlink(int dirfd, const char* name, const PathFn& path_of, siz
 // is to be left out (vanished, excluded, unsupported type, the image itself).
 bool describe_entry(int dirfd, const std::string& dir_path, const std::string& rel, const std::string& name,
                     const ScanOptions& opt, Entry& e) {
-  const PathFn path = [&] { return dir_path + "/" + name; };
+  const PathFn path = [&] { return join_path(dir_path, name); };
   if (fstatat(dirfd, name.c_str(), &e.st, AT_SYMLINK_NOFOLLOW) != 0) {
     const int err = errno;
     if (err == ENOENT) return false;  // vanished between readdir and stat: it is simply not there
@@ -251,50 +251,94 @@ class Scanner {
     if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) n.rdev = fmt::encode_dev(major(st.st_rdev), minor(st.st_rdev));
   }
 
-  // The root merges every SOURCE: directories contribute their entries, anything else itself.
+  // As mksquashfs does it: one SOURCE directory becomes the root (its entries are the root's);
+  // with several SOURCEs, or one that is not a directory, each SOURCE is an entry of the root
+  // under its own name, and the root is made up (see made_up_root).
   void add_root_entries() {
-    bool root_set = false;
-    for (const auto& src : opt_.sources) {
+    if (opt_.sources.size() == 1) {
+      const std::string& src = opt_.sources[0];
       struct stat st;
       if (lstat(src.c_str(), &st) != 0) throw_errno(src, errno);
-      source_dev_.push_back(st.st_dev);
-      const uint16_t source = uint16_t(tree_.source_dirs.size());
       if (S_ISDIR(st.st_mode)) {
+        source_dev_.push_back(st.st_dev);
         tree_.source_dirs.push_back(src);
-        if (!root_set) {
-          fill_metadata(tree_.nodes[0], st);
-          if (opt_.xattrs) store_xattrs(0, read_xattrs(AT_FDCWD, src.c_str(), [&] { return src; }, opt_));
-          root_set = true;
-        }
-        DirTask task{0, source, src, "", {}, {}, false};
+        fill_metadata(tree_.nodes[0], st);
+        if (opt_.xattrs) store_xattrs(0, read_xattrs(AT_FDCWD, src.c_str(), [&] { return src; }, opt_));
+        DirTask task{0, 0, src, "", {}, {}, false};
         DirectoryCursor cursor;
         list_directory(task, opt_, cursor, src);
         if (!task.error.empty()) throw Error(task.error);
-        for (auto& e : task.entries) root_entries_.push_back({std::move(e), source});
-      } else {
-        auto slash = src.find_last_of('/');
-        tree_.source_dirs.push_back(slash == std::string::npos ? "." : slash == 0 ? "/" : src.substr(0, slash));
-        int dirfd = open(tree_.source_dirs.back().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dirfd < 0) throw_errno(tree_.source_dirs.back(), errno);
-        Entry e;
-        bool keep = false;
-        try {
-          keep = describe_entry(dirfd, tree_.source_dirs.back(), "", src.substr(slash + 1), opt_, e);
-        } catch (...) {
-          close(dirfd);
-          throw;
-        }
-        close(dirfd);
-        if (keep) root_entries_.push_back({std::move(e), source});
+        for (auto& e : task.entries) root_entries_.push_back({std::move(e), 0});
+        attach_root_entries();
+        return;
       }
     }
+    int64_t newest = 0;
+    for (const auto& src : opt_.sources) {
+      struct stat st;  // a missing SOURCE is an error, not an entry that vanished
+      if (lstat(src.c_str(), &st) != 0) throw_errno(src, errno);
+      auto [parent, name] = split_source(src);
+      const uint16_t source = uint16_t(tree_.source_dirs.size());
+      tree_.source_dirs.push_back(parent);
+      int dirfd = open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      if (dirfd < 0) throw_errno(parent, errno);
+      Entry e;
+      bool keep = false;
+      try {
+        keep = describe_entry(dirfd, parent, "", name, opt_, e);
+      } catch (...) {
+        close(dirfd);
+        throw;
+      }
+      close(dirfd);
+      source_dev_.push_back(e.st.st_dev);
+      newest = std::max<int64_t>(newest, e.st.st_mtim.tv_sec);
+      if (keep) root_entries_.push_back({std::move(e), source});
+    }
+    made_up_root(newest);
+    attach_root_entries();
+  }
+
+  // The root when the SOURCEs are its entries: a directory (0755) owned by whoever packs, as
+  // new as the newest SOURCE (not the time of the build, so the same sources give the same
+  // image; --mtime and SOURCE_DATE_EPOCH apply to it as to every entry).
+  void made_up_root(int64_t mtime) {
+    struct stat st{};
+    st.st_mode = S_IFDIR | 0755;
+    st.st_uid = geteuid();
+    st.st_gid = getegid();
+    st.st_mtim.tv_sec = mtime;
+    fill_metadata(tree_.nodes[0], st);
+  }
+
+  // A SOURCE's directory and its name in the image: "a/b/" -> ("a", "b"); "." and ".." are
+  // resolved first, since they name no entry. Its trailing '/' does not change what is packed.
+  static std::pair<std::string, std::string> split_source(const std::string& src) {
+    std::string path = src;
+    while (path.size() > 1 && path.back() == '/') path.pop_back();
+    auto slash = path.find_last_of('/');
+    std::string last = slash == std::string::npos ? path : path.substr(slash + 1);
+    if (last == "." || last == "..") {
+      char* real = realpath(path.c_str(), nullptr);
+      if (!real) throw_errno(src, errno);
+      path = real;
+      std::free(real);
+      slash = path.find_last_of('/');
+    }
+    if (path == "/") throw Error(src + ": the file system root has no name to store it under; pass it as the only SOURCE");
+    if (slash == std::string::npos) return {".", path};
+    return {slash == 0 ? "/" : path.substr(0, slash), path.substr(slash + 1)};
+  }
+
+  void attach_root_entries() {
     std::stable_sort(root_entries_.begin(), root_entries_.end(),
                      [](const auto& a, const auto& b) { return a.first.name < b.first.name; });
     for (size_t i = 1; i < root_entries_.size(); ++i)
       if (root_entries_[i].first.name == root_entries_[i - 1].first.name)
-        throw Error(tree_.source_dirs[root_entries_[i - 1].second] + "/" + root_entries_[i].first.name + " and " +
-                    tree_.source_dirs[root_entries_[i].second] + "/" + root_entries_[i].first.name +
-                    " would have the same name in the image");
+        throw Error(join_path(tree_.source_dirs[root_entries_[i - 1].second], root_entries_[i].first.name) + " and " +
+                    join_path(tree_.source_dirs[root_entries_[i].second], root_entries_[i].first.name) +
+                    " would have the same name in the image (/" + root_entries_[i].first.name +
+                    "): rename one, or pack it from a directory of its own");
     tree_.nodes[0].first_child = uint32_t(tree_.nodes.size());
     for (auto& [e, source] : root_entries_) {
       if (opt_.entries_seen) opt_.entries_seen->fetch_add(1, std::memory_order_relaxed);
@@ -334,7 +378,7 @@ class Scanner {
       auto task = std::make_unique<DirTask>();
       task->node = idx;
       task->source = source;
-      task->path = dir_path + "/" + e.name;
+      task->path = join_path(dir_path, e.name);
       task->rel = rel.empty() ? e.name : rel + "/" + e.name;
       bool wake;
       {

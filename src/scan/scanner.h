@@ -14,7 +14,7 @@
 namespace sqar {
 
 struct ScanOptions {
-  std::vector<std::string> sources;  // directories (merged into the root) or single entries
+  std::vector<std::string> sources;  // one directory (the root) or several entries of the root
   ExcludeList excludes;
   bool one_file_system = false;
   bool xattrs = true;

@@ -14,6 +14,14 @@
 
 namespace sqar {
 
+// "dir/name", without doubling the slash when dir is "/" (a SOURCE directly below the root).
+inline std::string join_path(const std::string& dir, std::string_view name) {
+  std::string p = dir;
+  if (p.empty() || p.back() != '/') p += '/';
+  p += name;
+  return p;
+}
+
 constexpr uint32_t kNoNode = UINT32_MAX;
 
 using Xattrs = std::vector<std::pair<std::string, std::string>>;
@@ -77,7 +85,7 @@ struct Tree {
   // The path on disk of a node, for reading and for messages.
   std::string path_of(const Node& n) const {
     if (n.parent == kNoNode) return source_dirs.empty() ? std::string(".") : source_dirs[0];
-    if (n.parent == 0) return source_dirs[n.source] + "/" + std::string(name(n));
+    if (n.parent == 0) return join_path(source_dirs[n.source], name(n));
     return path_of(nodes[n.parent]) + "/" + std::string(name(n));
   }
   std::string path_of(uint32_t i) const { return path_of(nodes[i]); }

@@ -86,11 +86,29 @@ def test_exclude_and_multiple_sources():
     out = f"{d}/out-excl"
     unsquashfs_extract(img, out)
     names = set(snapshot(out))
-    assert "more/file" in names, "second source not merged into the root"
+    # As with mksquashfs: several SOURCEs are entries of the root, each under its own name.
+    top = os.path.basename(src)
+    assert "extra/more/file" in names, f"second source not an entry of the root: {sorted(names)[:5]}"
+    assert f"{top}/small.txt" in names and f"{top}/dup" in names, f"first source not an entry of the root"
     assert not any(n.endswith(".log") for n in names), "*.log not excluded"
-    assert "dup/tail-a" not in names and "dup/tail-b" not in names, "anchored glob not excluded"
-    assert not any(n.startswith("names") for n in names), "--exclude-from not applied"
-    assert "small.txt" in names and "dup" in names
+    assert not any(n.startswith(f"{top}/names") for n in names), "--exclude-from not applied"
+    # An anchored GLOB matches the path in the image: dup/tail-? no longer names anything ...
+    assert f"{top}/dup/tail-a" in names, "an anchored glob matched below the wrong directory"
+    # ... and TOP/dup/tail-? does.
+    img2 = f"{d}/excl2.sqfs"
+    sqar_create([src, extra], img2, "--exclude", f"{top}/dup/tail-?")
+    out2 = f"{d}/out-excl2"
+    unsquashfs_extract(img2, out2)
+    names2 = set(snapshot(out2))
+    assert f"{top}/dup/tail-a" not in names2 and f"{top}/dup/tail-b" not in names2, "anchored glob not excluded"
+    assert f"{top}/dup" in names2 and "extra/more/file" in names2
+    # The result is laid out as mksquashfs lays out the same two sources.
+    mksquashfs_img = f"{d}/excl-mksquashfs.sqfs"
+    run(["mksquashfs", src, extra, mksquashfs_img, "-noappend", "-quiet", "-no-progress"])
+    out3 = f"{d}/out-excl-mksquashfs"
+    unsquashfs_extract(mksquashfs_img, out3)
+    compare_trees(out3, out2, "sqar vs mksquashfs with two sources", times=False,
+                  ignore=(".", f"{top}/dup/tail-a", f"{top}/dup/tail-b", f"{top}/dev/socket"))
 
 
 def test_block_sizes():
