@@ -4,16 +4,13 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <atomic>
-#include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
-#include <mutex>
 #include <thread>
 
 #include "cli_util.h"
 #include "command.h"
+#include "status_line.h"
 #include "common/error.h"
 #include "writer/create.h"
 #include "writer/image_file.h"
@@ -85,54 +82,14 @@ void on_signal(int sig) {
   raise(sig);
 }
 
-// Redraws one status line on stderr while the build runs.
-class ProgressBar {
- public:
-  explicit ProgressBar(CreateProgress& p) : p_(p), start_(std::chrono::steady_clock::now()) {
-    thread_ = std::thread([this] { loop(); });
+// What the status line shows in each phase of a build.
+std::string create_status(const CreateProgress& p, double secs) {
+  switch (p.phase.load()) {
+    case 0: return "scanning: " + std::to_string(p.entries.load()) + " entries";
+    case 1: return progress_bar(p.bytes_done.load(), p.bytes_total.load(), secs);
+    default: return "writing tables...";
   }
-  ~ProgressBar() {
-    {
-      std::lock_guard lk(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
-    std::fprintf(stderr, "\r\033[K");
-    std::fflush(stderr);
-  }
-
- private:
-  void loop() {
-    std::unique_lock lk(mu_);
-    while (!cv_.wait_for(lk, std::chrono::milliseconds(200), [&] { return stop_; })) draw();
-  }
-  void draw() {
-    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-    int phase = p_.phase.load();
-    if (phase == 0) {
-      std::fprintf(stderr, "\r\033[Kscanning: %llu entries", static_cast<unsigned long long>(p_.entries.load()));
-    } else if (phase == 1) {
-      uint64_t done = p_.bytes_done.load(), total = std::max<uint64_t>(1, p_.bytes_total.load());
-      double frac = std::min(1.0, double(done) / double(total));
-      char bar[31];
-      int fill = int(frac * 30);
-      for (int i = 0; i < 30; ++i) bar[i] = i < fill ? '#' : '.';
-      bar[30] = 0;
-      std::fprintf(stderr, "\r\033[K[%s] %3.0f%%  %s / %s  %s/s", bar, frac * 100, human_bytes(done).c_str(),
-                   human_bytes(p_.bytes_total.load()).c_str(), human_bytes(uint64_t(double(done) / std::max(secs, 0.001))).c_str());
-    } else {
-      std::fprintf(stderr, "\r\033[Kwriting tables...");
-    }
-    std::fflush(stderr);
-  }
-  CreateProgress& p_;
-  std::chrono::steady_clock::time_point start_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;
-  std::thread thread_;
-};
+}
 
 void print_summary(const CreateOptions& opt, const CreateStats& s) {
   const auto& d = s.data;
@@ -292,8 +249,9 @@ int create_main(int argc, char** argv) {
   CreateProgress progress;
   CreateStats stats;
   {
-    std::unique_ptr<ProgressBar> bar;
-    if (!quiet && (force_progress || isatty(STDERR_FILENO))) bar = std::make_unique<ProgressBar>(progress);
+    std::unique_ptr<StatusLine> bar;
+    if (want_progress(quiet, force_progress))
+      bar = std::make_unique<StatusLine>([&progress](double secs) { return create_status(progress, secs); });
     stats = create_image(opt, &progress);
   }
   if (opt.threads == 0) opt.threads = std::max(1u, std::thread::hardware_concurrency());

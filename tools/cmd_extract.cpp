@@ -3,11 +3,15 @@
 #include <getopt.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
+#include <memory>
 
+#include "cli_util.h"
 #include "command.h"
 #include "extractor.h"
 #include "read_common.h"
+#include "status_line.h"
 
 namespace sqar::cli {
 namespace {
@@ -31,6 +35,8 @@ const char kHelp[] =
     "      --no-same-owner   do not restore owners (the default unless running as root)\n"
     "      --no-xattrs       do not restore extended attributes\n"
     "      --offset N        the image starts N bytes into IMAGE (e.g. inside a larger file)\n"
+    "  -q, --quiet           no progress bar and no summary\n"
+    "      --progress        show the progress bar (and summary) even when stderr is not a terminal\n"
     "  -h, --help            show this help\n"
     "\n"
     "Safety: entry names containing '/', empty names, '.', '..', duplicate names (a symlink\n"
@@ -46,21 +52,33 @@ const char kHelp[] =
     "Exit status: 0 when everything was extracted, 1 when an entry or the image failed, 2 on\n"
     "bad usage. Errors read \"sqar extract: IMAGE: PATH: cause\".\n";
 
+std::string extract_status(const ExtractProgress& p, double secs) {
+  switch (p.phase.load()) {
+    case 0: return "reading the image's directories...";
+    case 1:
+      return progress_bar(p.bytes_done.load(), p.bytes_total.load(), secs) + "  " + std::to_string(p.entries_done.load()) +
+             "/" + std::to_string(p.entries_total.load()) + " entries";
+    default: return "hard links and directory metadata...";
+  }
+}
+
 int extract_main(int argc, char** argv) {
   return run_guarded("extract", [&] {
-    enum { kOverwrite = 256, kNoSameOwner, kNoXattrs, kOffset };
+    enum { kOverwrite = 256, kNoSameOwner, kNoXattrs, kOffset, kProgress };
     static const option longopts[] = {
         {"directory", required_argument, nullptr, 'C'}, {"threads", required_argument, nullptr, 'j'},
         {"overwrite", no_argument, nullptr, kOverwrite}, {"no-same-owner", no_argument, nullptr, kNoSameOwner},
         {"no-xattrs", no_argument, nullptr, kNoXattrs},   {"offset", required_argument, nullptr, kOffset},
+        {"quiet", no_argument, nullptr, 'q'},             {"progress", no_argument, nullptr, kProgress},
         {"help", no_argument, nullptr, 'h'},              {nullptr, 0, nullptr, 0}};
     ExtractOptions opt;
     opt.jobs = default_jobs();
     opt.same_owner = geteuid() == 0;
     uint64_t offset = 0;
+    bool quiet = false, force_progress = false;
     optind = 1;
     opterr = 0;
-    for (int c; (c = getopt_long(argc, argv, ":C:j:h", longopts, nullptr)) != -1;) {
+    for (int c; (c = getopt_long(argc, argv, ":C:j:qh", longopts, nullptr)) != -1;) {
       switch (c) {
         case 'C': opt.dest = optarg; break;
         case 'j': opt.jobs = parse_jobs_arg(optarg); break;
@@ -68,6 +86,8 @@ int extract_main(int argc, char** argv) {
         case kNoSameOwner: opt.same_owner = false; break;
         case kNoXattrs: opt.xattrs = false; break;
         case kOffset: offset = parse_offset_arg(optarg); break;
+        case 'q': quiet = true; break;
+        case kProgress: force_progress = true; break;
         case 'h': std::fputs(kHelp, stdout); return 0;
         case ':': throw UsageError(std::string("option '") + argv[optind - 1] + "' needs a value");
         default: throw UsageError(std::string("unknown option '") + argv[optind - 1] + "'");
@@ -85,7 +105,24 @@ int extract_main(int argc, char** argv) {
     }
     if (opt.dest.empty()) throw UsageError("empty -C directory");
     auto image = open_image(image_path, offset);
-    size_t failed = extract_image(*image, opt);
+    ExtractProgress progress;
+    size_t failed;
+    const bool show = want_progress(quiet, force_progress);
+    const auto start = std::chrono::steady_clock::now();
+    {
+      std::unique_ptr<StatusLine> bar;
+      if (show) {
+        opt.progress = &progress;
+        bar = std::make_unique<StatusLine>([&progress](double secs) { return extract_status(progress, secs); });
+      }
+      failed = extract_image(*image, opt);
+    }
+    if (show) {
+      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      std::fprintf(stderr, "%s: %llu entries, %s of file content into %s in %.2f s\n", image_path.c_str(),
+                   (unsigned long long)progress.entries_done.load(), human_bytes(progress.bytes_done.load()).c_str(),
+                   opt.dest.c_str(), secs);
+    }
     if (failed) {
       std::fprintf(stderr, "sqar extract: %s: %zu entr%s could not be extracted\n", image_path.c_str(), failed,
                    failed == 1 ? "y" : "ies");

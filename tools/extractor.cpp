@@ -63,6 +63,7 @@ class Extractor {
     plan();
     open_root();
     write_entries();
+    if (opt_.progress) opt_.progress->phase = 2;
     make_links();
     finish_dirs();
     return errors_;
@@ -120,6 +121,16 @@ class Extractor {
       if (!it.keep || it.inode.is_dir() || it.inode.nlink < 2) continue;
       auto [pos, fresh] = first_of_inode.emplace(it.inode.inode_number, int64_t(i));
       if (!fresh) it.link_to = pos->second;
+    }
+    if (opt_.progress) {
+      uint64_t bytes = 0;
+      uint64_t entries = 0;
+      for (const Item& it : items_) {
+        if (it.keep && it.link_to < 0 && it.inode.is_regular()) bytes += it.inode.size;
+        entries += it.keep;
+      }
+      opt_.progress->bytes_total = bytes;
+      opt_.progress->entries_total = entries - 1;  // the root is kept, but not an entry
     }
   }
 
@@ -321,6 +332,7 @@ class Extractor {
       if (it.link_to >= 0) dir_state_[size_t(items_[size_t(it.parent)].dir_slot)].finish_at_end = true;
       if (it.inode.is_dir() && needs_late_finish(it.inode)) dir_state_[size_t(it.dir_slot)].finish_at_end = true;
     }
+    if (opt_.progress) opt_.progress->phase = 1;
     unsigned jobs = std::max(1u, opt_.jobs);
     std::vector<std::unique_ptr<DirStack>> stacks;
     for (unsigned w = 0; w < jobs; ++w) stacks.push_back(std::make_unique<DirStack>(root_fd_));
@@ -357,6 +369,7 @@ class Extractor {
         } catch (const std::exception& e) {
           fail(it.path, e.what());
         }
+        if (!t.shared) entry_done();  // a range of a big file counts once its last range is written
       }
       // Everything this directory holds exists now (its subdirectories' contents do not
       // touch its mtime): finish it here, saving an open and a close per directory later.
@@ -413,7 +426,9 @@ class Extractor {
         why = e.what();
       }
     }
-    if (--sf.ranges_left == 0 && fd >= 0) {
+    const bool last = --sf.ranges_left == 0;
+    if (last) entry_done();
+    if (last && fd >= 0) {
       try {
         if (!sf.failed) {
           if (::ftruncate(fd, off_t(it.inode.size)) != 0) sys_fail("truncate");
@@ -480,6 +495,7 @@ class Extractor {
     for (uint64_t index = from / bs, off = index * bs; off < to; ++index, off += bs) {
       size_t n = img_.read_block(ino, index, buf.data());
       if (n == 0) throw Error("content ends before the file size");
+      if (opt_.progress) opt_.progress->bytes_done.fetch_add(n, std::memory_order_relaxed);
       // All-zero runs (sparse blocks included) become holes: the final ftruncate sets the size.
       if (!all_zero(buf.data(), n)) {
         pwrite_all(fd, buf.data(), n, off);
@@ -487,6 +503,10 @@ class Extractor {
       }
     }
     return written_end;
+  }
+
+  void entry_done() {
+    if (opt_.progress) opt_.progress->entries_done.fetch_add(1, std::memory_order_relaxed);
   }
 
   bool has_xattrs(const Item& it) const { return opt_.xattrs && it.inode.xattr_index != 0xFFFFFFFF; }
@@ -559,6 +579,7 @@ class Extractor {
       } catch (const std::exception& e) {
         fail(it.path, e.what());
       }
+      entry_done();
     }
   }
 

@@ -12,12 +12,23 @@
 //      read-only mode does not lock us out.
 // Every filesystem call is relative to a directory descriptor and never follows symlinks.
 #pragma once
+#include <atomic>
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "reader/image.h"
 
 namespace sqar::cli {
+
+// Counters a progress display reads while extraction runs.
+struct ExtractProgress {
+  std::atomic<int> phase{0};  // 0 reading metadata, 1 writing entries, 2 links and directory metadata
+  std::atomic<uint64_t> bytes_total{0};  // content of the selected files, each inode once
+  std::atomic<uint64_t> bytes_done{0};
+  std::atomic<uint64_t> entries_total{0};  // below the root (hard links included)
+  std::atomic<uint64_t> entries_done{0};
+};
 
 struct ExtractOptions {
   std::string dest = ".";
@@ -26,6 +37,7 @@ struct ExtractOptions {
   bool overwrite = false;   // replace existing non-directories (never follows or removes dirs)
   bool same_owner = false;  // restore uid/gid (default when running as root)
   bool xattrs = true;
+  ExtractProgress* progress = nullptr;  // updated when set
 };
 
 // Returns the number of entries that failed (each already reported on stderr as

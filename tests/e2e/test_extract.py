@@ -5,7 +5,7 @@ import os
 import stat
 
 from clitest import COMPRESSORS, expect_fail, mksquashfs, mksquashfs_supports, sqar, sqar_create_works
-from sqartest import compare_trees, log, main, make_full_tree, tempdir, write
+from sqartest import SQAR, compare_trees, log, main, make_full_tree, run, tempdir, write
 
 # mksquashfs does not keep hard links between symlinks (it stores two symlink inodes).
 MKSQUASHFS_IGNORE = ("sym-for-hardlink", "names/sym-hardlink")
@@ -108,6 +108,31 @@ def test_no_same_owner():
         log("ok: owners restored as root, not with --no-same-owner")
 
 
+def test_progress_only_on_a_terminal():
+    with tempdir() as d:
+        write(f"{d}/src/big", os.urandom(3 << 20))
+        write(f"{d}/src/small", b"s")
+        img = f"{d}/img"
+        if not sqar_create_works(f"{d}/src", img):
+            return
+        # script(1) gives sqar a terminal: a status line and a summary on stderr.
+        p = run(["script", "-qec", f"{SQAR} extract {img} -C {d}/tty", "/dev/null"], check=False)
+        if p.returncode != 0 or "2 entries, 3.0 MiB of file content" not in p.stdout:
+            raise AssertionError(f"no summary on a terminal: {p.stdout!r}")
+        # Without a terminal, or with -q: silence, as tar -x.
+        p = sqar("extract", img, "-C", f"{d}/pipe")
+        if p.stdout or p.stderr:
+            raise AssertionError(f"output without a terminal: {p.stdout!r} {p.stderr!r}")
+        p = sqar("extract", "--progress", img, "-C", f"{d}/forced")
+        if "2 entries" not in p.stderr or p.stdout:
+            raise AssertionError(f"--progress did not show the summary on stderr: {p.stderr!r}")
+        p = run(["script", "-qec", f"{SQAR} extract -q {img} -C {d}/quiet", "/dev/null"], check=False)
+        if p.returncode != 0 or "entries" in p.stdout:
+            raise AssertionError(f"-q still printed: {p.stdout!r}")
+        compare_trees(f"{d}/src", f"{d}/tty", "extraction with the status line")
+        log("ok: status line and summary on a terminal only")
+
+
 def test_usage():
     expect_fail(["extract"], 2, "missing IMAGE")
     expect_fail(["extract", "--bogus", "x"], 2, "--bogus")
@@ -118,4 +143,5 @@ def test_usage():
 
 
 if __name__ == "__main__":
-    main([test_mksquashfs_images, test_sqar_images, test_selection_overwrite_offset, test_no_same_owner, test_usage])
+    main([test_mksquashfs_images, test_sqar_images, test_selection_overwrite_offset, test_no_same_owner,
+          test_progress_only_on_a_terminal, test_usage])

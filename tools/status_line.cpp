@@ -1,0 +1,50 @@
+#include "status_line.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "cli_util.h"
+
+namespace sqar::cli {
+
+bool want_progress(bool quiet, bool forced) { return !quiet && (forced || isatty(STDERR_FILENO)); }
+
+std::string progress_bar(uint64_t done, uint64_t total, double seconds) {
+  const double frac = total ? std::min(1.0, double(done) / double(total)) : 1.0;
+  char bar[31];
+  const int fill = int(frac * 30);
+  for (int i = 0; i < 30; ++i) bar[i] = i < fill ? '#' : '.';
+  bar[30] = 0;
+  char line[160];
+  std::snprintf(line, sizeof line, "[%s] %3.0f%%  %s / %s  %s/s", bar, frac * 100, human_bytes(done).c_str(),
+                human_bytes(total).c_str(), human_bytes(uint64_t(double(done) / std::max(seconds, 0.001))).c_str());
+  return line;
+}
+
+StatusLine::StatusLine(Render render) : render_(std::move(render)), start_(std::chrono::steady_clock::now()) {
+  thread_ = std::thread([this] { loop(); });
+}
+
+StatusLine::~StatusLine() {
+  {
+    std::lock_guard lk(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+  std::fprintf(stderr, "\r\033[K");
+  std::fflush(stderr);
+}
+
+void StatusLine::loop() {
+  std::unique_lock lk(mu_);
+  while (!cv_.wait_for(lk, std::chrono::milliseconds(200), [&] { return stop_; })) {
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    std::fprintf(stderr, "\r\033[K%s", render_(secs).c_str());
+    std::fflush(stderr);
+  }
+}
+
+}  // namespace sqar::cli
