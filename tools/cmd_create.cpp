@@ -232,7 +232,7 @@ int create_main(int argc, char** argv) {
     if (!v || *v < 0 || *v > UINT32_MAX) return usage_error(std::string("invalid SOURCE_DATE_EPOCH '") + sde + "'");
     opt.source_date = *v;
   }
-  opt.warn = [](const std::string& w) { std::fprintf(stderr, "sqar create: warning: %s\n", w.c_str()); };
+  opt.warn = [](const std::string& w) { print_message("sqar create: warning: " + w); };
 
   struct sigaction sa {};
   sa.sa_handler = on_signal;

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -17,6 +18,7 @@
 #include "common/hash.h"
 #include "parallel.h"
 #include "read_common.h"
+#include "status_line.h"
 
 namespace sqar::cli {
 namespace {
@@ -33,7 +35,8 @@ const char kHelp[] =
     "\n"
     "Options:\n"
     "  -j, --threads N     worker threads (default: all cores)\n"
-    "  -q, --quiet         print nothing when the image is good\n"
+    "  -q, --quiet         print nothing when the image is good (and no progress bar)\n"
+    "      --progress      show the progress bar even when stderr is not a terminal\n"
     "      --offset N      the image starts N bytes into IMAGE\n"
     "  -h, --help          show this help\n"
     "\n"
@@ -68,6 +71,7 @@ class Verifier {
     try {
       img_.walk([&](const std::string& path, const reader::Inode& ino) {
         entries_++;
+        entries_seen_.store(entries_, std::memory_order_relaxed);
         try {
           if (ino.xattr_index != 0xFFFFFFFF) img_.xattrs(ino);
           if (ino.is_symlink()) img_.read_symlink(ino);
@@ -87,6 +91,10 @@ class Verifier {
     check_ids();
     check_export_table(all);
     auto manifest = load_manifest(files);
+    uint64_t total = 0;
+    for (const auto& f : files) total += f.inode.size;
+    bytes_total_ = total;
+    phase_ = 1;
     check_contents(files, manifest);
     files_ = files.size();
     return problems_;
@@ -96,6 +104,11 @@ class Verifier {
   uint64_t files() const { return files_; }
   uint64_t bytes() const { return bytes_; }
   bool had_manifest() const { return had_manifest_; }
+  // What a status line shows while run() works.
+  std::string status(double secs) const {
+    if (phase_ == 0) return "checking metadata: " + std::to_string(entries_seen_.load()) + " entries";
+    return progress_bar(bytes_done_.load(), bytes_total_.load(), secs);
+  }
 
  private:
   void check_ids() {
@@ -158,6 +171,7 @@ class Verifier {
           if (c.len == 0) throw Error("content ends at byte " + std::to_string(off) + " of " + std::to_string(f.inode.size));
           if (had_manifest_) hasher.update(c.data, c.len);
           off += c.len;
+          bytes_done_.fetch_add(c.len, std::memory_order_relaxed);
         }
         bytes += off;
         if (!had_manifest_) return;
@@ -188,18 +202,21 @@ class Verifier {
   size_t problems_ = 0;
   uint64_t entries_ = 0, files_ = 0, bytes_ = 0;
   bool had_manifest_ = false;
+  std::atomic<int> phase_{0};  // 0 metadata, 1 file contents
+  std::atomic<uint64_t> entries_seen_{0}, bytes_done_{0}, bytes_total_{0};
 };
 
 int verify_main(int argc, char** argv) {
   return run_guarded("verify", [&] {
-    enum { kOffset = 256 };
+    enum { kOffset = 256, kProgress };
     static const option longopts[] = {{"threads", required_argument, nullptr, 'j'},
                                       {"quiet", no_argument, nullptr, 'q'},
+                                      {"progress", no_argument, nullptr, kProgress},
                                       {"offset", required_argument, nullptr, kOffset},
                                       {"help", no_argument, nullptr, 'h'},
                                       {nullptr, 0, nullptr, 0}};
     unsigned jobs = default_jobs();
-    bool quiet = false;
+    bool quiet = false, force_progress = false;
     uint64_t offset = 0;
     optind = 1;
     opterr = 0;
@@ -207,6 +224,7 @@ int verify_main(int argc, char** argv) {
       switch (c) {
         case 'j': jobs = parse_jobs_arg(optarg); break;
         case 'q': quiet = true; break;
+        case kProgress: force_progress = true; break;
         case kOffset: offset = parse_offset_arg(optarg); break;
         case 'h': std::fputs(kHelp, stdout); return 0;
         case ':': throw UsageError(std::string("option '") + argv[optind - 1] + "' needs a value");
@@ -217,7 +235,13 @@ int verify_main(int argc, char** argv) {
     std::string image_path = argv[optind];
     auto image = open_image(image_path, offset);
     Verifier v(*image, jobs);
-    size_t problems = v.run();
+    size_t problems;
+    {
+      std::unique_ptr<StatusLine> bar;
+      if (want_progress(quiet, force_progress))
+        bar = std::make_unique<StatusLine>([&v](double secs) { return v.status(secs); });
+      problems = v.run();
+    }
     if (problems) {
       std::fprintf(stderr, "sqar verify: %s: FAILED: %zu problem%s found\n", image_path.c_str(), problems,
                    problems == 1 ? "" : "s");

@@ -19,6 +19,7 @@
 #include "parallel.h"
 #include "read_common.h"
 #include "safe_dir.h"
+#include "status_line.h"
 
 namespace sqar::cli {
 namespace {
@@ -172,8 +173,7 @@ class Extractor {
   }
 
   void warn(const std::string& path, const std::string& why) {
-    std::lock_guard lock(mu_);
-    std::fprintf(stderr, "sqar extract: warning: %s: %s\n", path.c_str(), why.c_str());
+    print_message("sqar extract: warning: " + path + ": " + why);
   }
 
   // Removes an existing non-directory so it can be replaced (--overwrite); never a directory.

@@ -5,6 +5,7 @@
 
 #include "cli_util.h"
 #include "common/error.h"
+#include "status_line.h"
 
 namespace sqar::cli {
 
@@ -21,10 +22,8 @@ int run_guarded(const char* cmd, const std::function<int()>& body, int error_cod
 }
 
 void report(const char* cmd, const std::string& image, const std::string& message) {
-  if (message.rfind(image + ":", 0) == 0)
-    std::fprintf(stderr, "sqar %s: %s\n", cmd, message.c_str());
-  else
-    std::fprintf(stderr, "sqar %s: %s: %s\n", cmd, image.c_str(), message.c_str());
+  const std::string prefix = std::string("sqar ") + cmd + ": ";
+  print_message(prefix + (message.rfind(image + ":", 0) == 0 ? message : image + ": " + message));
 }
 
 uint64_t parse_offset_arg(const std::string& text) {

@@ -8,6 +8,16 @@
 #include "cli_util.h"
 
 namespace sqar::cli {
+namespace {
+std::mutex stderr_mu;        // one writer of stderr at a time: the status line or a message
+bool status_shown = false;   // a status line is on screen (without a newline)
+}  // namespace
+
+void print_message(const std::string& line) {
+  std::lock_guard lk(stderr_mu);
+  std::fprintf(stderr, "%s%s\n", status_shown ? "\r\033[K" : "", line.c_str());
+  std::fflush(stderr);
+}
 
 bool want_progress(bool quiet, bool forced) { return !quiet && (forced || isatty(STDERR_FILENO)); }
 
@@ -34,16 +44,21 @@ StatusLine::~StatusLine() {
   }
   cv_.notify_all();
   thread_.join();
+  std::lock_guard out(stderr_mu);
   std::fprintf(stderr, "\r\033[K");
   std::fflush(stderr);
+  status_shown = false;
 }
 
 void StatusLine::loop() {
   std::unique_lock lk(mu_);
   while (!cv_.wait_for(lk, std::chrono::milliseconds(200), [&] { return stop_; })) {
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-    std::fprintf(stderr, "\r\033[K%s", render_(secs).c_str());
+    const std::string text = render_(secs);
+    std::lock_guard out(stderr_mu);
+    std::fprintf(stderr, "\r\033[K%s", text.c_str());
     std::fflush(stderr);
+    status_shown = true;
   }
 }
 

@@ -17,6 +17,10 @@ bool want_progress(bool quiet, bool forced);
 // "[#########.....................]  30%  1.2 GiB / 4.0 GiB  310.5 MiB/s"
 std::string progress_bar(uint64_t done, uint64_t total, double seconds);
 
+// Writes one message line to stderr. While a status line is shown it is cleared first (and
+// redrawn on its next tick), so errors and warnings never end up glued to the bar.
+void print_message(const std::string& line);
+
 // Redraws render(seconds since start) every 200 ms on its own thread; the destructor stops
 // it and clears the line, so whatever is printed next starts on a clean line.
 class StatusLine {

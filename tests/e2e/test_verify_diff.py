@@ -64,6 +64,26 @@ def test_verify_flipped_data_byte_sqar():
         log(f"ok: flipped byte in a sqar image found: {p.stderr.strip().splitlines()[0]}")
 
 
+def test_verify_progress_and_errors_on_a_terminal():
+    with tempdir() as d:
+        one_big_file_tree(f"{d}/src")
+        img = f"{d}/img.sqfs"
+        if not sqar_create_works(f"{d}/src", img, "-c", "lz4"):
+            return
+        # Without a terminal: the OK line on stdout, nothing on stderr.
+        p = sqar("verify", img)
+        if p.stderr or "OK" not in p.stdout:
+            raise AssertionError(f"verify without a terminal: {p.stdout!r} {p.stderr!r}")
+        # With --progress, a damaged file is named on a line of its own, never glued to the bar.
+        flip(img, 96 + 64 + 2000)
+        p = expect_fail(["verify", "--progress", img], 1, "big.log")
+        lines = [ln.split("\r")[-1].replace("\x1b[K", "") for ln in p.stderr.splitlines()]
+        named = [ln for ln in lines if "big.log" in ln]
+        if not named or not named[0].startswith("sqar verify: "):
+            raise AssertionError(f"the error line is not clean: {p.stderr!r}")
+        log("ok: verify --progress keeps error lines whole")
+
+
 def test_verify_bad_manifest():
     with tempdir() as d:
         one_big_file_tree(f"{d}/src")
@@ -147,4 +167,4 @@ def test_diff_after_extract_roundtrip():
 
 if __name__ == "__main__":
     main([test_verify_clean_images, test_verify_flipped_data_byte_mksquashfs, test_verify_flipped_data_byte_sqar,
-          test_verify_bad_manifest, test_diff, test_diff_after_extract_roundtrip])
+          test_verify_progress_and_errors_on_a_terminal, test_verify_bad_manifest, test_diff, test_diff_after_extract_roundtrip])
