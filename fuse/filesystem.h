@@ -13,7 +13,10 @@
 // - when a read needs only part of a block it just decompressed, the rest of the block is
 //   pushed into the kernel's page cache (notify_store) by a background thread, the way the
 //   kernel's own squashfs driver fills the page cache, so the neighbouring pages of a random
-//   reader never come back to us.
+//   reader never come back to us;
+// - likewise across files: when a read needs a fragment block, the tails of the other files
+//   in it that the kernel knows (registered at lookup and readdirplus) are pushed too, so the
+//   small files of a directory cost about one read request per fragment block.
 #pragma once
 #define FUSE_USE_VERSION 312
 #include <fuse_lowlevel.h>
