@@ -139,6 +139,27 @@ def drop_caches():
         return False
 
 
+def cpu_times():
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    return sum(fields), fields[3] + fields[4]  # total, idle + iowait
+
+
+def wait_idle(limit):
+    """Waits until the CPUs have been idle (under 10% busy) for one second, at most limit seconds;
+    returns False on timeout. On a machine shared with other work, a compile starting during a
+    15 ms operation moves its result by half; the wait only helps on a machine whose other load
+    comes and goes, and every reader gets it alike."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        a = cpu_times()
+        time.sleep(1.0)
+        b = cpu_times()
+        if 1 - (b[1] - a[1]) / max(1, b[0] - a[0]) < 0.10:
+            return True
+    return False
+
+
 def rmtree(path):
     if os.path.lexists(path):
         shutil.rmtree(path, ignore_errors=False)
@@ -640,6 +661,7 @@ def bench_mounts(ds, tools, args, mode, image):
     helper = build_helper("randread", [], tools)
     all_list, rand_list = write_lists(ds, mnt)
     dropped = True
+    busy_runs = 0
     ops = ["read all", "random 4K", "walk+lstat"]
     for run in range(args.runs + 1):
         for op in ops:
@@ -653,6 +675,8 @@ def bench_mounts(ds, tools, args, mode, image):
                         if run == 0 and op == ops[0]:
                             log(f"[{ds.name}] mount {reader}: checking every file through the mount ...")
                             compare_trees(ds.reference, mnt)
+                        if args.idle_wait and not wait_idle(args.idle_wait):
+                            busy_runs += 1
                         dropped = drop_caches() and dropped
                         value = mount_op(op, mnt, helper, all_list, rand_list, args, mode)
                         if run > 0:
@@ -667,7 +691,9 @@ def bench_mounts(ds, tools, args, mode, image):
                 except (StepFailed, OSError) as e:
                     results[reader] = f"n/a (failed: {e})"
                     log(f"[{ds.name}] mount {reader}: {e}")
-    return results, dropped
+    if busy_runs:
+        log(f"[{ds.name}] {busy_runs} mount operations started on a busy machine (idle wait timed out)")
+    return results, dropped, busy_runs
 
 
 def mount_op(op, mnt, helper, all_list, rand_list, args, mode):
@@ -841,6 +867,8 @@ def parse_args():
     p.add_argument("--sqarfs", help="sqarfs binary (default build/fuse/sqarfs)")
     p.add_argument("--gen-data", help="path of gen_data.py (default ../shared/bench/gen_data.py)")
     p.add_argument("--out", help="report file (default bench/results/YYYY-MM-DD-MODE.md)")
+    p.add_argument("--idle-wait", type=float, default=0, metavar="SECONDS",
+                   help="before each mount operation, wait up to SECONDS for 1 s of idle CPUs (shared machines)")
     a = p.parse_args()
     a.mode = a.mode or "quick"
     a.runs = a.runs if a.runs is not None else MODES[a.mode]["runs"]
@@ -871,7 +899,9 @@ def main():
     today = datetime.date.today().isoformat()
     report = [f"# sqar benchmark: {args.mode} mode, {today}", "",
               f"Command: `python3 bench/run.py --{args.mode} --sets {','.join(args.sets)} --runs {args.runs}"
-              + (f" --scale {args.scale:g}" if args.scale else "") + "`", "",
+              + (f" --scale {args.scale:g}" if args.scale else "")
+              + (f" --skip {','.join(sorted(args.skip))}" if args.skip else "")
+              + (f" --idle-wait {args.idle_wait:g}" if args.idle_wait else "") + "`", "",
               machine_description(tools), "",
               "Method: every tool runs once as a warm-up (its output is then unpacked with unsquashfs or tar "
               "and compared with the source tree: paths, types, permissions, sizes, content hashes, link "
@@ -905,11 +935,14 @@ def main():
                        "", simple_table(res, "sqar extract", None), ""]
         if "mount" not in args.skip:
             if image:
-                res, dropped = bench_mounts(ds, tools, args, mode, image)
+                res, dropped, busy_runs = bench_mounts(ds, tools, args, mode, image)
                 cache_note = ("Page, dentry and inode caches were dropped (`echo 3 > /proc/sys/vm/drop_caches`) "
                               "after each mount and before each measured operation; every operation runs on a "
                               "fresh mount, so the image itself is read cold from disk by every reader."
                               if dropped else "Caches could NOT be dropped (not root): warm-cache numbers.")
+                if args.idle_wait:
+                    cache_note += (f" Before each operation the runner waited (up to {args.idle_wait:g} s) for 1 s of "
+                                   f"idle CPUs; {busy_runs} operations started without one.")
                 report += ["### reads through a mount", "",
                            f"Image: {READ_CONFIG} made by {img_tool}. read all = every file read to the end by "
                            f"{args.jobs} threads; random 4K = 4 threads reading the 4 KiB pages of up to 2000 "

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "format/squashfs.h"
 #include "log.h"
 
 namespace sqar::fuse {
@@ -169,6 +170,65 @@ void Filesystem::fill_entry(const reader::Inode& inode, fuse_entry_param* e) {
   e->entry_timeout = kForever;
   make_stat(inode, &e->attr);
   remember(inode.inode_number, inode.ref);
+  if (inode.is_regular() && inode.fragment_index != fmt::kNoFragment && session_) register_mate(e->ino, inode);
+}
+
+void Filesystem::register_mate(fuse_ino_t ino, const reader::Inode& inode) {
+  const uint64_t bs = image_->super().block_size;
+  const uint64_t tail_start = inode.size / bs * bs;
+  const uint64_t tail_len = inode.size - tail_start;
+  if (tail_len == 0 || inode.fragment_offset + tail_len > bs) return;  // nothing to push, or damaged
+  MateShard& s = mate_shards_[inode.fragment_index % kShards];
+  std::lock_guard lock(s.mu);
+  auto [it, fresh] = s.by_fragment.try_emplace(inode.fragment_index);
+  std::vector<Mate>& v = it->second;
+  if (fresh) s.count += kFragmentCharge;
+  if (v.size() >= kMatesPerFragment) return;
+  for (const Mate& m : v)
+    if (m.ino == ino) return;  // listed again (a second readdirplus, a lookup after a forget)
+  // Over budget: drop other fragments' lists (never the one being added to).
+  for (auto victim = s.by_fragment.begin(); s.count >= kMatesPerShard && victim != s.by_fragment.end();) {
+    if (victim == it) {
+      ++victim;
+      continue;
+    }
+    s.count -= victim->second.size() + kFragmentCharge;
+    victim = s.by_fragment.erase(victim);
+  }
+  v.push_back({tail_start, uint32_t(ino), inode.fragment_offset, uint32_t(tail_len)});
+  ++s.count;
+}
+
+void Filesystem::push_mates(fuse_ino_t reader, uint32_t fragment) {
+  std::vector<Mate> mates;
+  {
+    MateShard& s = mate_shards_[fragment % kShards];
+    std::lock_guard lock(s.mu);
+    auto it = s.by_fragment.find(fragment);
+    if (it == s.by_fragment.end()) return;
+    mates.swap(it->second);
+    s.count -= mates.size() + kFragmentCharge;
+    s.by_fragment.erase(it);
+  }
+  // Each registered file is pushed once (one listed again later registers again). The reader
+  // itself has its reply.
+  std::erase_if(mates, [&](const Mate& m) { return m.ino == reader; });
+  if (mates.empty()) return;
+  pusher_.submit([this, fragment, mates = std::move(mates)] {
+    reader::Chunk block;
+    try {
+      block = image_->read_fragment(fragment);  // a cache hit: a read has just used it
+    } catch (...) {
+      return;  // the reads of these files will report the damage
+    }
+    for (const Mate& m : mates) {
+      if (uint64_t(m.fragment_offset) + m.tail_len > block.len) continue;  // damaged: the read says so
+      fuse_bufvec bv = FUSE_BUFVEC_INIT(m.tail_len);
+      bv.buf[0].mem = const_cast<uint8_t*>(block.data + m.fragment_offset);
+      // ENOENT when the kernel has forgotten the inode meanwhile: harmless.
+      fuse_lowlevel_notify_store(session_, m.ino, off_t(m.tail_start), &bv, fuse_buf_copy_flags(0));
+    }
+  });
 }
 
 void Filesystem::report(fuse_req_t req, const char* op, fuse_ino_t ino) {
@@ -367,6 +427,9 @@ void Filesystem::op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     // answer the request a second time, which would use a request libfuse has freed.
     try {
       if (from_cache && n > 0 && fs.session_) fs.push_rest_of_block(ino, *f, uoff, n);
+      if (n > 0 && fs.session_ && f->inode.fragment_index != fmt::kNoFragment &&
+          uoff + n > f->inode.size / fs.image_->super().block_size * fs.image_->super().block_size)
+        fs.push_mates(ino, f->inode.fragment_index);
       const uint64_t end = uoff + n;
       if (f->next_offset.exchange(end, std::memory_order_relaxed) == uoff && fs.options_.readahead_blocks > 0)
         fs.readahead(f, end);

@@ -13,7 +13,10 @@
 // - when a read needs only part of a block it just decompressed, the rest of the block is
 //   pushed into the kernel's page cache (notify_store) by a background thread, the way the
 //   kernel's own squashfs driver fills the page cache, so the neighbouring pages of a random
-//   reader never come back to us.
+//   reader never come back to us;
+// - likewise across files: when a read needs a fragment block, the tails of the other files
+//   in it that the kernel knows (registered at lookup and readdirplus) are pushed too, so the
+//   small files of a directory cost about one read request per fragment block.
 #pragma once
 #define FUSE_USE_VERSION 312
 #include <fuse_lowlevel.h>
@@ -85,6 +88,8 @@ class Filesystem {
   std::shared_ptr<DirNode> dir_node(fuse_ino_t ino, std::optional<reader::Inode> inode = std::nullopt);
   void readahead(const std::shared_ptr<FileNode>& f, uint64_t end);
   void push_rest_of_block(fuse_ino_t ino, const FileNode& f, uint64_t off, size_t len);
+  void register_mate(fuse_ino_t ino, const reader::Inode& inode);
+  void push_mates(fuse_ino_t reader, uint32_t fragment);
   void report(fuse_req_t req, const char* op, fuse_ino_t ino);
 
   static Filesystem& self(fuse_req_t req);
@@ -129,6 +134,27 @@ class Filesystem {
   Prefetcher pusher_{256};
   fuse_session* session_ = nullptr;
   bool no_open_ = false, no_opendir_ = false;  // the kernel skips open/opendir when we decline
+  // Files the kernel knows (looked up or listed by readdirplus) whose tail end lies in a
+  // fragment block, by fragment: the first read that needs a fragment block pushes the tails
+  // of the others into the page cache, so each small file of a decompressed fragment block
+  // costs one notify_store instead of a read round trip. Bounded: past the budget, arbitrary
+  // fragments' lists are dropped (their files are then read the ordinary way).
+  struct Mate {
+    uint64_t tail_start;  // file offset where the fragment part begins (block-aligned)
+    uint32_t ino;
+    uint32_t fragment_offset;
+    uint32_t tail_len;
+  };
+  struct MateShard {
+    std::mutex mu;
+    std::unordered_map<uint32_t, std::vector<Mate>> by_fragment;
+    size_t count = 0;
+  };
+  // Budget in mates (a fragment's map node and vector are charged as 3 more): 8 MiB in all.
+  static constexpr size_t kMatesPerShard = (8u << 20) / kShards / sizeof(Mate);
+  static constexpr size_t kFragmentCharge = 3;
+  static constexpr size_t kMatesPerFragment = 512;
+  MateShard mate_shards_[kShards];
   // Recently pushed (node, block) pairs: a block is pushed again only after 1 s, so the
   // reads that race with a push do not push the same block once each.
   static constexpr size_t kPushSlots = 4096;

@@ -108,6 +108,17 @@ size_t ImageImpl::read_file(const Inode& in, uint64_t offset, void* buf, size_t 
   return done;
 }
 
+Chunk ImageImpl::read_fragment(uint32_t index) {
+  Fragment frag = fragment_entry(index);
+  cache::BlockPtr b;
+  try {
+    b = data_block(frag.start, frag.size_word, "fragment block");
+  } catch (const Error& e) {
+    throw Error(std::string(e.what()) + " (fragment " + std::to_string(index) + ")");
+  }
+  return {b, b->data(), b->size};
+}
+
 void ImageImpl::prefetch_block(const Inode& file, uint64_t index) {
   try {
     if (!file.is_regular() || !file.blocks_loaded || index >= file.block_sizes.size()) return;

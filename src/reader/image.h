@@ -162,6 +162,9 @@ class Image {
   // readers that read each block once (extract), where caching only costs fresh pages and
   // evictions. Sparse blocks read as zeros. Throws sqar::Error on a corrupt block.
   virtual size_t read_block(const Inode& file, uint64_t index, uint8_t* out) = 0;
+  // The whole decompressed fragment block `index` (the tail ends of many small files), from
+  // the data cache. Throws sqar::Error on a corrupt block or an index outside the table.
+  virtual Chunk read_fragment(uint32_t index) = 0;
   // Decompresses data block `index` of the file into the cache (read-ahead). Never throws.
   virtual void prefetch_block(const Inode& file, uint64_t index) = 0;
   virtual uint64_t block_count(const Inode& file) const = 0;  // full blocks (no fragment)

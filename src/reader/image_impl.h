@@ -51,6 +51,7 @@ class ImageImpl final : public Image {
   size_t read_file(const Inode& file, uint64_t offset, void* buf, size_t len) override;
   Chunk read_chunk(const Inode& file, uint64_t offset, size_t max_len) override;
   size_t read_block(const Inode& file, uint64_t index, uint8_t* out) override;
+  Chunk read_fragment(uint32_t index) override;
   void prefetch_block(const Inode& file, uint64_t index) override;
   uint64_t block_count(const Inode& file) const override;
 

@@ -5,6 +5,7 @@
 
 #include "common/endian.h"
 #include "common/error.h"
+#include "format/squashfs.h"
 #include "reader/image.h"
 #include "reader_test_util.h"
 
@@ -23,6 +24,7 @@ std::string read_everything(const fs::path& img) {
       image->xattrs(ino);
       if (ino.is_regular())
         for (uint64_t off = 0; off < ino.size; off += buf.size()) image->read_file(ino, off, buf.data(), buf.size());
+      if (ino.is_regular() && ino.fragment_index != sqar::fmt::kNoFragment) image->read_fragment(ino.fragment_index);
       if (ino.is_dir())
         for (const auto& e : image->read_dir(ino)) image->lookup(ino, e.name);
       return true;

@@ -83,6 +83,15 @@ void compare_tree(Image& image, const fs::path& src, bool xattrs) {
         blocks.append(reinterpret_cast<const char*>(block.data()), m);
       EXPECT_EQ(index, (want.size() + bs - 1) / bs);
       EXPECT_TRUE(blocks == want) << "read_block content differs";
+      // The tail end, seen from its whole fragment block (what sqarfs pushes to the page cache).
+      if (ino->fragment_index != sqar::fmt::kNoFragment) {
+        sqar::reader::Chunk frag = image.read_fragment(ino->fragment_index);
+        const size_t tail = size_t(want.size() % bs);
+        ASSERT_LE(ino->fragment_offset + tail, frag.len);
+        EXPECT_TRUE(std::string(reinterpret_cast<const char*>(frag.data) + ino->fragment_offset, tail) ==
+                    want.substr(want.size() - tail))
+            << "tail in its fragment block differs";
+      }
     }
     if (xattrs) {
       std::map<std::string, std::string> got;
