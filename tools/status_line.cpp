@@ -33,7 +33,8 @@ std::string progress_bar(uint64_t done, uint64_t total, double seconds) {
   return line;
 }
 
-StatusLine::StatusLine(Render render) : render_(std::move(render)), start_(std::chrono::steady_clock::now()) {
+StatusLine::StatusLine(Render render)
+    : render_(std::move(render)), start_(std::chrono::steady_clock::now()), terminal_(isatty(STDERR_FILENO)) {
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -44,6 +45,7 @@ StatusLine::~StatusLine() {
   }
   cv_.notify_all();
   thread_.join();
+  if (!terminal_) return;
   std::lock_guard out(stderr_mu);
   std::fprintf(stderr, "\r\033[K");
   std::fflush(stderr);
@@ -51,14 +53,19 @@ StatusLine::~StatusLine() {
 }
 
 void StatusLine::loop() {
+  const auto period = std::chrono::milliseconds(terminal_ ? 200 : 2000);
   std::unique_lock lk(mu_);
-  while (!cv_.wait_for(lk, std::chrono::milliseconds(200), [&] { return stop_; })) {
+  while (!cv_.wait_for(lk, period, [&] { return stop_; })) {
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
     const std::string text = render_(secs);
     std::lock_guard out(stderr_mu);
-    std::fprintf(stderr, "\r\033[K%s", text.c_str());
+    if (terminal_) {
+      std::fprintf(stderr, "\r\033[K%s", text.c_str());
+      status_shown = true;
+    } else {
+      std::fprintf(stderr, "%s\n", text.c_str());
+    }
     std::fflush(stderr);
-    status_shown = true;
   }
 }
 

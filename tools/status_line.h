@@ -22,7 +22,9 @@ std::string progress_bar(uint64_t done, uint64_t total, double seconds);
 void print_message(const std::string& line);
 
 // Redraws render(seconds since start) every 200 ms on its own thread; the destructor stops
-// it and clears the line, so whatever is printed next starts on a clean line.
+// it and clears the line, so whatever is printed next starts on a clean line. When stderr is
+// not a terminal (--progress into a log file), it writes a plain line every 2 s instead, with
+// no cursor controls.
 class StatusLine {
  public:
   using Render = std::function<std::string(double seconds)>;
@@ -38,6 +40,7 @@ class StatusLine {
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
+  bool terminal_;
   std::thread thread_;
 };
 
