@@ -79,6 +79,37 @@ class Mount:
         return False
 
 
+def resident_pages(path):
+    """(pages of PATH in the page cache, pages in all) by mincore(2), without reading the file:
+    a read through a FUSE mount would send a request for every page that is not resident."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
+    size = os.stat(path).st_size
+    page = os.sysconf("SC_PAGE_SIZE")
+    pages = (size + page - 1) // page
+    if pages == 0:
+        return 0, 0
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        PROT_READ, MAP_SHARED = 1, 1
+        addr = libc.mmap(None, size, PROT_READ, MAP_SHARED, fd, 0)
+        if addr in (None, ctypes.c_void_p(-1).value):
+            raise OSError(ctypes.get_errno(), f"mmap {path}")
+        try:
+            vec = ctypes.create_string_buffer(pages)
+            if libc.mincore(addr, size, vec) != 0:
+                raise OSError(ctypes.get_errno(), f"mincore {path}")
+            return sum(b & 1 for b in vec.raw), pages
+        finally:
+            libc.munmap(addr, size)
+    finally:
+        os.close(fd)
+
+
 def rand_bytes(rng, n, compressible):
     if compressible:
         words = [b"alpha", b"beta", b"gamma", b"delta", b"\n", b"squash", b"0123456789"]
