@@ -1,6 +1,7 @@
 #include "pipeline/data_pipeline.h"
 
 #include <algorithm>
+#include <array>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -267,6 +268,8 @@ class DataPipeline {
   void reader_loop() {
     DirectoryHandle dir;
     std::vector<size_t> batch;
+    std::array<SourceRead, kBatchUnits> pending;
+    std::array<Slot*, kBatchUnits> pending_slots{};
     for (;;) {
       batch.clear();
       {
@@ -285,9 +288,21 @@ class DataPipeline {
           batch.push_back(i);
         }
       }
+      // Start every read of the batch, then wait for those whose data was not cached: their
+      // I/O runs side by side (SourceRead).
+      size_t npending = 0;
       for (size_t i : batch) {
-        read_unit(dir, slots_[i % window_]);
-        slots_[i % window_].ready.store(true);
+        Slot& s = slots_[i % window_];
+        s.err = start_read(dir, s, pending[npending]);
+        if (s.err == SourceRead::kReadPending)
+          pending_slots[npending++] = &s;
+        else
+          s.ready.store(true);
+      }
+      for (size_t k = 0; k < npending; ++k) {
+        Slot& s = *pending_slots[k];
+        s.err = pending[k].finish(s.data, s.changed);
+        s.ready.store(true);
       }
       // Wake the sequencer once per batch, and only when it sleeps on a unit of this batch. Both
       // sides store, then load the other's flag (sequentially consistent), so one of them always
@@ -300,7 +315,8 @@ class DataPipeline {
     }
   }
 
-  void read_unit(DirectoryHandle& dir, Slot& s) {
+  // Returns 0, an errno value, or SourceRead::kReadPending (then `read` holds the open file).
+  int start_read(DirectoryHandle& dir, Slot& s, SourceRead& read) {
     const Unit& u = s.unit;
     s.changed.clear();
     const Node& n = node_of(u.file);
@@ -309,8 +325,8 @@ class DataPipeline {
     const int dirfd = dir.open(key, tree_.source_dirs[n.source], [&] {
       return n.parent == 0 ? std::string() : tree_.rel_path_of(tree_.nodes[n.parent]);
     });
-    s.err = dirfd < 0 ? errno
-                      : read_source_range(dirfd, tree_.name_cstr(n), u.offset, u.len, u.last, s.data, s.changed);
+    if (dirfd < 0) return errno;
+    return read.start(dirfd, tree_.name_cstr(n), u.offset, u.len, u.last, s.data, s.changed);
   }
 
   // ---- sequencer (main thread) ----

@@ -1,7 +1,10 @@
 #include "pipeline/source_reader.h"
 
 #include <fcntl.h>
+#include <sys/uio.h>
 #include <unistd.h>
+
+#include <atomic>
 
 #include <cerrno>
 #include <cstring>
@@ -48,12 +51,11 @@ int64_t read_at_most(int fd, uint8_t* buf, uint64_t len, uint64_t offset) {
 }
 }  // namespace
 
-int read_source_range(int dirfd, const char* name, uint64_t offset, uint64_t len, bool expect_eof,
-                      std::vector<uint8_t>& out, std::string& changed) {
-  Fd f{open_source(dirfd, name)};
-  if (f.fd < 0) return errno;
-  out.resize(len + (expect_eof ? 1 : 0));
-  int64_t n = read_at_most(f.fd, out.data(), out.size(), offset, len);
+namespace {
+// Checks what a read of [offset, offset+len) found (n bytes; len+1 were asked when expect_eof)
+// and trims `out` to the range. Returns 0: a changed file is reported through `changed`.
+int check_range_read(int64_t n, uint64_t offset, uint64_t len, bool expect_eof, std::vector<uint8_t>& out,
+                     std::string& changed) {
   if (n < 0) return int(-n);
   if (uint64_t(n) < len) {
     changed = "file shrank while being read (expected " + std::to_string(offset + len) + " bytes, found " +
@@ -63,6 +65,59 @@ int read_source_range(int dirfd, const char* name, uint64_t offset, uint64_t len
   }
   out.resize(len);
   return 0;
+}
+
+// Cleared for good the first time the kernel or filesystem refuses RWF_NOWAIT (EOPNOTSUPP on
+// filesystems without it, EINVAL before Linux 4.14): every read then simply blocks.
+std::atomic<bool> nowait_supported{true};
+}  // namespace
+
+SourceRead::~SourceRead() {
+  if (fd_ >= 0) close(fd_);
+}
+
+int SourceRead::start(int dirfd, const char* name, uint64_t offset, uint64_t len, bool expect_eof,
+                      std::vector<uint8_t>& out, std::string& changed) {
+  if (fd_ >= 0) close(fd_);
+  fd_ = open_source(dirfd, name);
+  if (fd_ < 0) return errno;
+  offset_ = offset;
+  len_ = len;
+  expect_eof_ = expect_eof;
+  done_ = 0;
+  out.resize(len + (expect_eof ? 1 : 0));
+  // One read that is answered from the page cache or not at all: on a warm tree this is the
+  // only read (the same one syscall as a plain pread), on a cold one the kernel has been asked
+  // to fetch the data and the caller goes on to start its other reads before waiting.
+  while (nowait_supported.load(std::memory_order_relaxed)) {
+    iovec iov{out.data(), out.size()};
+    ssize_t n = preadv2(fd_, &iov, 1, off_t(offset), RWF_NOWAIT);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EOPNOTSUPP || errno == EINVAL)) {
+      nowait_supported.store(false, std::memory_order_relaxed);
+      break;
+    }
+    if (n < 0 && errno != EAGAIN) return errno;
+    // A read that reaches len bytes is complete (a short one there is EOF, as below). A shorter
+    // one is ambiguous: EOF, or the rest is not cached yet; a blocking read settles it.
+    if (n >= 0 && uint64_t(n) >= len) return finish(out, changed, n);
+    done_ = n > 0 ? uint64_t(n) : 0;
+    posix_fadvise(fd_, off_t(offset + done_), off_t(out.size() - done_), POSIX_FADV_WILLNEED);
+    return kReadPending;
+  }
+  return finish(out, changed);
+}
+
+int SourceRead::finish(std::vector<uint8_t>& out, std::string& changed) {
+  int64_t n = read_at_most(fd_, out.data() + done_, out.size() - done_, offset_ + done_,
+                           len_ > done_ ? len_ - done_ : 0);
+  return finish(out, changed, n < 0 ? n : n + int64_t(done_));
+}
+
+int SourceRead::finish(std::vector<uint8_t>& out, std::string& changed, int64_t n) {
+  close(fd_);
+  fd_ = -1;
+  return check_range_read(n, offset_, len_, expect_eof_, out, changed);
 }
 
 int hash_source_file(const std::string& path, uint64_t expected_size, Hash128& out, std::string& changed) {

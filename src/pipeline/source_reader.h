@@ -12,10 +12,35 @@ namespace sqar {
 
 // Reads [offset, offset+len) of the file `name` in the directory open as `dirfd` (AT_FDCWD and
 // a path work too) into `out`. When `expect_eof` the file must end exactly there (one extra byte
-// is requested to notice growth). Returns 0 or an errno value; file-changed conditions are
-// reported through `changed` with a message.
-int read_source_range(int dirfd, const char* name, uint64_t offset, uint64_t len, bool expect_eof,
-                      std::vector<uint8_t>& out, std::string& changed);
+// is requested to notice growth). File-changed conditions are reported through `changed`.
+//
+// A reader starts the reads of a whole batch before it waits for any: start() completes a read
+// whose data is in the page cache (one non-blocking read, as cheap as a plain pread) and
+// otherwise asks the kernel to fetch it and returns kReadPending, keeping the file open for
+// finish(). With one blocking read at a time per thread a cold tree of small files kept the
+// disk nearly idle: 2 readers took 26 s for the ports set's data, 16 of them 4.5 s.
+class SourceRead {
+ public:
+  static constexpr int kReadPending = -1;
+
+  SourceRead() = default;
+  SourceRead(const SourceRead&) = delete;
+  SourceRead& operator=(const SourceRead&) = delete;
+  ~SourceRead();
+
+  // Returns 0 (done), an errno value, or kReadPending (call finish() with the same out/changed).
+  int start(int dirfd, const char* name, uint64_t offset, uint64_t len, bool expect_eof, std::vector<uint8_t>& out,
+            std::string& changed);
+  // Completes a pending read (blocking); returns 0 or an errno value.
+  int finish(std::vector<uint8_t>& out, std::string& changed);
+
+ private:
+  int finish(std::vector<uint8_t>& out, std::string& changed, int64_t bytes_read);
+
+  int fd_ = -1;
+  uint64_t offset_ = 0, len_ = 0, done_ = 0;
+  bool expect_eof_ = false;
+};
 
 // Keeps the directory of the files a reader thread is working through open, so each file is
 // opened relative to it: image order groups files by directory, and a full-path open walks
