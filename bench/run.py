@@ -46,6 +46,12 @@ CONFIGS = [("zstd-15", "zstd", 15), ("zstd-3", "zstd", 3), ("gzip-9", "gzip", 9)
 # The configuration whose images the extract and mount benchmarks read.
 READ_CONFIG = "zstd-3"
 
+
+def selected_configs():
+    """The create configurations this run measures (--configs; all by default)."""
+    wanted = ARGS.configs if ARGS and ARGS.configs else [c[0] for c in CONFIGS]
+    return [c for c in CONFIGS if c[0] in wanted]
+
 MODES = {
     # scale: gen_data.py --scale; runs: timed runs per tool; rand_seconds: duration of one
     # random-read run; timeout: per command.
@@ -389,7 +395,7 @@ def bench_create(ds, tools, args, mode):
     os.makedirs(work, exist_ok=True)
     plan = []  # (config label, tool, cmd)
     results = {}
-    for cfg in CONFIGS:
+    for cfg in selected_configs():
         results[cfg[0]] = {}
         for tool, cmd in create_commands(tools, cfg, ds.path, os.path.join(work, cfg[0] + "."), jobs).items():
             if cmd is None:
@@ -404,6 +410,8 @@ def bench_create(ds, tools, args, mode):
             if os.path.lexists(out):
                 os.unlink(out)
             os.sync()  # the previous run's write-back must not land in this run's time
+            if args.cold_create and not drop_caches():
+                raise SystemExit("--cold-create needs root (writes /proc/sys/vm/drop_caches)")
             try:
                 m = run_measured(cmd, mode["timeout"])
                 m.size = os.path.getsize(out)
@@ -451,7 +459,7 @@ def compute_limits(ds, tools, args):
     sample = os.path.join(WORK_DIR, f"{ds.name}.sample")
     ds.sample(sample, 32 << 20)
     limits = {}
-    for cfg in CONFIGS:
+    for cfg in selected_configs():
         try:
             speed, how = codec_speed(ds, cfg, tools, sample)
             limits[cfg[0]] = (ds.unique_bytes / (args.jobs * speed), speed, how)
@@ -774,7 +782,7 @@ def create_table(ds, results, limits):
     out = ["| config | tool | wall s | CPU s | peak RSS MiB | size MiB | sqar/peer wall | CPU | RSS | size |",
            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     notes = []
-    for cfg in CONFIGS:
+    for cfg in selected_configs():
         label = cfg[0]
         rows = results[label]
         stats = {}
@@ -867,6 +875,11 @@ def parse_args():
     p.add_argument("--sqarfs", help="sqarfs binary (default build/fuse/sqarfs)")
     p.add_argument("--gen-data", help="path of gen_data.py (default ../shared/bench/gen_data.py)")
     p.add_argument("--out", help="report file (default bench/results/YYYY-MM-DD-MODE.md)")
+    p.add_argument("--configs", default="", help="comma-separated create configurations (default all: "
+                   + ",".join(c[0] for c in CONFIGS) + ")")
+    p.add_argument("--cold-create", action="store_true",
+                   help="drop the page, dentry and inode caches before every create run (root): the source "
+                        "tree is read from disk, as when packing a tree nobody read lately")
     p.add_argument("--idle-wait", type=float, default=0, metavar="SECONDS",
                    help="before each mount operation, wait up to SECONDS for 1 s of idle CPUs (shared machines)")
     a = p.parse_args()
@@ -874,6 +887,10 @@ def parse_args():
     a.runs = a.runs if a.runs is not None else MODES[a.mode]["runs"]
     a.sets = [s for s in a.sets.split(",") if s]
     a.skip = set(s for s in a.skip.split(",") if s)
+    a.configs = [c for c in a.configs.split(",") if c]
+    for c in a.configs:
+        if c not in [k[0] for k in CONFIGS]:
+            p.error(f"unknown configuration '{c}' (choose from {', '.join(k[0] for k in CONFIGS)})")
     for s in a.sets:
         if s not in ("log", "movie", "ports"):
             p.error(f"unknown data set '{s}' (choose from log, movie, ports)")
@@ -901,14 +918,19 @@ def main():
               f"Command: `python3 bench/run.py --{args.mode} --sets {','.join(args.sets)} --runs {args.runs}"
               + (f" --scale {args.scale:g}" if args.scale else "")
               + (f" --skip {','.join(sorted(args.skip))}" if args.skip else "")
+              + (f" --configs {','.join(args.configs)}" if args.configs else "")
+              + (" --cold-create" if args.cold_create else "")
               + (f" --idle-wait {args.idle_wait:g}" if args.idle_wait else "") + "`", "",
               machine_description(tools), "",
               "Method: every tool runs once as a warm-up (its output is then unpacked with unsquashfs or tar "
               "and compared with the source tree: paths, types, permissions, sizes, content hashes, link "
               f"targets), then {args.runs} timed runs, interleaved round-robin across tools. Numbers are "
               "medians. Wall time and user+sys CPU (child and its descendants) come from wait4(); peak RSS "
-              "(largest single process) from GNU time's %M. Create and extract run with a warm page cache "
-              f"(`sync` before each run, output not fsynced). Every tool gets {args.jobs} cores "
+              "(largest single process) from GNU time's %M. "
+              + ("Create runs with a cold cache (`sync`, then page, dentry and inode caches dropped before "
+                 "every run: the source tree is read from disk); extract with a warm one "
+                 if args.cold_create else "Create and extract run with a warm page cache ")
+              + f"(`sync` before each run, output not fsynced). Every tool gets {args.jobs} cores "
               f"(`-processors`, `-j`, `-T0`/`pigz -p`); block size {BLOCK_SIZE // 1024} KiB. "
               "Ratios are sqar/peer: below 1 means sqar is smaller or faster, except for random reads/s "
               "where above 1 means sqarfs is faster. Image sizes include padding (and sqar's manifest trailer).", ""]
