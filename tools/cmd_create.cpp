@@ -121,7 +121,7 @@ void print_json(const CreateOptions& opt, const CreateStats& s) {
       "\"dedup_files\":%llu,\"dedup_bytes\":%llu,\"tail_dedup_bytes\":%llu,\"codec_input_bytes\":%llu,"
       "\"blocks_compressed\":%llu,\"blocks_raw\":%llu,\"blocks_incompressible\":%llu,\"blocks_sparse\":%llu,"
       "\"fragments\":%llu,\"xattr_sets\":%llu,\"seconds\":%.3f,\"scan_seconds\":%.3f,\"data_seconds\":%.3f,"
-      "\"metadata_seconds\":%.3f}\n",
+      "\"metadata_seconds\":%.3f,\"scan_listers\":%u}\n",
       json_escape(opt.image).c_str(), codec_name(opt.codec.id), opt.codec.level, opt.codec.block_size, opt.threads,
       (unsigned long long)s.entries, (unsigned long long)s.files, (unsigned long long)s.directories,
       (unsigned long long)s.symlinks, (unsigned long long)s.hardlinks, (unsigned long long)s.devices,
@@ -132,7 +132,7 @@ void print_json(const CreateOptions& opt, const CreateStats& s) {
       (unsigned long long)d.codec_input_bytes, (unsigned long long)d.blocks_compressed,
       (unsigned long long)d.blocks_raw, (unsigned long long)d.blocks_incompressible,
       (unsigned long long)d.blocks_sparse, (unsigned long long)d.fragments, (unsigned long long)s.xattr_sets,
-      s.seconds, s.scan_seconds, s.data_seconds, s.metadata_seconds);
+      s.seconds, s.scan_seconds, s.data_seconds, s.metadata_seconds, s.scan_listers);
 }
 
 int usage_error(const std::string& msg) {

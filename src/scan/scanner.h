@@ -20,11 +20,15 @@ struct ScanOptions {
   bool xattrs = true;
   bool skip_unreadable = false;
   unsigned threads = 1;  // directories listed in parallel; the tree is the same for any count
+  // Listers added while listing waits on the disk (a tree not in the cache), up to this many
+  // in all; 0 or less than `threads`: never more than `threads`.
+  unsigned max_threads = 0;
   // Inodes (st_dev, st_ino) to leave out wherever they are found: the image being written (and
   // the one it replaces), when they lie inside a source, must not be packed into it.
   std::vector<std::pair<dev_t, ino_t>> skip_inodes;
   std::function<void(const std::string&)> warn;  // receives "PATH: cause" warnings
   std::atomic<uint64_t>* entries_seen = nullptr;  // progress counter, may be null
+  unsigned* listers_peak = nullptr;  // receives the most listers that worked at once, may be null
 };
 
 // Throws sqar::Error naming the path and the cause on the first fatal problem.

@@ -50,6 +50,7 @@ struct CreateStats {
   uint64_t xattr_sets = 0;
   double seconds = 0;
   double scan_seconds = 0, data_seconds = 0, metadata_seconds = 0;  // where the time went
+  unsigned scan_listers = 0;  // most directory listers at once (more while the disk kept them waiting)
 };
 
 CreateStats create_image(CreateOptions opt, CreateProgress* progress = nullptr);
