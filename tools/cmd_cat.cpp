@@ -36,10 +36,11 @@ const char kHelp[] =
 reader::Inode resolve_file(reader::Image& image, std::string path) {
   for (int hops = 0; hops <= 40; ++hops) {
     auto ino = image.resolve_path(path);
-    if (!ino) throw Error(path + ": not found in the image");
+    const std::string shown = path.empty() ? "/" : path;  // the root normalizes to ""
+    if (!ino) throw Error(shown + ": not found in the image");
     if (ino->is_regular()) return *ino;
-    if (ino->is_dir()) throw Error(path + ": is a directory");
-    if (!ino->is_symlink()) throw Error(path + ": is not a regular file");
+    if (ino->is_dir()) throw Error(shown + ": is a directory");
+    if (!ino->is_symlink()) throw Error(shown + ": is not a regular file");
     std::string target = image.read_symlink(*ino);
     if (!target.empty() && target[0] == '/') {
       path = normalize_image_path(target);

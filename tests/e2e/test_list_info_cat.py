@@ -117,6 +117,7 @@ def test_cat():
         if p.stdout != b"hello world\n" * 2:
             raise AssertionError(f"cat through a symlink: {p.stdout!r}")
         p = expect_fail(["cat", img, "nope", "dup"], 1, img, "nope: not found", "dup: is a directory")
+        expect_fail(["cat", img, "/"], 1, img, ": /: is a directory")  # the root is named, not ""
         expect_fail(["cat", img], 2, "need IMAGE")
         log("ok: cat prints content, follows symlinks, names bad paths")
 
