@@ -117,6 +117,9 @@ def test_directory_loop():
         with open(img, "wb") as f:
             f.write(data)
         refuse(d, img, "loop")
+        # diff walks the image beside the source tree, and must stop at the loop too.
+        expect_fail(["diff", img, f"{d}/src"], 2, img, "loop")
+        log("ok: diff refuses the loop")
 
 
 if __name__ == "__main__":

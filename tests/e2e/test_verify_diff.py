@@ -1,9 +1,11 @@
 """sqar verify and sqar diff agree with reality: clean images pass, a flipped byte in a data
 block makes verify fail naming the file, and diff reports exactly the changes made to a tree."""
 import os
+import shutil
+import stat
 
 from clitest import expect_fail, mksquashfs, sqar, sqar_create_works
-from sqartest import log, main, make_full_tree, pseudo_random, run, tempdir, write
+from sqartest import log, main, make_full_tree, need_root, pseudo_random, run, tempdir, write
 
 TEXT = b"".join(b"line %d of a log file with some words\n" % i for i in range(30000))
 
@@ -149,6 +151,59 @@ def test_diff():
         expect_fail(["diff", img], 2, "need IMAGE and DIR")
 
 
+def test_diff_subtrees_types_links_devices():
+    """Whole subtrees on one side only, a directory that became a file and back, hard links,
+    a device's numbers: every line exactly, in path order ('a-c' sorts before 'a/b')."""
+    need_root()
+    with tempdir() as d:
+        src = f"{d}/src"
+        write(f"{src}/a/b/c", b"c")
+        write(f"{src}/a/x", b"x")
+        write(f"{src}/a-c", b"same size")
+        write(f"{src}/gone/sub/f", b"f")
+        write(f"{src}/t", b"t")
+        write(f"{src}/h1", b"linked")
+        os.link(f"{src}/h1", f"{src}/h2")
+        os.mknod(f"{src}/null", 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+        os.chmod(f"{src}/null", 0o666)  # mknod's mode passes through the umask
+        img = f"{d}/img.sqfs"
+        mksquashfs(src, img, "-comp", "gzip")
+        p = sqar("diff", img, src, check=False)
+        if p.returncode != 0 or p.stdout:
+            raise AssertionError(f"diff of an image and its own source: exit {p.returncode}\n{p.stdout}{p.stderr}")
+        shutil.rmtree(f"{src}/a/b")
+        write(f"{src}/a/b", b"now a file")
+        write(f"{src}/a-c", b"SAME size")
+        shutil.rmtree(f"{src}/gone")
+        write(f"{src}/fresh/deep/f", b"new")
+        os.unlink(f"{src}/t")
+        write(f"{src}/t/in", b"in")
+        os.chmod(f"{src}/h1", 0o600)
+        os.unlink(f"{src}/null")
+        os.mknod(f"{src}/null", 0o666 | stat.S_IFCHR, os.makedev(1, 5))
+        os.chmod(f"{src}/null", 0o666)
+        p = sqar("diff", "--no-times", img, src, check=False)
+        want = [
+            "M a-c: content differs",
+            "M a/b: type dir != file",
+            "- a/b/c",
+            "+ fresh",
+            "+ fresh/deep",
+            "+ fresh/deep/f",
+            "- gone",
+            "- gone/sub",
+            "- gone/sub/f",
+            "M h1: mode 0644 != 0600",
+            "M h2: mode 0644 != 0600",
+            "M null: rdev 1,3 != 1,5",
+            "M t: type file != dir",
+            "+ t/in",
+        ]
+        if p.returncode != 1 or p.stdout.splitlines() != want:
+            raise AssertionError(f"diff exit {p.returncode}, want:\n" + "\n".join(want) + f"\ngot:\n{p.stdout}{p.stderr}")
+        log("ok: subtrees on one side, type changes, hard links and devices, in path order")
+
+
 def test_diff_after_extract_roundtrip():
     with tempdir() as d:
         src = make_full_tree(f"{d}/src")
@@ -167,4 +222,5 @@ def test_diff_after_extract_roundtrip():
 
 if __name__ == "__main__":
     main([test_verify_clean_images, test_verify_flipped_data_byte_mksquashfs, test_verify_flipped_data_byte_sqar,
-          test_verify_progress_and_errors_on_a_terminal, test_verify_bad_manifest, test_diff, test_diff_after_extract_roundtrip])
+          test_verify_progress_and_errors_on_a_terminal, test_verify_bad_manifest, test_diff, test_diff_subtrees_types_links_devices,
+          test_diff_after_extract_roundtrip])
