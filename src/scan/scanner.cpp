@@ -242,6 +242,10 @@ class Scanner {
     stop_workers(workers);
     if (opt_.listers_peak) *opt_.listers_peak = peak_listers_;
     collect_files();
+    // The name pool grew by doubling; up to half of it is slack that would stay resident for
+    // the whole build (it is allocated with mmap, so the copy's old buffer is returned at once).
+    tree_.names.shrink_to_fit();
+    tree_.files.shrink_to_fit();
     return std::move(tree_);
   }
 

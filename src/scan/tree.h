@@ -4,13 +4,14 @@
 #include <sys/types.h>
 
 #include <cstdint>
-#include <deque>
 #include <ranges>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
+
+#include "scan/chunked_array.h"
 
 namespace sqar {
 
@@ -58,9 +59,9 @@ static_assert(sizeof(Node) == 56, "Node grew: it is multiplied by 10^5..10^7 ent
 // Kept lean: a tree of 10^5..10^7 entries lives in memory for the whole build, so rare
 // attributes (symlink targets, xattrs) sit in side tables and paths are derived, not stored.
 struct Tree {
-  // A deque, not a vector: growing it never copies, so the scan does not briefly hold the
-  // tree twice (that doubled peak RSS on 270k entries).
-  std::deque<Node> nodes;        // nodes[0] is the root directory
+  // Chunked, not a vector: growing it never copies, so the scan does not briefly hold the
+  // tree twice (that doubled peak RSS on 270k entries); see ChunkedArray for why not a deque.
+  ChunkedArray<Node> nodes;      // nodes[0] is the root directory
   std::string names{'\0'};       // all entry names, each followed by a NUL; offset 0 is ""
 
   std::vector<std::string> source_dirs;  // per SOURCE: the directory its entries are found in

@@ -51,7 +51,8 @@ uint16_t block_log(uint32_t bs) {
 }
 
 void count_entries(const Tree& tree, CreateStats& s) {
-  for (const Node& n : tree.nodes) {
+  for (size_t i = 0; i < tree.nodes.size(); ++i) {
+    const Node& n = tree.nodes[i];
     if (n.omitted) continue;
     ++s.entries;
     if (n.link_target != kNoNode) {
@@ -99,6 +100,10 @@ CreateStats create_image(CreateOptions opt, CreateProgress* progress) {
   if (progress) scan.entries_seen = &progress->entries;
   scan.listers_peak = &stats.scan_listers;
   Tree tree = scan_sources(scan);
+  // The scan's listings and per-directory tasks are freed now; hand their pages back before
+  // the data phase allocates its own. Ports set, zstd-15: peak RSS 53.6-55.9 MB without this,
+  // 47.4 MB with it (the tree's nodes sit in large chunks, so the freed memory is whole pages).
+  malloc_trim(0);
   auto since = [](auto t) { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count(); };
   stats.scan_seconds = since(t0);
   // Superblock placeholder and the compressor options block come first; data follows.
