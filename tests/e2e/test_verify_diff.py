@@ -3,6 +3,7 @@ block makes verify fail naming the file, and diff reports exactly the changes ma
 import os
 import shutil
 import stat
+import struct
 
 from clitest import expect_fail, mksquashfs, sqar, sqar_create_works
 from sqartest import log, main, make_full_tree, need_root, pseudo_random, run, tempdir, write
@@ -99,6 +100,32 @@ def test_verify_bad_manifest():
         flip(img, manifest_at + 40 + 4 + 3)  # a byte of the first entry's hash
         expect_fail(["verify", img], 1, img, "manifest")
         log("ok: a damaged manifest trailer fails verify")
+
+
+def test_verify_export_table_mismatch():
+    """Swapped export table entries (inode number -> inode) are named by the files they affect;
+    the image is otherwise sound, so nothing else is reported."""
+    with tempdir() as d:
+        src = f"{d}/src"
+        for name in ("a", "b", "c"):
+            write(f"{src}/{name}", name.encode())
+        img = f"{d}/img.sqfs"
+        mksquashfs(src, img, "-noI", "-noD", "-noF", "-noX")  # metadata stored uncompressed
+        with open(img, "rb") as f:
+            data = bytearray(f.read())
+        inode_count = struct.unpack_from("<I", data, 4)[0]
+        export_table = struct.unpack_from("<Q", data, 88)[0]  # superblock: export_table_start
+        block = struct.unpack_from("<Q", data, export_table)[0]
+        header = struct.unpack_from("<H", data, block)[0]
+        if not header & 0x8000 or (header & 0x7FFF) != 8 * inode_count:
+            raise AssertionError(f"expected one uncompressed export block of {inode_count} refs, header {header:#x}")
+        first, second = struct.unpack_from("<QQ", data, block + 2)
+        struct.pack_into("<QQ", data, block + 2, second, first)  # inodes 1 and 2 trade places
+        with open(img, "wb") as f:
+            f.write(data)
+        p = expect_fail(["verify", img], 1, img, "export table entry of inode 1 points elsewhere",
+                        "export table entry of inode 2 points elsewhere", "2 problems found")
+        log(f"ok: verify names the swapped export entries: {p.stderr.splitlines()[0]}")
 
 
 def test_diff():
@@ -222,5 +249,5 @@ def test_diff_after_extract_roundtrip():
 
 if __name__ == "__main__":
     main([test_verify_clean_images, test_verify_flipped_data_byte_mksquashfs, test_verify_flipped_data_byte_sqar,
-          test_verify_progress_and_errors_on_a_terminal, test_verify_bad_manifest, test_diff, test_diff_subtrees_types_links_devices,
+          test_verify_progress_and_errors_on_a_terminal, test_verify_bad_manifest, test_verify_export_table_mismatch, test_diff, test_diff_subtrees_types_links_devices,
           test_diff_after_extract_roundtrip])
