@@ -27,9 +27,30 @@ namespace {
 using reader::FileKind;
 using reader::Inode;
 
+// What planning and setting metadata need of an inode. The full reader::Inode (block list,
+// symlink target, directory fields: ~220 bytes and two vectors) is read again from the
+// metadata cache only where content, a symlink target or xattrs are written, so memory per
+// entry stays small: a full Inode per entry made extracting 270k entries take 180 MB.
+struct InodeSummary {
+  reader::InodeRef ref = 0;
+  uint64_t size = 0;
+  uint32_t mode = 0, uid = 0, gid = 0, mtime = 0;
+  uint32_t inode_number = 0, nlink = 1;
+  uint32_t rdev_major = 0, rdev_minor = 0;
+  uint32_t xattr_index = 0xFFFFFFFF;
+  FileKind kind = FileKind::regular;
+
+  explicit InodeSummary(const Inode& i)
+      : ref(i.ref), size(i.size), mode(i.mode), uid(i.uid), gid(i.gid), mtime(i.mtime), inode_number(i.inode_number),
+        nlink(i.nlink), rdev_major(i.rdev_major), rdev_minor(i.rdev_minor), xattr_index(i.xattr_index), kind(i.kind) {}
+  bool is_dir() const { return kind == FileKind::directory; }
+  bool is_regular() const { return kind == FileKind::regular; }
+  bool is_symlink() const { return kind == FileKind::symlink; }
+};
+
 struct Item {
   std::string path;  // relative to the root; "" is the root
-  Inode inode;
+  InodeSummary inode;
   int64_t parent = -1;
   int64_t link_to = -1;  // earlier item with the same inode: becomes a hard link
   int64_t dir_slot = -1;  // directories: index into the directory states
@@ -93,7 +114,7 @@ class Extractor {
     // address space.)
     items_.reserve(std::min<size_t>(img_.super().inode_count, size_t(1) << 20));
     img_.walk([&](const std::string& path, const Inode& inode) {
-      Item it{path, inode};
+      Item it{path, InodeSummary(inode)};
       if (!path.empty()) {
         auto parent = split_parent(path).first;
         while (!open_dirs.empty() && items_[size_t(open_dirs.back())].path != parent) open_dirs.pop_back();
@@ -203,7 +224,7 @@ class Extractor {
   // Directories get their final permission bits at mkdir when the owner can still write into
   // them and there are no special bits (the kernel drops set-gid at mkdir; chown would need
   // to come first); the umask is 0 while we run. Otherwise 0700 until finish_dirs.
-  static bool dir_mode_at_create(const Inode& ino) { return !(ino.mode & 07000) && (ino.mode & 0700) == 0700; }
+  static bool dir_mode_at_create(const InodeSummary& ino) { return !(ino.mode & 07000) && (ino.mode & 0700) == 0700; }
 
   // Creates directory `it` in `dfd` (its parent, state `parent`) and publishes its state.
   void make_dir(int dfd, const Item& it, const DirState& parent) {
@@ -380,7 +401,7 @@ class Extractor {
 
   // Without root, a directory we could not open (and so not reach its subdirectories
   // through) once its final mode is set gets that mode at the very end.
-  bool needs_late_finish(const Inode& ino) const { return euid_ != 0 && (ino.mode & 0500) != 0500; }
+  bool needs_late_finish(const InodeSummary& ino) const { return euid_ != 0 && (ino.mode & 0500) != 0500; }
   static constexpr size_t kMaxBatch = 256;  // keeps one huge directory spread over threads
 
   // Creates a regular file (never following a symlink at its name); --overwrite replaces
@@ -420,7 +441,7 @@ class Extractor {
     std::string why;
     if (!sf.failed) {
       try {
-        write_content(fd, it.inode, t.from, t.to);
+        write_content(fd, img_.read_inode(it.inode.ref), t.from, t.to);
       } catch (const std::exception& e) {
         report = !sf.failed.exchange(true);
         why = e.what();
@@ -447,11 +468,12 @@ class Extractor {
   }
 
   void write_entry(int dfd, const Item& it, const DirState& dir) {
-    const Inode& ino = it.inode;
+    const InodeSummary& ino = it.inode;
     if (ino.is_regular()) {
       int fd = create_file(dfd, it);
       try {
-        if (write_content(fd, ino, 0, ino.size) < ino.size && ::ftruncate(fd, off_t(ino.size)) != 0)
+        if (ino.size > 0 && write_content(fd, img_.read_inode(ino.ref), 0, ino.size) < ino.size &&
+            ::ftruncate(fd, off_t(ino.size)) != 0)
           sys_fail("truncate");
         set_meta_fd(fd, it, owned_when_new(ino, dir), mode_at_create(ino));
       } catch (...) {
@@ -464,7 +486,8 @@ class Extractor {
     std::string name(split_parent(it.path).second);
     auto create = [&]() -> int {
       switch (ino.kind) {
-        case FileKind::symlink: return ::symlinkat(img_.read_symlink(ino).c_str(), dfd, name.c_str());
+        case FileKind::symlink:
+          return ::symlinkat(img_.read_symlink(img_.read_inode(ino.ref)).c_str(), dfd, name.c_str());
         case FileKind::block_device:
           return ::mknodat(dfd, name.c_str(), S_IFBLK | 0600, makedev(ino.rdev_major, ino.rdev_minor));
         case FileKind::char_device:
@@ -513,14 +536,14 @@ class Extractor {
 
   void set_xattrs(const Item& it, const std::function<int(const char*, const std::string&)>& set) {
     if (!has_xattrs(it)) return;
-    for (const auto& [key, value] : img_.xattrs(it.inode))
+    for (const auto& [key, value] : img_.xattrs(img_.read_inode(it.inode.ref, /*with_blocks=*/false)))
       if (set(key.c_str(), value) != 0)
         warn(it.path.empty() ? "." : it.path, "cannot set xattr " + key + ": " + strerror(errno));
   }
 
   // A new entry already belongs to us, and to our group unless its directory is set-gid:
   // then the chown can be skipped (root extracting root's files never needs one).
-  bool owned_when_new(const Inode& ino, const DirState& dir) const {
+  bool owned_when_new(const InodeSummary& ino, const DirState& dir) const {
     return !dir.setgid && ino.uid == euid_ && ino.gid == egid_;
   }
 
@@ -528,12 +551,12 @@ class Extractor {
   // run) unless they have set-id bits (a chown or a write could clear them): that saves an
   // fchmod per file (per-file syscalls dominate extracting many small files). Otherwise
   // 0600 until the final mode is set.
-  static bool mode_at_create(const Inode& ino) { return !(ino.mode & 07000); }
-  static mode_t create_mode(const Inode& ino) { return mode_at_create(ino) ? mode_t(ino.mode & 0777) : 0600; }
+  static bool mode_at_create(const InodeSummary& ino) { return !(ino.mode & 07000); }
+  static mode_t create_mode(const InodeSummary& ino) { return mode_at_create(ino) ? mode_t(ino.mode & 0777) : 0600; }
 
   // Owner first (chown clears set-id bits), then xattrs, mode, and the mtime last.
   void set_meta_fd(int fd, const Item& it, bool owned, bool mode_set) {
-    const Inode& ino = it.inode;
+    const InodeSummary& ino = it.inode;
     if (opt_.same_owner && !owned && ::fchown(fd, ino.uid, ino.gid) != 0) sys_fail("chown");
     if (has_xattrs(it))
       set_xattrs(it, [&](const char* k, const std::string& v) { return ::fsetxattr(fd, k, v.data(), v.size(), 0); });
@@ -543,7 +566,7 @@ class Extractor {
   }
 
   void set_meta_at(int dfd, const std::string& name, const Item& it, bool owned) {
-    const Inode& ino = it.inode;
+    const InodeSummary& ino = it.inode;
     if (opt_.same_owner && !owned && ::fchownat(dfd, name.c_str(), ino.uid, ino.gid, AT_SYMLINK_NOFOLLOW) != 0)
       sys_fail("chown");
     // No fd-based call sets xattrs on a symlink or device; /proc/self/fd/N/NAME resolves the
@@ -649,7 +672,7 @@ class Extractor {
   // By name in its parent dfd: a directory we made with its final mode and owner needs just
   // one utimensat.
   void finish_dir_at(int dfd, const std::string& name, const Item& it) {
-    const Inode& ino = it.inode;
+    const InodeSummary& ino = it.inode;
     auto [owned, mode_set] = dir_owned_mode_set(it);
     if (!mode_set || has_xattrs(it)) {
       int fd = ::openat(dfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
