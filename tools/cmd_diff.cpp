@@ -14,7 +14,8 @@ namespace {
 const char kHelp[] =
     "Usage: sqar diff [OPTIONS] IMAGE DIR\n"
     "\n"
-    "Compare IMAGE with the tree at DIR and print one line per difference, sorted by path:\n"
+    "Compare IMAGE with the tree at DIR (DIR may be a symlink to it; no symlink below DIR is\n"
+    "followed) and print one line per difference, sorted by path:\n"
     "  - PATH                  only in the image\n"
     "  + PATH                  only in the directory\n"
     "  M PATH: WHAT A != B     in both but different; A is the image's value, B the directory's\n"

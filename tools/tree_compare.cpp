@@ -88,6 +88,7 @@ bool same_content(reader::Image& image, reader::InodeRef ref, DirStack& dirs, co
 
 class TreeComparer {
  public:
+  // root ends with '/'.
   TreeComparer(reader::Image& image, const Tree& tree, const std::string& root, const CompareOptions& opt)
       : image_(image), tree_(tree), root_(root), opt_(opt) {}
 
@@ -257,7 +258,7 @@ class TreeComparer {
     parallel_for(content_checks_.size(), workers, [&](size_t i, unsigned w) {
       const ContentCheck& c = content_checks_[i];
       try {
-        if (!same_content(image_, c.ref, *dirs[w], c.path, root_ + "/" + c.path)) {
+        if (!same_content(image_, c.ref, *dirs[w], c.path, root_ + c.path)) {
           std::lock_guard lock(mu);
           found.push_back({c.path, "M " + c.path + ": content differs"});
         }
@@ -284,10 +285,14 @@ class TreeComparer {
 
 CompareResult compare_image_with_tree(reader::Image& image, const std::string& root, const CompareOptions& opt) {
   struct stat st;
-  if (::lstat(root.c_str(), &st) != 0) throw Error(errno_message(root, errno));
+  if (::stat(root.c_str(), &st) != 0) throw Error(errno_message(root, errno));
   if (!S_ISDIR(st.st_mode)) throw Error(root + ": not a directory");
+  // DIR may be a symlink to a directory, as users name trees (`diff img /srv/current`); a
+  // trailing slash makes the scanner and the opens below follow it. Nothing below DIR is
+  // ever followed.
+  const std::string dir = root.back() == '/' ? root : root + "/";
   ScanOptions scan;
-  scan.sources = {root};
+  scan.sources = {dir};
   scan.xattrs = opt.xattrs;
   // As in `sqar create`: listing is system calls, so two listers per core, and more while the
   // listings wait on the disk.
@@ -296,7 +301,7 @@ CompareResult compare_image_with_tree(reader::Image& image, const std::string& r
   // No warnings: xattrs SquashFS cannot store (system.*: ACLs and the like) are left out of
   // the comparison on purpose, as no image can hold them.
   const Tree tree = scan_sources(scan);
-  return TreeComparer(image, tree, root, opt).run();
+  return TreeComparer(image, tree, dir, opt).run();
 }
 
 }  // namespace sqar::cli

@@ -137,6 +137,11 @@ def test_diff():
         if p.returncode != 0 or p.stdout:
             raise AssertionError(f"diff of an image and its own source: exit {p.returncode}\n{p.stdout}{p.stderr}")
         log("ok: an image and its source tree do not differ")
+        os.symlink(src, f"{d}/current")  # DIR named through a symlink, as in /srv/current
+        p = sqar("diff", img, f"{d}/current", check=False)
+        if p.returncode != 0 or p.stdout:
+            raise AssertionError(f"diff through a symlink to the tree: exit {p.returncode}\n{p.stdout}{p.stderr}")
+        log("ok: DIR may be a symlink to the tree")
         os.chmod(f"{src}/text.log", 0o600)
         with open(f"{src}/random.bin", "r+b") as f:   # same size, other content
             f.seek(1000)
