@@ -52,6 +52,9 @@ bool Filesystem::NodeCache<T>::insert(uint64_t key, std::shared_ptr<T> node, siz
   if (bytes > per_shard_) return false;
   Shard& s = shards_[key % kShards];
   std::lock_guard lock(s.mu);
+  // Buckets for a full shard on first use, not at mount: the 32 x 2 tables are 2 MiB, which
+  // cost ~1.5 ms of every mount (see NodeCache).
+  if (s.map.empty() && s.bytes == 0) s.map.reserve(std::min<size_t>(per_shard_ / 256, 4096));
   if (auto it = s.map.find(key); it != s.map.end()) {
     s.bytes -= it->second.second;
     s.map.erase(it);

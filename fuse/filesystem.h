@@ -57,11 +57,10 @@ class Filesystem {
   template <class T>
   class NodeCache {
    public:
-    // Buckets for a full shard up front: growing the tables rehashed ~3% of the CPU of a
-    // read-everything run (nodes ~256 bytes; 4096 per shard is the cost of 1 MiB).
-    explicit NodeCache(size_t budget_bytes) : per_shard_(budget_bytes / kShards) {
-      for (Shard& s : shards_) s.map.reserve(std::min<size_t>(per_shard_ / 256, 4096));
-    }
+    // A shard reserves buckets for its full budget on its first insert: growing the tables
+    // rehashed ~3% of the CPU of a read-everything run (nodes ~256 bytes; 4096 buckets per
+    // shard cost 32 KiB).
+    explicit NodeCache(size_t budget_bytes) : per_shard_(budget_bytes / kShards) {}
     std::shared_ptr<T> find(uint64_t key);
     // False when the node alone exceeds a shard's budget (nothing is cached then).
     bool insert(uint64_t key, std::shared_ptr<T> node, size_t bytes);

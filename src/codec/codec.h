@@ -55,8 +55,4 @@ std::vector<uint8_t> encode_codec_options(const CodecConfig& cfg);
 // Parses an options block read from an image; throws sqar::Error on invalid options.
 void decode_codec_options(CodecConfig& cfg, const uint8_t* data, size_t len);
 
-// Cheap test for data that will not compress (random, already compressed): lets the
-// pipeline store such blocks raw without spending the real codec's CPU on them.
-bool looks_incompressible(const uint8_t* data, size_t len);
-
 }  // namespace sqar

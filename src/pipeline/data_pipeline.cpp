@@ -1,4 +1,5 @@
 #include "pipeline/data_pipeline.h"
+#include "pipeline/incompressible.h"
 
 #include <algorithm>
 #include <array>

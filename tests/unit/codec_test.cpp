@@ -1,4 +1,5 @@
 #include "codec/codec.h"
+#include "pipeline/incompressible.h"
 
 #include <gtest/gtest.h>
 

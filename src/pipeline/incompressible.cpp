@@ -1,0 +1,39 @@
+#include "pipeline/incompressible.h"
+
+#include <lz4.h>
+
+#include <array>
+#include <cmath>
+#include <vector>
+
+namespace sqar {
+
+bool looks_incompressible(const uint8_t* data, size_t len) {
+  if (len < 4096) return false;
+  // Order-0 entropy first: text, logs and most binaries are far below 8 bits/byte.
+  std::array<uint32_t, 256 * 4> hist{};
+  size_t i = 0;
+  for (; i + 4 <= len; i += 4) {
+    ++hist[data[i]];
+    ++hist[256 + data[i + 1]];
+    ++hist[512 + data[i + 2]];
+    ++hist[768 + data[i + 3]];
+  }
+  for (; i < len; ++i) ++hist[data[i]];
+  double entropy = 0;
+  for (int b = 0; b < 256; ++b) {
+    uint32_t c = hist[b] + hist[256 + b] + hist[512 + b] + hist[768 + b];
+    if (c) {
+      double p = double(c) / double(len);
+      entropy -= p * std::log2(p);
+    }
+  }
+  if (entropy < 7.9) return false;
+  // High byte entropy can still hide long repeats; a fast LZ4 pass finds those cheaply.
+  thread_local std::vector<char> scratch;
+  scratch.resize(size_t(LZ4_compressBound(int(len))));
+  int n = LZ4_compress_default(reinterpret_cast<const char*>(data), scratch.data(), int(len), int(scratch.size()));
+  return n <= 0 || size_t(n) > len - len / 32;
+}
+
+}  // namespace sqar
