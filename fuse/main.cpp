@@ -15,6 +15,7 @@
 #include "common/error.h"
 #include "filesystem.h"
 #include "log.h"
+#include "request_loop.h"
 
 using namespace sqar;
 using namespace sqar::fuse;
@@ -53,7 +54,7 @@ int main(int argc, char** argv) {
   std::string image_path = realpath(o.image.c_str(), resolved) ? std::string(resolved) : o.image;
   std::unique_ptr<Filesystem> fs;
   try {
-    auto image = reader::Image::open(image_path, {.offset = o.offset, .cache_bytes = o.cache_bytes});
+    auto image = reader::Image::open(image_path, {.offset = o.offset, .cache_bytes = o.cache_bytes, .before_block_load = yield_listener_role});
     fs = std::make_unique<Filesystem>(std::move(image), o);
   } catch (const Error& e) {
     fprintf(stderr, "sqarfs: %s\n", e.what());
@@ -84,7 +85,7 @@ int main(int argc, char** argv) {
     fprintf(stderr, "sqarfs: cannot create the FUSE session (bad mount options?)\n");
     return 1;
   }
-  int ret = 1;
+  int ret = 0;
   if (fuse_set_signal_handlers(se) != 0) {
     fuse_session_destroy(se);
     return 1;
@@ -104,19 +105,21 @@ int main(int argc, char** argv) {
   if (!o.foreground) log_to_syslog(true);
 
   fs->start_background_threads(se);
-  if (o.single_thread) {
-    ret = fuse_session_loop(se);
+  if (o.spin.count() > 0) {
+    ret = run_request_loop(se, o.single_thread ? 1 : o.threads, o.spin);
+  } else if (o.single_thread) {  // spin=0: libfuse's own loops, threads sleep in read()
+    ret = fuse_session_loop(se) < 0 ? 1 : 0;
   } else {
     fuse_loop_config* cfg = fuse_loop_cfg_create();
     fuse_loop_cfg_set_max_threads(cfg, o.threads);
     fuse_loop_cfg_set_idle_threads(cfg, o.threads);
     fuse_loop_cfg_set_clone_fd(cfg, 1);
-    ret = fuse_session_loop_mt(se, cfg);
+    ret = fuse_session_loop_mt(se, cfg) < 0 ? 1 : 0;  // > 0: the signal that ended it
     fuse_loop_cfg_destroy(cfg);
   }
   fs->stop_background_threads();
   fuse_session_unmount(se);
   fuse_remove_signal_handlers(se);
   fuse_session_destroy(se);
-  return ret < 0 ? 1 : 0;  // a positive value is the signal that ended the loop
+  return ret;
 }

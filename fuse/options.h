@@ -5,6 +5,7 @@
 // forwarded to libfuse, and our own options (offset=, cache=, threads=, uid=, gid=) are
 // consumed here.
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -24,6 +25,9 @@ struct Options {
   size_t cache_bytes = 64u << 20;
   unsigned threads = default_threads();
   unsigned readahead_blocks = 2;
+  // How long the listening thread keeps polling /dev/fuse after a request before it sleeps
+  // (see request_loop.h); 0 sleeps at once.
+  std::chrono::microseconds spin{100};
   std::optional<uint32_t> uid, gid;
   bool foreground = false;
   bool debug = false;

@@ -33,6 +33,7 @@ ImageImpl::ImageImpl(std::string path, const ImageOptions& options)
     : path_(std::move(path)),
       offset_(options.offset),
       serial_(g_next_serial.fetch_add(1)),
+      before_block_load_(options.before_block_load),
       data_cache_(options.cache_bytes),
       meta_cache_(options.metadata_cache_bytes) {
   fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
@@ -242,6 +243,7 @@ size_t ImageImpl::decode_data_block(uint64_t pos, uint32_t size_word, uint8_t* o
 
 cache::BlockPtr ImageImpl::data_block(uint64_t pos, uint32_t size_word, const char* what) {
   auto load = [&]() -> cache::BlockPtr {
+    if (before_block_load_) before_block_load_();
     auto block = std::make_shared<cache::Block>();
     block->tag = size_word;
     block->bytes = cache::pooled_buffer(sb_.block_size);

@@ -31,6 +31,9 @@ struct ImageOptions {
   uint64_t offset = 0;                      // byte offset of the image inside the file
   size_t cache_bytes = 64u << 20;           // decompressed data blocks + fragments
   size_t metadata_cache_bytes = 16u << 20;  // decompressed 8 KiB metadata blocks
+  // Called on the reading thread before a data block or fragment that is not cached is
+  // read and decompressed (sqarfs hands request listening to another thread meanwhile).
+  void (*before_block_load)() = nullptr;
 };
 
 // The superblock as stored (table positions are relative to the image start).

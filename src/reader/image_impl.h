@@ -101,6 +101,7 @@ class ImageImpl final : public Image {
   int fd_ = -1;
   uint64_t file_size_ = 0;
   uint64_t serial_;  // distinguishes images for thread-local codecs
+  void (*before_block_load_)();  // ImageOptions::before_block_load
   Superblock sb_;
   CodecConfig codec_cfg_;
   std::vector<uint32_t> ids_;

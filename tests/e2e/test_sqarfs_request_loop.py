@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""sqarfs's request loop (fuse/request_loop.cpp) in every configuration users can pick:
+the spinning leader/followers loop (default, with 1 and 16 threads) and libfuse's own loops
+(spin=0, with and without -s). Each must serve a full tree and 16 concurrent readers exactly,
+end cleanly on unmount, SIGTERM and SIGINT (mount gone, exit 0, no sanitizer report), and use
+no CPU while the mount is idle (the spin must stop). Bad spin values are refused."""
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+from sqarfs_common import (TempDir, compare_trees, is_mounted, make_tree, mksquashfs, rand_bytes,
+                           require_fuse, sqarfs_binary)
+from sqarfs_foreground import ForegroundMount
+from test_sqarfs_threads import hammer
+
+CONFIGS = [
+    ("spin default, 16 threads", ["-o", "threads=16"]),
+    ("spin=2000, 1 thread", ["-o", "spin=2000,threads=1"]),
+    ("spin=100, -s", ["-o", "spin=100", "-s"]),
+    ("spin=0 (libfuse multithreaded loop)", ["-o", "spin=0,threads=8"]),
+    ("spin=0, -s (libfuse single-threaded loop)", ["-o", "spin=0", "-s"]),
+]
+
+
+def cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+def wait_gone(proc, mnt, timeout=20):
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return False
+    deadline = time.monotonic() + 5
+    while is_mounted(mnt) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return not is_mounted(mnt)
+
+
+def main():
+    require_fuse()
+    failures = []
+    with TempDir() as tmp:
+        src, mnt, img = f"{tmp}/src", f"{tmp}/mnt", f"{tmp}/img.sqfs"
+        make_tree(src)
+        rng = random.Random(3)
+        contents = {}
+        for i in range(3):
+            contents[f"big/r{i}"] = rand_bytes(rng, 700_000 + i * 999, i % 2 == 0)
+            with open(f"{src}/big/r{i}", "wb") as f:
+                f.write(contents[f"big/r{i}"])
+        mksquashfs(src, img, "-comp", "zstd")
+        os.makedirs(mnt)
+        sqarfs = sqarfs_binary()
+
+        for label, opts in CONFIGS:
+            # Content and metadata of the whole tree, then 16 threads of random reads.
+            with ForegroundMount([sqarfs, img, mnt] + opts, mnt) as m:
+                if not m.mounted:
+                    failures.append(f"{label}: did not mount: {m.stderr[-500:]}")
+                    continue
+                problems, seen = compare_trees(src, mnt)
+                if seen < 10:
+                    problems.append(f"only {seen} entries compared")
+                errs = hammer(mnt, contents, threads=16, reads=60)
+                # Idle: after the spin window has long passed, the daemon must not use CPU.
+                time.sleep(0.3)
+                before = cpu_seconds(m.proc.pid)
+                time.sleep(1.0)
+                idle_cpu = cpu_seconds(m.proc.pid) - before
+            ended = m.problem()
+            print(f"{label}: tree of {seen} entries {'OK' if not problems else problems[:3]}, readers "
+                  f"{'OK' if not errs else errs[:3]}, idle CPU {idle_cpu:.2f} s, end after unmount: {ended or 'OK'}")
+            failures += [f"{label}: {p}" for p in problems + errs]
+            if idle_cpu > 0.05:
+                failures.append(f"{label}: {idle_cpu:.2f} s of CPU in 1 s while idle (spinning never stopped)")
+            if ended:
+                failures.append(f"{label}: {ended}")
+
+        # Signals: the daemon unmounts and exits 0 (both loops).
+        for label, opts in CONFIGS[0:1] + CONFIGS[3:4]:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                proc = subprocess.Popen([sqarfs, img, mnt, "-f"] + opts, stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.PIPE, text=True)
+                deadline = time.monotonic() + 20
+                while not is_mounted(mnt) and time.monotonic() < deadline and proc.poll() is None:
+                    time.sleep(0.01)
+                os.listdir(mnt)  # at least one request served before the signal
+                proc.send_signal(sig)
+                gone = wait_gone(proc, mnt)
+                err = proc.stderr.read() if proc.poll() is not None else ""
+                ok = gone and proc.returncode == 0 and "Sanitizer" not in err
+                print(f"{label}: {sig.name}: {'OK' if ok else f'exit {proc.returncode}, mounted={is_mounted(mnt)}'}")
+                if not ok:
+                    failures.append(f"{label}: {sig.name}: exit {proc.returncode}, still mounted "
+                                    f"{is_mounted(mnt)}, stderr {err[-500:]}")
+                    if proc.poll() is None:
+                        proc.kill()
+                    subprocess.run(["umount", "-l", mnt], stderr=subprocess.DEVNULL)
+
+        # Bad values: refused before mounting, naming the option.
+        for bad in ("spin=abc", "spin=20000", "spin=-1"):
+            r = subprocess.run([sqarfs, img, mnt, "-o", bad], capture_output=True, text=True, timeout=30)
+            ok = r.returncode != 0 and "spin" in r.stderr and not is_mounted(mnt)
+            print(f"-o {bad}: {'refused' if ok else 'ACCEPTED'}: {r.stderr.strip()}")
+            if not ok:
+                failures.append(f"-o {bad} was not refused: exit {r.returncode}, {r.stderr}")
+                if is_mounted(mnt):
+                    subprocess.run(["umount", mnt])
+    for f in failures:
+        print("FAIL:", f)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
