@@ -167,10 +167,11 @@ Options:
                     suffixes K, M, G). Bigger helps random reads of large files.
   -o threads=N      maximum threads serving requests (default 2 per core, 4..16)
   -o readahead=N    data blocks to decompress ahead of a sequential reader (default 2)
-  -o spin=USEC      after a request, keep polling for the next one this long before
-                    sleeping (default 100; 0 = never). A busy client is then answered
-                    without a wake-up, which on virtual machines costs an interrupt per
-                    request; an idle mount uses no CPU either way.
+  -o spin=USEC      after a request, keep polling for the next one up to this long before
+                    sleeping (default 100; 0 = never, libfuse's own loop). A busy client
+                    is then answered without a wake-up, which on virtual machines costs
+                    an interrupt per request. The window shrinks for slower clients; an
+                    idle mount uses no CPU.
   -o uid=N,gid=N    present every file as owned by this user / group
   -o allow_other    let other users see the files (needs user_allow_other in
                     /etc/fuse.conf when not mounting as root)

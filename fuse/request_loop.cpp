@@ -9,6 +9,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
@@ -33,7 +34,10 @@ thread_local std::unique_lock<std::mutex>* t_listener_lock = nullptr;
 class RequestLoop {
  public:
   RequestLoop(fuse_session* se, std::chrono::microseconds spin)
-      : se_(se), fd_(fuse_session_fd(se)), spin_ns_(std::chrono::nanoseconds(spin).count()) {}
+      : se_(se),
+        fd_(fuse_session_fd(se)),
+        max_spin_ns_(std::chrono::nanoseconds(spin).count()),
+        spin_ns_(max_spin_ns_) {}
   ~RequestLoop() {
     if (exit_fd_ >= 0) close(exit_fd_);
   }
@@ -44,12 +48,20 @@ class RequestLoop {
   // Called by the listener: the next request (>0), or 0 when the loop is over.
   int next_request(fuse_buf& buf);
   bool more_queued() const;
+  // After a sleep: the gap between the new request and the one before it.
+  void adapt_spin(int64_t gap_ns);
   void announce_exit() const;
 
   fuse_session* se_;
   int fd_;
   int exit_fd_ = -1;  // eventfd, readable once the loop must end: wakes the listener's poll
-  int64_t spin_ns_;
+  // The spin adapts, as the kernel's haltpoll does: after sleeping, a request that came
+  // within max_spin_ns_ of the previous one doubles the window (spinning would have caught
+  // it); a longer gap halves it. A client that asks every few hundred microseconds thus
+  // stops the spinning instead of costing a core of polls that never find anything.
+  static constexpr int64_t kMinSpinNs = 10'000;
+  const int64_t max_spin_ns_;
+  std::atomic<int64_t> spin_ns_;
   std::mutex listen_mu_;  // held by the one thread that reads /dev/fuse
   std::atomic<int64_t> last_request_ns_{0};
 };
@@ -117,11 +129,14 @@ void RequestLoop::worker() {
 }
 
 int RequestLoop::next_request(fuse_buf& buf) {
+  bool slept = false;
   for (;;) {
     if (fuse_session_exited(se_)) return 0;
     int r = fuse_session_receive_buf(se_, &buf);
     if (r > 0) {
-      last_request_ns_.store(now_ns(), std::memory_order_relaxed);
+      int64_t now = now_ns();
+      int64_t gap = now - last_request_ns_.exchange(now, std::memory_order_relaxed);
+      if (slept) adapt_spin(gap);
       return r;
     }
     if (r == 0) return 0;  // ENODEV: unmounted (libfuse marks the session exited)
@@ -130,14 +145,24 @@ int RequestLoop::next_request(fuse_buf& buf) {
       log_error(std::string("reading /dev/fuse: ") + strerror(-r));
       return 0;
     }
-    if (now_ns() - last_request_ns_.load(std::memory_order_relaxed) < spin_ns_) {
+    if (now_ns() - last_request_ns_.load(std::memory_order_relaxed) < spin_ns_.load(std::memory_order_relaxed)) {
       // Spin politely: a client thread that is runnable on this core goes first.
       sched_yield();
       continue;
     }
     pollfd fds[2] = {{fd_, POLLIN, 0}, {exit_fd_, POLLIN, 0}};
     poll(fds, 2, -1);  // wakes for a request, an unmount (POLLERR) or the exit event
+    slept = true;
   }
+}
+
+void RequestLoop::adapt_spin(int64_t gap_ns) {
+  int64_t w = spin_ns_.load(std::memory_order_relaxed);
+  if (gap_ns <= max_spin_ns_)
+    w = std::min(max_spin_ns_, std::max(2 * w, kMinSpinNs));
+  else
+    w = w / 2 < kMinSpinNs ? 0 : w / 2;
+  spin_ns_.store(w, std::memory_order_relaxed);
 }
 
 bool RequestLoop::more_queued() const {

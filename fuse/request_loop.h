@@ -15,7 +15,9 @@
 // thread without hand-offs; it passes the role on when more requests are queued or when the
 // request must decompress a block (yield_listener_role), so concurrent clients and slow
 // reads are served in parallel. The spin yields the core to runnable client threads and
-// stops `spin` after the last request: an idle mount uses no CPU; `spin=0` turns it off.
+// stops at most `spin` after the last request; the window adapts to the client's pace (see
+// RequestLoop::adapt_spin), so an idle or slow client costs no polling. `spin=0`: libfuse's
+// own loop is used instead (fuse/main.cpp).
 #pragma once
 #ifndef FUSE_USE_VERSION
 #define FUSE_USE_VERSION 312

@@ -2,8 +2,9 @@
 """sqarfs's request loop (fuse/request_loop.cpp) in every configuration users can pick:
 the spinning leader/followers loop (default, with 1 and 16 threads) and libfuse's own loops
 (spin=0, with and without -s). Each must serve a full tree and 16 concurrent readers exactly,
-end cleanly on unmount, SIGTERM and SIGINT (mount gone, exit 0, no sanitizer report), and use
-no CPU while the mount is idle (the spin must stop). Bad spin values are refused."""
+end cleanly on unmount, SIGTERM and SIGINT (mount gone, exit 0, no sanitizer report), use
+no CPU while the mount is idle (the spin must stop) and little under a client too slow for
+spinning to pay (the spin window must adapt). Bad spin values are refused."""
 import os
 import random
 import signal
@@ -81,6 +82,26 @@ def main():
                 failures.append(f"{label}: {idle_cpu:.2f} s of CPU in 1 s while idle (spinning never stopped)")
             if ended:
                 failures.append(f"{label}: {ended}")
+
+        # A client that asks every millisecond: longer than the spin window, so spinning would
+        # only burn CPU. The window must shrink away (a fixed 500 us spin used 43% of a core).
+        with ForegroundMount([sqarfs, img, mnt, "-o", "spin=500"], mnt) as m:
+            if m.mounted:
+                before, t0 = cpu_seconds(m.proc.pid), time.monotonic()
+                for i in range(800):
+                    try:
+                        os.stat(f"{mnt}/no-such-entry-{i}")  # a new name: always a LOOKUP
+                    except FileNotFoundError:
+                        pass
+                    time.sleep(0.001)
+                share = (cpu_seconds(m.proc.pid) - before) / (time.monotonic() - t0)
+                print(f"trickle of lookups 1 ms apart, spin=500: daemon CPU {share:.0%} of the time")
+                if share > 0.2:
+                    failures.append(f"spin did not adapt to a slow client: daemon CPU {share:.0%} of wall time")
+            else:
+                failures.append(f"spin=500 did not mount: {m.stderr[-500:]}")
+        if m.problem():
+            failures.append(f"spin=500: {m.problem()}")
 
         # Signals: the daemon unmounts and exits 0 (both loops).
         for label, opts in CONFIGS[0:1] + CONFIGS[3:4]:
