@@ -1,7 +1,6 @@
 #include "request_loop.h"
 
 #include <fcntl.h>
-#include <linux/fuse.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
