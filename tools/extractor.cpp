@@ -308,10 +308,11 @@ class Extractor {
   };
 
   // Directories and entries are created in one parallel pass. A batch holds entries of one
-  // directory: its subdirectories first (mkdir), then up to kMaxBatch other entries. Batches
-  // are ordered parents first, and a batch waits until its directory exists, which
-  // an earlier batch (already running) makes, so the wait always ends. Before, the 36k
-  // directories of the ports set were made by one thread before any file was written.
+  // directory: all its subdirectories (mkdir), or up to kMaxBatch other entries, or one range
+  // of a big file. Every batch comes after the one that makes its directory, and a batch
+  // waits until its directory exists, which an earlier batch (already running) makes, so the
+  // wait always ends. Before, the 36k directories of the ports set were made by one thread
+  // before any file was written.
   void write_entries() {
     // 64 blocks (8 MiB at 128 KiB): big enough that a range costs far more than the shared
     // file's mutex, small enough that two threads share a 45 MB file evenly.
@@ -341,18 +342,28 @@ class Extractor {
     tasks.reserve(task_count);
     std::vector<Batch> batches;
     std::vector<std::unique_ptr<SharedFile>> shared;
-    // Directories level by level (walk order within a level): a batch's directory was made a
-    // whole level earlier, so threads rarely wait for each other (depth-first order had the
-    // other thread wait for almost every new directory).
+    // Two passes over the directories. First their subdirectories, level by level (walk order
+    // within a level): a batch's directory was made a whole level earlier, so threads rarely
+    // wait for each other (depth-first order had the other thread wait for almost every new
+    // directory). Then every other entry in walk order, which is the order of the image's
+    // fragment blocks: each is decompressed once and a small data cache holds what the
+    // threads are working in (entries level by level swept all fragments once per level, so
+    // all of them stayed cached: 25 MB on the ports image).
     std::vector<uint32_t> depth(items_.size(), 0);
-    std::vector<size_t> dir_order;
+    std::vector<size_t> walk_dirs;
     for (size_t i = 0; i < items_.size(); ++i) {
       if (!items_[i].keep || !items_[i].inode.is_dir()) continue;
       if (i) depth[i] = depth[size_t(items_[i].parent)] + 1;
-      dir_order.push_back(i);
+      walk_dirs.push_back(i);
     }
-    std::stable_sort(dir_order.begin(), dir_order.end(), [&](size_t a, size_t b) { return depth[a] < depth[b]; });
-    for (size_t d : dir_order) {
+    std::vector<size_t> level_dirs = walk_dirs;
+    std::stable_sort(level_dirs.begin(), level_dirs.end(), [&](size_t a, size_t b) { return depth[a] < depth[b]; });
+    for (size_t d : level_dirs) {
+      const size_t start = tasks.size();
+      for (size_t k = first[d]; k < first[d + 1] && items_[kids[k]].inode.is_dir(); ++k) tasks.push_back({kids[k]});
+      if (tasks.size() > start) batches.push_back({start, tasks.size(), d});
+    }
+    for (size_t d : walk_dirs) {
       size_t start = tasks.size();
       auto close_batch = [&] {
         if (tasks.size() > start) batches.push_back({start, tasks.size(), d});
@@ -361,10 +372,9 @@ class Extractor {
       for (size_t k = first[d]; k < first[d + 1]; ++k) {
         size_t i = kids[k];
         const Item& it = items_[i];
-        if (it.link_to >= 0) continue;
+        if (it.link_to >= 0 || it.inode.is_dir()) continue;
         if (!split(it)) {
-          // Subdirectories all go into the first batch, so child batches wait the least.
-          if (!it.inode.is_dir() && tasks.size() - start >= kMaxBatch) close_batch();
+          if (tasks.size() - start >= kMaxBatch) close_batch();
           tasks.push_back({i});
           continue;
         }

@@ -43,9 +43,10 @@ unsigned parse_jobs_arg(const std::string& text) {
   return unsigned(*v);
 }
 
-std::unique_ptr<reader::Image> open_image(const std::string& path, uint64_t offset) {
+std::unique_ptr<reader::Image> open_image(const std::string& path, uint64_t offset, size_t cache_bytes) {
   reader::ImageOptions options;
   options.offset = offset;
+  if (cache_bytes) options.cache_bytes = cache_bytes;
   return reader::Image::open(path, options);
 }
 

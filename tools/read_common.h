@@ -32,7 +32,8 @@ uint64_t parse_offset_arg(const std::string& text);
 unsigned parse_jobs_arg(const std::string& text);
 unsigned default_jobs();
 
-std::unique_ptr<reader::Image> open_image(const std::string& path, uint64_t offset);
+// cache_bytes: the data cache (decompressed blocks and fragments); 0 keeps the reader's default.
+std::unique_ptr<reader::Image> open_image(const std::string& path, uint64_t offset, size_t cache_bytes = 0);
 
 // Path given by a user for an entry inside an image: "./a//b/" -> "a/b"; "/" or "." -> "".
 std::string normalize_image_path(const std::string& path);
