@@ -156,36 +156,84 @@ class Verifier {
     }
   }
 
+  // What reading one stored content gave: its XXH3-128, or the error that stopped it.
+  struct Outcome {
+    Hash128 digest;
+    std::string error;  // empty when every block decoded
+  };
+
+  // Decodes every block of the file (full blocks straight into a per-thread buffer: each is
+  // read once here, so caching them would only evict the fragments the next files need).
+  Outcome read_content(const reader::Inode& ino) {
+    thread_local std::vector<uint8_t> block;
+    block.resize(img_.super().block_size);
+    Outcome out;
+    try {
+      StreamHasher hasher;
+      uint64_t off = 0;
+      for (uint64_t index = 0; off < ino.size; ++index) {
+        const size_t n = img_.read_block(ino, index, block.data());
+        if (n == 0) throw Error("content ends at byte " + std::to_string(off) + " of " + std::to_string(ino.size));
+        if (had_manifest_) hasher.update(block.data(), n);
+        off += n;
+        bytes_done_.fetch_add(n, std::memory_order_relaxed);
+      }
+      out.digest = hasher.digest();
+    } catch (const std::exception& e) {
+      out.error = e.what();
+    }
+    return out;
+  }
+
+  // XXH3-128 of a data key: the memo below keeps 16 bytes per stored content instead of a
+  // copy of its block list.
+  static Hash128 fingerprint(const DataKey& k) {
+    StreamHasher h;
+    const uint64_t head[] = {k.blocks_start, k.size, uint64_t(k.frag) << 32 | k.frag_offset};
+    h.update(head, sizeof head);
+    h.update(k.sizes.data(), k.sizes.size() * sizeof(uint32_t));
+    return h.digest();
+  }
+
   void check_contents(const std::vector<FileJob>& files) {
     std::atomic<uint64_t> bytes{0};
     parallel_for(files.size(), jobs_, [&](size_t i, unsigned) {
       const FileJob& f = files[i];
       try {
         const reader::Inode ino = img_.read_inode(f.ref);
-        StreamHasher hasher;
-        uint64_t off = 0;
-        while (off < ino.size) {
-          reader::Chunk c = img_.read_chunk(ino, off, 1u << 20);
-          if (c.len == 0) throw Error("content ends at byte " + std::to_string(off) + " of " + std::to_string(ino.size));
-          if (had_manifest_) hasher.update(c.data, c.len);
-          off += c.len;
-          bytes_done_.fetch_add(c.len, std::memory_order_relaxed);
+        // Inodes with the same data key share their stored bytes (dedup), so they decode to
+        // the same content: read it once. (Two threads may both read a key they reach at the
+        // same moment; both get the same outcome.)
+        const DataKey key(ino);
+        const Hash128 id = fingerprint(key);
+        std::optional<Outcome> seen;
+        {
+          std::lock_guard lock(outcomes_mu_);
+          if (auto it = outcomes_.find(id); it != outcomes_.end()) seen = it->second;
         }
-        bytes += off;
+        if (seen) {
+          bytes_done_.fetch_add(ino.size, std::memory_order_relaxed);
+        } else {
+          seen = read_content(ino);
+          std::lock_guard lock(outcomes_mu_);
+          outcomes_.emplace(id, *seen);
+        }
+        if (!seen->error.empty()) return problem(f.path, seen->error);
+        bytes += ino.size;
         if (!had_manifest_) return;
         // The writer lists each stored content once: duplicates (same data key) take the hash
         // of the listed inode, and empty files need none.
         std::optional<Hash128> expected;
         if (auto it = manifest_.find(f.inode_number); it != manifest_.end())
           expected = it->second;
-        else if (auto k = by_key_.find(DataKey(ino)); k != by_key_.end())
+        else if (auto k = by_key_.find(key); k != by_key_.end())
           expected = k->second;
         else if (ino.size == 0)
           expected = hash128("", 0);
         if (!expected)
           problem(f.path, "missing from the manifest trailer");
-        else if (!(*expected == hasher.digest()))
-          problem(f.path, "content differs from the manifest (XXH3-128 " + hasher.digest().hex() + ", expected " +
+        else if (!(*expected == seen->digest))
+          problem(f.path, "content differs from the manifest (XXH3-128 " + seen->digest.hex() + ", expected " +
                               expected->hex() + ")");
       } catch (const std::exception& e) {
         problem(f.path, e.what());
@@ -203,6 +251,8 @@ class Verifier {
   bool export_table_broken_ = false;
   std::unordered_map<uint32_t, Hash128> manifest_;  // inode number -> content hash
   std::map<DataKey, Hash128> by_key_;               // stored data of listed inodes -> hash
+  std::mutex outcomes_mu_;
+  std::unordered_map<Hash128, Outcome, Hash128Hasher> outcomes_;  // fingerprint of stored data -> what it gave
   std::atomic<int> phase_{0};  // 0 metadata, 1 file contents
   std::atomic<uint64_t> entries_seen_{0}, bytes_done_{0}, bytes_total_{0};
 };
@@ -234,7 +284,10 @@ int verify_main(int argc, char** argv) {
     }
     if (argc - optind != 1) throw UsageError("need exactly one IMAGE");
     std::string image_path = argv[optind];
-    auto image = open_image(image_path, offset);
+    // Full blocks bypass the cache and files are checked in image order, so the cache only
+    // holds the fragment blocks the threads are working in (as in extract).
+    const size_t cache = std::clamp<size_t>(size_t(jobs) << 22, 8u << 20, 64u << 20);
+    auto image = open_image(image_path, offset, cache);
     Verifier v(*image, jobs);
     size_t problems;
     {

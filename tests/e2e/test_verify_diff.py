@@ -67,6 +67,31 @@ def test_verify_flipped_data_byte_sqar():
         log(f"ok: flipped byte in a sqar image found: {p.stderr.strip().splitlines()[0]}")
 
 
+def test_verify_names_every_file_sharing_a_damaged_block():
+    """verify reads the data that duplicates share once; each of them must still be named."""
+    with tempdir() as d:
+        one_big_file_tree(f"{d}/src")
+        write(f"{d}/src/copy/big-again.log", TEXT)  # a duplicate: shares big.log's blocks
+        write(f"{d}/src/other.log", TEXT[:20000])  # its own fragment, after the blocks
+        made = []
+        mksquashfs(f"{d}/src", f"{d}/mk.sqfs", "-comp", "gzip")
+        made.append(f"{d}/mk.sqfs")
+        if sqar_create_works(f"{d}/src", f"{d}/sqar.sqfs", "-c", "lz4"):
+            made.append(f"{d}/sqar.sqfs")
+        for img in made:
+            out = sqar("verify", "-j", "2", img).stdout
+            if "OK" not in out:
+                raise AssertionError(f"{img}: clean image did not verify: {out}")
+            flip(img, 96 + 64 + 2000)
+            p = expect_fail(["verify", "-j", "2", img], 1, img)
+            for name in ("big.log", "copy/big-again.log"):
+                if f": {name}: " not in p.stderr:
+                    raise AssertionError(f"{img}: {name} not named:\n{p.stderr}")
+            if "other.log" in p.stderr:
+                raise AssertionError(f"{img}: an intact file was named:\n{p.stderr}")
+        log(f"ok: both files sharing a damaged block are named ({len(made)} images)")
+
+
 def test_verify_progress_and_errors_on_a_terminal():
     with tempdir() as d:
         one_big_file_tree(f"{d}/src")
@@ -254,5 +279,6 @@ def test_diff_after_extract_roundtrip():
 
 if __name__ == "__main__":
     main([test_verify_clean_images, test_verify_flipped_data_byte_mksquashfs, test_verify_flipped_data_byte_sqar,
+          test_verify_names_every_file_sharing_a_damaged_block,
           test_verify_progress_and_errors_on_a_terminal, test_verify_bad_manifest, test_verify_export_table_mismatch, test_diff, test_diff_subtrees_types_links_devices,
           test_diff_after_extract_roundtrip])
