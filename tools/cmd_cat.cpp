@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "command.h"
 #include "common/error.h"
@@ -96,16 +97,20 @@ int cat_main(int argc, char** argv) {
     }
     if (argc - optind < 2) throw UsageError("need IMAGE and at least one PATH");
     std::string image_path = argv[optind++];
-    auto image = open_image(image_path, offset);
+    // Blocks are decoded into one buffer (each is read once), so the cache only serves
+    // fragment blocks shared by several PATHs.
+    auto image = open_image(image_path, offset, 8u << 20);
+    std::vector<uint8_t> block(image->super().block_size);
     int status = 0;
     for (; optind < argc; ++optind) {
       try {
         reader::Inode ino = resolve_file(*image, normalize_image_path(argv[optind]));
-        for (uint64_t off = 0; off < ino.size;) {
-          reader::Chunk c = image->read_chunk(ino, off, 1u << 20);
-          if (c.len == 0) throw Error(std::string(argv[optind]) + ": content ends before the file size");
-          write_all(c.data, c.len);
-          off += c.len;
+        uint64_t off = 0;
+        for (uint64_t index = 0; off < ino.size; ++index) {
+          const size_t n = image->read_block(ino, index, block.data());
+          if (n == 0) throw Error(std::string(argv[optind]) + ": content ends before the file size");
+          write_all(block.data(), n);
+          off += n;
         }
       } catch (const Error& e) {
         if (std::strstr(e.what(), "standard output: ")) throw;

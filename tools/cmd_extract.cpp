@@ -1,9 +1,9 @@
 // `sqar extract`: unpack an image into a directory, in parallel and without ever writing
 // outside it.
-#include <algorithm>
 #include <getopt.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>

@@ -67,21 +67,25 @@ bool same_content(reader::Image& image, reader::InodeRef ref, DirStack& dirs, co
     int fd;
     ~CloseFd() { ::close(fd); }
   } closer{fd};
-  std::vector<uint8_t> buf;
-  for (uint64_t off = 0; off < ino.size;) {
-    reader::Chunk c = image.read_chunk(ino, off, 1u << 20);
-    if (c.len == 0) throw Error(image.path() + ": content of " + path + " ends early in the image");
-    buf.resize(c.len);
+  // Full blocks are decoded into a per-thread buffer, not the shared cache: each is read once
+  // here, and caching them would evict the fragment blocks the next files need.
+  thread_local std::vector<uint8_t> block, disk;
+  block.resize(image.super().block_size);
+  disk.resize(image.super().block_size);
+  uint64_t off = 0;
+  for (uint64_t index = 0; off < ino.size; ++index) {
+    const size_t n = image.read_block(ino, index, block.data());
+    if (n == 0) throw Error(image.path() + ": content of " + path + " ends early in the image");
     size_t got = 0;
-    while (got < c.len) {
-      ssize_t r = ::pread(fd, buf.data() + got, c.len - got, off_t(off + got));
+    while (got < n) {
+      ssize_t r = ::pread(fd, disk.data() + got, n - got, off_t(off + got));
       if (r < 0 && errno == EINTR) continue;
       if (r < 0) throw Error(errno_message(shown, errno));
       if (r == 0) break;
       got += size_t(r);
     }
-    if (got != c.len || std::memcmp(buf.data(), c.data, c.len) != 0) return false;
-    off += c.len;
+    if (got != n || std::memcmp(disk.data(), block.data(), n) != 0) return false;
+    off += n;
   }
   return true;
 }
