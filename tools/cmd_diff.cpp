@@ -1,7 +1,6 @@
 // `sqar diff`: differences in content and metadata between an image and a directory tree.
 #include <getopt.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <string>
 
@@ -68,10 +67,7 @@ int diff_main(int argc, char** argv) {
         }
         if (argc - optind != 2) throw UsageError("need IMAGE and DIR");
         std::string image_path = argv[optind], root = argv[optind + 1];
-        // Full blocks bypass the cache (see same_content), so it holds only the fragment
-        // blocks of the files being compared.
-        const size_t cache = std::clamp<size_t>(size_t(opt.jobs) << 22, 8u << 20, 64u << 20);
-        auto image = open_image(image_path, offset, cache);
+        auto image = open_image(image_path, offset, streaming_cache_bytes(opt.jobs));
         const CompareResult result = compare_image_with_tree(*image, root, opt);
         if (!result.errors.empty()) {
           for (const auto& e : result.errors) report("diff", image_path, e);

@@ -3,7 +3,6 @@
 #include <getopt.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -105,12 +104,7 @@ int extract_main(int argc, char** argv) {
       opt.patterns.push_back(p);
     }
     if (opt.dest.empty()) throw UsageError("empty -C directory");
-    // Full blocks bypass the cache and files are written in image order (see extractor.cpp),
-    // so the cache only holds the fragment blocks the threads are working in: 4 MiB each
-    // (32 blocks of 128 KiB, 4 of 1 MiB). The 64 MiB default kept every fragment of the
-    // ports image (25 MB) in memory.
-    const size_t cache = std::clamp<size_t>(size_t(opt.jobs) << 22, 8u << 20, 64u << 20);
-    auto image = open_image(image_path, offset, cache);
+    auto image = open_image(image_path, offset, streaming_cache_bytes(opt.jobs));
     ExtractProgress progress;
     size_t failed;
     const bool show = want_progress(quiet, force_progress);

@@ -284,10 +284,7 @@ int verify_main(int argc, char** argv) {
     }
     if (argc - optind != 1) throw UsageError("need exactly one IMAGE");
     std::string image_path = argv[optind];
-    // Full blocks bypass the cache and files are checked in image order, so the cache only
-    // holds the fragment blocks the threads are working in (as in extract).
-    const size_t cache = std::clamp<size_t>(size_t(jobs) << 22, 8u << 20, 64u << 20);
-    auto image = open_image(image_path, offset, cache);
+    auto image = open_image(image_path, offset, streaming_cache_bytes(jobs));
     Verifier v(*image, jobs);
     size_t problems;
     {

@@ -1,5 +1,6 @@
 #include "read_common.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <thread>
 
@@ -49,6 +50,8 @@ std::unique_ptr<reader::Image> open_image(const std::string& path, uint64_t offs
   if (cache_bytes) options.cache_bytes = cache_bytes;
   return reader::Image::open(path, options);
 }
+
+size_t streaming_cache_bytes(unsigned jobs) { return std::clamp<size_t>(size_t(jobs) << 22, 8u << 20, 64u << 20); }
 
 std::string normalize_image_path(const std::string& path) {
   std::string out;

@@ -35,6 +35,12 @@ unsigned default_jobs();
 // cache_bytes: the data cache (decompressed blocks and fragments); 0 keeps the reader's default.
 std::unique_ptr<reader::Image> open_image(const std::string& path, uint64_t offset, size_t cache_bytes = 0);
 
+// Data cache for commands that read files once, in image order, with full blocks decoded
+// outside the cache (extract, verify, diff): it only holds the fragment blocks the threads
+// are working in, 4 MiB each (32 blocks of 128 KiB, 4 of 1 MiB), 8-64 MiB in all. The reader's
+// 64 MiB default kept every fragment of a 25 MB ports image.
+size_t streaming_cache_bytes(unsigned jobs);
+
 // Path given by a user for an entry inside an image: "./a//b/" -> "a/b"; "/" or "." -> "".
 std::string normalize_image_path(const std::string& path);
 
