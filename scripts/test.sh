@@ -62,7 +62,7 @@ tsan_stage() {
   cd build-tsan
   TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
     ctest --output-on-failure -j"$(nproc)" --timeout 900 \
-      -R '^[A-Z]|^e2e\.test_(create_threads|create_cold|create_slow_source|verify_diff|sqarfs_threads|sqarfs_load|sqarfs_request_loop)$'
+      -R '^[A-Z]|^e2e\.test_(create_threads|create_cold|create_slow_source|extract|list_info_cat|verify_diff|sqarfs_threads|sqarfs_load|sqarfs_request_loop)$'
 }
 
 run_stage "ASan + UBSan build + test" asan_stage

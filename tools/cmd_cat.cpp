@@ -2,10 +2,16 @@
 #include <getopt.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "command.h"
@@ -22,6 +28,7 @@ const char kHelp[] =
     "the image are followed (absolute targets are taken relative to the image root).\n"
     "\n"
     "Options:\n"
+    "  -j, --threads N     threads decoding blocks ahead of the output (default: all cores)\n"
     "      --offset N      the image starts N bytes into IMAGE\n"
     "  -h, --help          show this help\n"
     "\n"
@@ -78,17 +85,119 @@ void write_all(const uint8_t* p, size_t n) {
   }
 }
 
+// Writes one file's content to standard output. Worker threads decode blocks ahead into a
+// ring of slots while this thread writes them in order, so a big file streams at the speed of
+// all cores (one thread decoding xz left `sqar cat` at half the speed of `unsquashfs -cat`).
+// Everything before a damaged block is written; then its error is thrown.
+void cat_file(reader::Image& image, const reader::Inode& ino, unsigned jobs, const std::string& shown) {
+  const size_t bs = image.super().block_size;
+  const uint64_t nblocks = (ino.size + bs - 1) / bs;
+  std::vector<uint8_t> one;
+  // The reader names the image and the inode; users need the PATH they asked for.
+  auto named = [&](const std::exception& e) {
+    std::string msg = e.what();
+    if (msg.rfind(image.path() + ": ", 0) == 0) msg.erase(0, image.path().size() + 2);
+    return Error(shown + ": " + msg);
+  };
+  auto read_block = [&](uint64_t index, uint8_t* out) {
+    try {
+      return image.read_block(ino, index, out);
+    } catch (const Error& e) {
+      throw named(e);
+    }
+  };
+  auto check_and_write = [&](const uint8_t* p, size_t len) {
+    if (len == 0) throw Error(shown + ": content ends before the file size");
+    write_all(p, len);
+  };
+  if (nblocks <= 1 || jobs <= 1) {
+    one.resize(bs);
+    for (uint64_t i = 0; i < nblocks; ++i) check_and_write(one.data(), read_block(i, one.data()));
+    return;
+  }
+  // 4 slots per thread, at most 32 MiB.
+  const size_t ring = std::clamp<size_t>(4 * size_t(jobs), 2, std::max<size_t>(2, (32u << 20) / bs));
+  struct Slot {
+    uint64_t index = UINT64_MAX;  // block held, once decoded
+    size_t len = 0;
+    std::exception_ptr error;
+  };
+  std::vector<uint8_t> bytes(std::min<uint64_t>(ring, nblocks) * bs);
+  std::vector<Slot> slots(ring);
+  std::mutex mu;
+  std::condition_variable decoded, written;
+  uint64_t next_claim = 0, next_write = 0;
+  bool stop = false;
+  auto worker = [&] {
+    for (;;) {
+      uint64_t i;
+      {
+        std::unique_lock lock(mu);
+        // Block i goes into slot i % ring once block i - ring has been written.
+        written.wait(lock, [&] { return stop || next_claim >= nblocks || next_claim < next_write + ring; });
+        if (stop || next_claim >= nblocks) return;
+        i = next_claim++;
+      }
+      Slot result;
+      result.index = i;
+      try {
+        result.len = read_block(i, bytes.data() + (i % ring) * bs);
+      } catch (...) {
+        result.error = std::current_exception();
+      }
+      {
+        std::lock_guard lock(mu);
+        slots[i % ring] = std::move(result);
+      }
+      decoded.notify_all();
+    }
+  };
+  std::vector<std::jthread> pool;
+  // Destroyed before the pool joins its threads: stops them when writing fails midway.
+  struct StopOnExit {
+    std::mutex& mu;
+    bool& stop;
+    std::condition_variable& written;
+    ~StopOnExit() {
+      {
+        std::lock_guard lock(mu);
+        stop = true;
+      }
+      written.notify_all();
+    }
+  };
+  for (unsigned t = 0; t < std::min<uint64_t>(jobs, nblocks); ++t) pool.emplace_back(worker);
+  StopOnExit stopper{mu, stop, written};
+  for (uint64_t i = 0; i < nblocks; ++i) {
+    Slot& s = slots[i % ring];
+    {
+      std::unique_lock lock(mu);
+      decoded.wait(lock, [&] { return s.index == i; });
+    }
+    if (s.error) std::rethrow_exception(s.error);
+    check_and_write(bytes.data() + (i % ring) * bs, s.len);
+    {
+      std::lock_guard lock(mu);
+      next_write = i + 1;
+    }
+    written.notify_all();
+  }
+}
+
 int cat_main(int argc, char** argv) {
   return run_guarded("cat", [&] {
     enum { kOffset = 256 };
-    static const option longopts[] = {{"offset", required_argument, nullptr, kOffset},
+    static const option longopts[] = {{"threads", required_argument, nullptr, 'j'},
+                                      {"offset", required_argument, nullptr, kOffset},
                                       {"help", no_argument, nullptr, 'h'},
                                       {nullptr, 0, nullptr, 0}};
     uint64_t offset = 0;
+    unsigned jobs = default_jobs();
     optind = 1;
     opterr = 0;
-    for (int c; (c = getopt_long(argc, argv, ":h", longopts, nullptr)) != -1;) {
+    for (int c; (c = getopt_long(argc, argv, ":j:h", longopts, nullptr)) != -1;) {
       switch (c) {
+        case 'j': jobs = parse_jobs_arg(optarg); break;
         case kOffset: offset = parse_offset_arg(optarg); break;
         case 'h': std::fputs(kHelp, stdout); return 0;
         case ':': throw UsageError(std::string("option '") + argv[optind - 1] + "' needs a value");
@@ -97,21 +206,14 @@ int cat_main(int argc, char** argv) {
     }
     if (argc - optind < 2) throw UsageError("need IMAGE and at least one PATH");
     std::string image_path = argv[optind++];
-    // Blocks are decoded into one buffer (each is read once), so the cache only serves
-    // fragment blocks shared by several PATHs.
+    // Blocks are decoded outside the cache (each is read once), so it only serves fragment
+    // blocks shared by several PATHs.
     auto image = open_image(image_path, offset, 8u << 20);
-    std::vector<uint8_t> block(image->super().block_size);
     int status = 0;
     for (; optind < argc; ++optind) {
       try {
-        reader::Inode ino = resolve_file(*image, normalize_image_path(argv[optind]));
-        uint64_t off = 0;
-        for (uint64_t index = 0; off < ino.size; ++index) {
-          const size_t n = image->read_block(ino, index, block.data());
-          if (n == 0) throw Error(std::string(argv[optind]) + ": content ends before the file size");
-          write_all(block.data(), n);
-          off += n;
-        }
+        const reader::Inode ino = resolve_file(*image, normalize_image_path(argv[optind]));
+        cat_file(*image, ino, jobs, argv[optind]);
       } catch (const Error& e) {
         if (std::strstr(e.what(), "standard output: ")) throw;
         report("cat", image_path, e.what());
