@@ -369,7 +369,13 @@ void Filesystem::readahead(const std::shared_ptr<FileNode>& f, uint64_t end) {
   } while (!f->prefetched_upto.compare_exchange_weak(seen, to, std::memory_order_relaxed));
   from = std::max(from, seen);
   for (uint64_t i = from; i < to; ++i) {
-    if (!prefetcher_.submit([this, f, i] { image_->prefetch_block(f->inode, i); })) break;
+    // The kernel's own read-ahead keeps two requests in flight, so a reply may already have
+    // delivered (and released) the block by the time this task runs: then decoding it again
+    // would only waste a core and refill the cache.
+    if (!prefetcher_.submit([this, f, i, bs] {
+          if ((i + 1) * bs > f->delivered_end.load(std::memory_order_relaxed)) image_->prefetch_block(f->inode, i);
+        }))
+      break;
   }
 }
 
@@ -401,6 +407,17 @@ void Filesystem::push_rest_of_block(fuse_ino_t ino, const FileNode& f, uint64_t 
     store(block_start, skip_from);
     store(skip_to, block_end);
   });
+}
+
+// Full blocks that one reply covered from start to end are in the kernel's page cache now
+// (keep_cache), so it will not ask for them again while it keeps them: the daemon's copy
+// would only push out blocks other readers still need. Sequential readers get whole blocks
+// (the kernel's read-ahead asks for 256 KiB at a time); reading the log set's 372 MB held the
+// whole 64 MiB cache. Partly read blocks stay cached for the rest of them.
+void Filesystem::release_delivered(const FileNode& f, uint64_t off, uint64_t end) {
+  const uint64_t bs = image_->super().block_size;
+  for (uint64_t k = (off + bs - 1) / bs; k * bs < f.inode.size && std::min((k + 1) * bs, f.inode.size) <= end; ++k)
+    image_->release_block(f.inode, k);
 }
 
 void Filesystem::op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*) {
@@ -436,6 +453,10 @@ void Filesystem::op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
       const uint64_t end = uoff + n;
       if (f->next_offset.exchange(end, std::memory_order_relaxed) == uoff && fs.options_.readahead_blocks > 0)
         fs.readahead(f, end);
+      uint64_t seen = f->delivered_end.load(std::memory_order_relaxed);
+      while (seen < end && !f->delivered_end.compare_exchange_weak(seen, end, std::memory_order_relaxed)) {
+      }
+      fs.release_delivered(*f, uoff, end);
     } catch (...) {
     }
   } catch (...) {

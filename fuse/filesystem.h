@@ -48,6 +48,7 @@ class Filesystem {
     reader::Inode inode;
     std::atomic<uint64_t> next_offset{0};     // where a sequential reader continues
     std::atomic<uint64_t> prefetched_upto{0};  // blocks below this were already requested
+    std::atomic<uint64_t> delivered_end{0};    // highest end of a reply: read-ahead behind it is moot
   };
   struct DirNode {
     reader::Inode inode;
@@ -86,6 +87,7 @@ class Filesystem {
   std::shared_ptr<FileNode> file_node(fuse_ino_t ino);
   std::shared_ptr<DirNode> dir_node(fuse_ino_t ino, std::optional<reader::Inode> inode = std::nullopt);
   void readahead(const std::shared_ptr<FileNode>& f, uint64_t end);
+  void release_delivered(const FileNode& f, uint64_t off, uint64_t end);
   void push_rest_of_block(fuse_ino_t ino, const FileNode& f, uint64_t off, size_t len);
   void register_mate(fuse_ino_t ino, const reader::Inode& inode);
   void push_mates(fuse_ino_t reader, uint32_t fragment);

@@ -57,6 +57,18 @@ void BlockCache::insert_locked(Shard& s, uint64_t key, BlockPtr block) {
   }
 }
 
+void BlockCache::erase(uint64_t key) {
+  Shard& s = shard_for(key);
+  BlockPtr victim;  // freed after the lock is released
+  std::lock_guard lock(s.mu);
+  auto it = s.index.find(key);
+  if (it == s.index.end()) return;
+  s.bytes -= charge(it->second->second);
+  victim = std::move(it->second->second);
+  s.lru.erase(it->second);
+  s.index.erase(it);
+}
+
 BlockPtr BlockCache::find(uint64_t key) {
   Shard& s = shard_for(key);
   std::lock_guard lock(s.mu);

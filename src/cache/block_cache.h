@@ -49,6 +49,9 @@ class BlockCache {
   // the same time. Exceptions from load() reach every waiting caller; nothing is cached then.
   BlockPtr get_or_load(uint64_t key, const std::function<BlockPtr()>& load);
 
+  // Drops the entry (readers holding it keep their pointer). No-op when absent or loading.
+  void erase(uint64_t key);
+
   CacheCounters counters() const;
   size_t capacity() const { return capacity_; }
 

@@ -130,4 +130,9 @@ void ImageImpl::prefetch_block(const Inode& file, uint64_t index) {
   }
 }
 
+void ImageImpl::release_block(const Inode& file, uint64_t index) {
+  if (!file.is_regular() || !file.blocks_loaded || index >= file.block_sizes.size()) return;
+  data_cache_.erase(file.block_offsets[index]);
+}
+
 }  // namespace sqar::reader

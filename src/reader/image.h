@@ -170,6 +170,9 @@ class Image {
   virtual Chunk read_fragment(uint32_t index) = 0;
   // Decompresses data block `index` of the file into the cache (read-ahead). Never throws.
   virtual void prefetch_block(const Inode& file, uint64_t index) = 0;
+  // Drops data block `index` of the file from the cache: for readers that know it will not be
+  // asked for again (sqarfs once a sequential reader has had all of it). Never throws.
+  virtual void release_block(const Inode& file, uint64_t index) = 0;
   virtual uint64_t block_count(const Inode& file) const = 0;  // full blocks (no fragment)
 
   virtual std::string read_symlink(const Inode& link) = 0;
