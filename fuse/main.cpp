@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <cstdlib>
+#include <thread>
 
 #include "common/error.h"
 #include "filesystem.h"
@@ -106,7 +107,9 @@ int main(int argc, char** argv) {
 
   fs->start_background_threads(se);
   if (o.spin.count() > 0) {
-    ret = run_request_loop(se, o.single_thread ? 1 : o.threads, o.spin);
+    const bool handoff_on_queue = o.handoff == Options::Handoff::queued ||
+                                  (o.handoff == Options::Handoff::automatic && std::thread::hardware_concurrency() > 2);
+    ret = run_request_loop(se, o.single_thread ? 1 : o.threads, o.spin, handoff_on_queue);
   } else if (o.single_thread) {  // spin=0: libfuse's own loops, threads sleep in read()
     ret = fuse_session_loop(se) < 0 ? 1 : 0;
   } else {

@@ -57,6 +57,11 @@ void apply_option(Options& o, const std::string& opt) {
     uint64_t n = parse_number(key, value);
     if (n > 10000) throw Error("option spin=" + value + ": expected 0..10000 microseconds");
     o.spin = std::chrono::microseconds(n);
+  } else if (key == "handoff") {
+    if (value == "auto") o.handoff = Options::Handoff::automatic;
+    else if (value == "queued") o.handoff = Options::Handoff::queued;
+    else if (value == "slow") o.handoff = Options::Handoff::slow;
+    else throw Error("option handoff=" + value + ": expected auto, queued or slow");
   } else if (key == "readahead") {
     uint64_t n = parse_number(key, value);
     if (n > 64) throw Error("option readahead=" + value + ": expected 0..64 blocks");
@@ -172,6 +177,10 @@ Options:
                     is then answered without a wake-up, which on virtual machines costs
                     an interrupt per request. The window shrinks for slower clients; an
                     idle mount uses no CPU.
+  -o handoff=MODE   when the listening thread lets another thread take over: `slow` only
+                    before decompressing a block, `queued` also whenever more requests
+                    wait (parallel cached requests, at the price of a wake-up each);
+                    `auto` (default): queued with more than 2 CPUs, slow otherwise
   -o uid=N,gid=N    present every file as owned by this user / group
   -o allow_other    let other users see the files (needs user_allow_other in
                     /etc/fuse.conf when not mounting as root)

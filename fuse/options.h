@@ -28,6 +28,9 @@ struct Options {
   // How long the listening thread keeps polling /dev/fuse after a request before it sleeps
   // (see request_loop.h); 0 sleeps at once.
   std::chrono::microseconds spin{100};
+  // Whether the listener also hands its role on when requests are queued (not only before a
+  // slow one); auto = only with more than 2 CPUs (see request_loop.h).
+  enum class Handoff { automatic, queued, slow } handoff = Handoff::automatic;
   std::optional<uint32_t> uid, gid;
   bool foreground = false;
   bool debug = false;

@@ -32,8 +32,9 @@ thread_local std::unique_lock<std::mutex>* t_listener_lock = nullptr;
 
 class RequestLoop {
  public:
-  RequestLoop(fuse_session* se, std::chrono::microseconds spin)
+  RequestLoop(fuse_session* se, std::chrono::microseconds spin, bool handoff_on_queue)
       : se_(se),
+        handoff_on_queue_(handoff_on_queue),
         fd_(fuse_session_fd(se)),
         max_spin_ns_(std::chrono::nanoseconds(spin).count()),
         spin_ns_(max_spin_ns_) {}
@@ -46,12 +47,14 @@ class RequestLoop {
   void worker();
   // Called by the listener: the next request (>0), or 0 when the loop is over.
   int next_request(fuse_buf& buf);
-  bool more_queued() const;
   // After a sleep: the gap between the new request and the one before it.
   void adapt_spin(int64_t gap_ns);
   void announce_exit() const;
 
+  bool more_queued() const;
+
   fuse_session* se_;
+  const bool handoff_on_queue_;
   int fd_;
   int exit_fd_ = -1;  // eventfd, readable once the loop must end: wakes the listener's poll
   // The spin adapts, as the kernel's haltpoll does: after sleeping, a request that came
@@ -115,9 +118,9 @@ void RequestLoop::worker() {
   for (;;) {
     if (!lock.owns_lock()) lock.lock();
     if (next_request(buf) <= 0) break;
-    // Keep the role while handling this request unless others already wait behind it;
-    // a request that turns out slow gives it up itself (yield_listener_role).
-    if (more_queued()) lock.unlock();
+    // A request that turns out slow (a block to decompress) gives the role up itself
+    // (yield_listener_role); see request_loop.h for handing it on when others wait.
+    if (handoff_on_queue_ && more_queued()) lock.unlock();
     fuse_session_process_buf(se_, &buf);
   }
   t_listener_lock = nullptr;
@@ -175,8 +178,8 @@ void yield_listener_role() {
   if (t_listener_lock && t_listener_lock->owns_lock()) t_listener_lock->unlock();
 }
 
-int run_request_loop(fuse_session* se, unsigned threads, std::chrono::microseconds spin) {
-  RequestLoop loop(se, spin);
+int run_request_loop(fuse_session* se, unsigned threads, std::chrono::microseconds spin, bool handoff_on_queue) {
+  RequestLoop loop(se, spin, handoff_on_queue);
   return loop.run(threads == 0 ? 1 : threads);
 }
 

@@ -10,11 +10,12 @@
 // each request finds the next one of a busy client without being woken: 3.0-3.3 s.
 //
 // Threads take turns as the listener (leader/followers; the others wait on a mutex, not on
-// /dev/fuse, so a request wakes nobody). The listener keeps its role while it handles a
-// request no one waits behind, so a serial client (a walk, one reader) is served by one hot
-// thread without hand-offs; it passes the role on when more requests are queued or when the
-// request must decompress a block (yield_listener_role), so concurrent clients and slow
-// reads are served in parallel. The spin yields the core to runnable client threads and
+// /dev/fuse, so a request wakes nobody). The listener passes its role on before a request
+// decompresses a block (yield_listener_role), so slow reads of concurrent clients run in
+// parallel. With handoff_on_queue it also does whenever more requests are queued, so cached
+// requests of many clients run in parallel too; each hand-off wakes a sleeping thread, which
+// on 2 cores cost more than it gave (read all on ports 5.02 -> 4.61 s without, medians of 7
+// interleaved runs): sqarfs -o handoff=auto turns it on only with more than 2 CPUs. The spin yields the core to runnable client threads and
 // stops at most `spin` after the last request; the window adapts to the client's pace (see
 // RequestLoop::adapt_spin), so an idle or slow client costs no polling. `spin=0`: libfuse's
 // own loop is used instead (fuse/main.cpp).
@@ -30,7 +31,7 @@ namespace sqar::fuse {
 
 // Serves requests until the session exits (unmount, SIGINT/SIGTERM/SIGHUP). Returns 0, or
 // 1 when the threads could not be started.
-int run_request_loop(fuse_session* se, unsigned threads, std::chrono::microseconds spin);
+int run_request_loop(fuse_session* se, unsigned threads, std::chrono::microseconds spin, bool handoff_on_queue);
 
 // For request handlers about to do slow work (read and decompress a block): if the calling
 // thread is the listener, another thread takes over listening meanwhile. No-op elsewhere.

@@ -4,7 +4,8 @@ the spinning leader/followers loop (default, with 1 and 16 threads) and libfuse'
 (spin=0, with and without -s). Each must serve a full tree and 16 concurrent readers exactly,
 end cleanly on unmount, SIGTERM and SIGINT (mount gone, exit 0, no sanitizer report), use
 no CPU while the mount is idle (the spin must stop) and little under a client too slow for
-spinning to pay (the spin window must adapt). Bad spin values are refused."""
+spinning to pay (the spin window must adapt). Both hand-off modes serve concurrent readers.
+Bad spin and handoff values are refused."""
 import os
 import random
 import signal
@@ -19,6 +20,8 @@ from test_sqarfs_threads import hammer
 
 CONFIGS = [
     ("spin default, 16 threads", ["-o", "threads=16"]),
+    ("handoff=queued, 16 threads", ["-o", "handoff=queued,threads=16"]),
+    ("handoff=slow, 16 threads", ["-o", "handoff=slow,threads=16"]),
     ("spin=2000, 1 thread", ["-o", "spin=2000,threads=1"]),
     ("spin=100, -s", ["-o", "spin=100", "-s"]),
     ("spin=0 (libfuse multithreaded loop)", ["-o", "spin=0,threads=8"]),
@@ -104,7 +107,9 @@ def main():
             failures.append(f"spin=500: {m.problem()}")
 
         # Signals: the daemon unmounts and exits 0 (both loops).
-        for label, opts in CONFIGS[0:1] + CONFIGS[3:4]:
+        both_loops = [c for c in CONFIGS if c[0].startswith(("spin default", "spin=0 (libfuse multithreaded"))]
+        assert len(both_loops) == 2
+        for label, opts in both_loops:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 proc = subprocess.Popen([sqarfs, img, mnt, "-f"] + opts, stdout=subprocess.DEVNULL,
                                         stderr=subprocess.PIPE, text=True)
@@ -125,9 +130,9 @@ def main():
                     subprocess.run(["umount", "-l", mnt], stderr=subprocess.DEVNULL)
 
         # Bad values: refused before mounting, naming the option.
-        for bad in ("spin=abc", "spin=20000", "spin=-1"):
+        for bad in ("spin=abc", "spin=20000", "spin=-1", "handoff=sometimes"):
             r = subprocess.run([sqarfs, img, mnt, "-o", bad], capture_output=True, text=True, timeout=30)
-            ok = r.returncode != 0 and "spin" in r.stderr and not is_mounted(mnt)
+            ok = r.returncode != 0 and bad.split("=")[0] in r.stderr and not is_mounted(mnt)
             print(f"-o {bad}: {'refused' if ok else 'ACCEPTED'}: {r.stderr.strip()}")
             if not ok:
                 failures.append(f"-o {bad} was not refused: exit {r.returncode}, {r.stderr}")
