@@ -301,8 +301,9 @@ def unmount_fuse(mnt):
 
 
 def main(tests):
-    """Runs test functions in order; a failure prints its message and exits 1."""
-    failed = 0
+    """Runs test functions in order; a failure prints its message and exits 1. The last line
+    names the failures too: CI summaries often keep only a test's last line."""
+    failures = []
     for t in tests:
         log(f"--- {t.__name__}")
         try:
@@ -310,7 +311,8 @@ def main(tests):
         except SystemExit:
             raise
         except Exception as e:  # noqa: BLE001 - report every failing test, then fail
-            failed += 1
+            failures.append(f"{t.__name__}: {' '.join(str(e).split())[:400]}")
             log(f"FAILED {t.__name__}: {e}")
-    log(f"{len(tests) - failed} passed, {failed} failed")
-    sys.exit(1 if failed else 0)
+    summary = f"{len(tests) - len(failures)} passed, {len(failures)} failed"
+    log(summary + ("" if not failures else " (" + "; ".join(failures) + ")"))
+    sys.exit(1 if failures else 0)
