@@ -58,6 +58,11 @@ const char kHelp[] =
     "Dedup and extras:\n"
     "      --no-dedup          store every file separately\n"
     "      --verify-dedup      byte-compare files with equal hashes before sharing their data\n"
+    "      --reuse OLD         copy the compressed blocks of files whose content OLD (an earlier\n"
+    "                          sqar image with the same compressor, level and block size) holds,\n"
+    "                          instead of compressing them again. Each copied block is checked\n"
+    "                          against the source first; the image is the same as without it\n"
+    "                          (OLD may be IMAGE itself, with --force)\n"
     "      --no-manifest       omit the trailer with per-file XXH3-128 hashes (used by sqar verify)\n"
     "      --no-export         omit the NFS export table\n"
     "\n"
@@ -75,6 +80,7 @@ const char kHelp[] =
     "  sqar create /var/log logs.sqfs                      # zstd-9, 128K blocks, all cores\n"
     "  sqar create -c xz -b 1M --all-root ports/ ports.sqfs\n"
     "  sqar create --exclude '*.o' --exclude .git/ src/ src.sqfs\n"
+    "  sqar create -c zstd -l 15 --force --reuse logs.sqfs /var/log logs.sqfs   # nightly rebuild\n"
     "  SOURCE_DATE_EPOCH=1700000000 sqar create -j1 tree/ reproducible.sqfs\n";
 
 void on_signal(int sig) {
@@ -109,6 +115,13 @@ void print_summary(const CreateOptions& opt, const CreateStats& s) {
               (unsigned long long)d.blocks_compressed, (unsigned long long)(d.blocks_raw + d.blocks_incompressible),
               (unsigned long long)d.blocks_incompressible, (unsigned long long)d.blocks_sparse,
               (unsigned long long)d.fragments);
+  if (!opt.reuse.empty()) {
+    std::string mismatches;
+    if (d.reuse_mismatches)
+      mismatches = ", " + std::to_string(d.reuse_mismatches) + " did not match the source and were compressed";
+    std::printf("  reused: %llu blocks (%s) copied from %s%s\n", (unsigned long long)d.blocks_reused,
+                human_bytes(d.reused_bytes).c_str(), opt.reuse.c_str(), mismatches.c_str());
+  }
   std::printf("  time %.2f s, %s/s\n", s.seconds, human_bytes(uint64_t(double(d.bytes_in) / std::max(s.seconds, 1e-6))).c_str());
 }
 
@@ -121,6 +134,7 @@ void print_json(const CreateOptions& opt, const CreateStats& s) {
       "\"bytes_in\":%llu,\"bytes_read\":%llu,\"image_bytes\":%llu,\"file_bytes\":%llu,\"ratio\":%.6f,"
       "\"dedup_files\":%llu,\"dedup_bytes\":%llu,\"tail_dedup_bytes\":%llu,\"codec_input_bytes\":%llu,"
       "\"blocks_compressed\":%llu,\"blocks_raw\":%llu,\"blocks_incompressible\":%llu,\"blocks_sparse\":%llu,"
+      "\"blocks_reused\":%llu,\"reused_bytes\":%llu,\"reuse_mismatches\":%llu,"
       "\"fragments\":%llu,\"xattr_sets\":%llu,\"seconds\":%.3f,\"scan_seconds\":%.3f,\"data_seconds\":%.3f,"
       "\"metadata_seconds\":%.3f,\"scan_listers\":%u}\n",
       json_escape(opt.image).c_str(), codec_name(opt.codec.id), opt.codec.level, opt.codec.block_size, opt.threads,
@@ -132,7 +146,8 @@ void print_json(const CreateOptions& opt, const CreateStats& s) {
       (unsigned long long)d.dedup_bytes, (unsigned long long)d.tail_dedup_bytes,
       (unsigned long long)d.codec_input_bytes, (unsigned long long)d.blocks_compressed,
       (unsigned long long)d.blocks_raw, (unsigned long long)d.blocks_incompressible,
-      (unsigned long long)d.blocks_sparse, (unsigned long long)d.fragments, (unsigned long long)s.xattr_sets,
+      (unsigned long long)d.blocks_sparse, (unsigned long long)d.blocks_reused, (unsigned long long)d.reused_bytes,
+      (unsigned long long)d.reuse_mismatches, (unsigned long long)d.fragments, (unsigned long long)s.xattr_sets,
       s.seconds, s.scan_seconds, s.data_seconds, s.metadata_seconds, s.scan_listers);
 }
 
@@ -144,7 +159,7 @@ int usage_error(const std::string& msg) {
 int create_main(int argc, char** argv) {
   enum {
     kExclude = 256, kExcludeFrom, kOneFs, kNoXattrs, kAllRoot, kUid, kGid, kMtime, kSkipUnreadable, kNoDedup,
-    kVerifyDedup, kNoManifest, kNoExport, kProgress, kJson
+    kVerifyDedup, kReuse, kNoManifest, kNoExport, kProgress, kJson
   };
   static const option longopts[] = {
       {"compressor", required_argument, nullptr, 'c'}, {"level", required_argument, nullptr, 'l'},
@@ -156,6 +171,7 @@ int create_main(int argc, char** argv) {
       {"uid", required_argument, nullptr, kUid}, {"gid", required_argument, nullptr, kGid},
       {"mtime", required_argument, nullptr, kMtime}, {"skip-unreadable", no_argument, nullptr, kSkipUnreadable},
       {"no-dedup", no_argument, nullptr, kNoDedup}, {"verify-dedup", no_argument, nullptr, kVerifyDedup},
+      {"reuse", required_argument, nullptr, kReuse},
       {"no-manifest", no_argument, nullptr, kNoManifest}, {"no-export", no_argument, nullptr, kNoExport},
       {"progress", no_argument, nullptr, kProgress}, {"json", no_argument, nullptr, kJson},
       {nullptr, 0, nullptr, 0}};
@@ -215,6 +231,7 @@ int create_main(int argc, char** argv) {
       case kSkipUnreadable: opt.skip_unreadable = true; break;
       case kNoDedup: opt.dedup = false; break;
       case kVerifyDedup: opt.verify_dedup = true; break;
+      case kReuse: opt.reuse = optarg; break;
       case kNoManifest: opt.manifest = false; break;
       case kNoExport: opt.exportable = false; break;
       case kProgress: force_progress = true; break;

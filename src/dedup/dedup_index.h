@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "common/hash.h"
+#include "dedup/content_key.h"
 
 namespace sqar {
 
@@ -28,16 +29,8 @@ class DedupIndex {
   void add_tail(uint32_t len, const Hash128& hash, TailLocation where);
 
  private:
-  struct Key {
-    uint64_t size;
-    Hash128 hash;
-    bool operator==(const Key&) const = default;
-  };
-  struct KeyHasher {
-    size_t operator()(const Key& k) const { return Hash128Hasher{}(k.hash) ^ size_t(k.size); }
-  };
-  std::unordered_map<Key, uint32_t, KeyHasher> files_;
-  std::unordered_map<Key, TailLocation, KeyHasher> tails_;
+  std::unordered_map<ContentKey, uint32_t, ContentKeyHasher> files_;
+  std::unordered_map<ContentKey, TailLocation, ContentKeyHasher> tails_;
 };
 
 }  // namespace sqar

@@ -13,6 +13,7 @@
 
 #include "common/error.h"
 #include "dedup/dedup_index.h"
+#include "dedup/reuse_index.h"
 #include "pipeline/source_reader.h"
 #include "writer/image_file.h"
 
@@ -35,6 +36,7 @@ struct Unit {
 };
 
 using Buffer = std::shared_ptr<std::vector<uint8_t>>;
+constexpr uint32_t kNoReuse = UINT32_MAX;
 
 struct Job {
   bool is_fragment = false;
@@ -44,6 +46,7 @@ struct Job {
   size_t off = 0, len = 0;
   bool sparse = false;
   bool raw = false;
+  uint32_t reuse_block = kNoReuse;  // data block: its counterpart in --reuse OLD
   std::vector<uint8_t> packed;
   uint32_t size_word = 0;
   bool done = false;
@@ -149,7 +152,21 @@ class DataPipeline {
         kinds_[i] = FileKind::kUnique;
       else
         kinds_[i] = size <= chunk_ ? FileKind::kSharedSmall : FileKind::kPrehashed;
+      // A file OLD may hold must be hashed before its blocks are cut, to know whether to copy
+      // them: in memory when it is one read unit, in the hashing pass when it is more.
+      if (reuse_candidate(size) && kinds_[i] == FileKind::kUnique)
+        kinds_[i] = size <= chunk_ ? FileKind::kSharedSmall : FileKind::kPrehashed;
     }
+  }
+
+  bool reuse_candidate(uint64_t size) const {
+    return opt_.reuse && size >= block_size_ && opt_.reuse->has_size(size);
+  }
+
+  // Called in image order once the file's hash is known and it owns its data.
+  void look_up_reuse(uint32_t file, uint64_t size, const Hash128& hash) {
+    if (!reuse_candidate(size)) return;
+    if (auto first = opt_.reuse->find(size, hash)) reuse_first_.emplace(file, *first);
   }
 
   void prehash() {
@@ -183,12 +200,13 @@ class DataPipeline {
       }
       if (!changed[k].empty()) throw Error(tree_.path_of(n) + ": " + changed[k]);
       locs_[f].hash = prehash_[f];
-      share_if_duplicate(f, n.size, prehash_[f]);
+      if (!share_if_duplicate(f, n.size, prehash_[f])) look_up_reuse(f, n.size, prehash_[f]);
     }
   }
 
   // Returns true when `file` now shares an earlier file's data.
   bool share_if_duplicate(uint32_t file, uint64_t size, const Hash128& hash) {
+    if (!opt_.dedup) return false;  // hashed only for --reuse
     auto orig = dedup_.find_or_add_file(size, hash, file);
     if (!orig) return false;
     if (opt_.verify_dedup &&
@@ -385,12 +403,14 @@ class DataPipeline {
       if (kinds_[f] == FileKind::kSharedSmall) {
         loc.hash = hash128(bytes, u.len);
         if (share_if_duplicate(f, n.size, loc.hash)) return;
+        look_up_reuse(f, n.size, loc.hash);
       } else {
         hasher_.reset();
       }
     }
     if (kinds_[f] != FileKind::kSharedSmall) hasher_.update(bytes, u.len);
 
+    const auto reuse = reuse_first_.find(f);
     for (size_t b = 0; b < full_blocks; ++b) {
       auto job = std::make_unique<Job>();
       job->file = f;
@@ -399,9 +419,11 @@ class DataPipeline {
       job->off = b * block_size_;
       job->len = block_size_;
       job->sparse = all_zero(bytes + job->off, job->len);
+      if (reuse != reuse_first_.end()) job->reuse_block = reuse->second + job->index;
       submit(std::move(job));
     }
     if (!u.last) return;
+    if (reuse != reuse_first_.end()) reuse_first_.erase(reuse);
     if (kinds_[f] != FileKind::kSharedSmall) {
       loc.hash = hasher_.digest();
       if (kinds_[f] == FileKind::kPrehashed && !(loc.hash == prehash_[f]))
@@ -463,7 +485,9 @@ class DataPipeline {
     // 4N+8 jobs wait for the writer when the codec is slow (zstd-15), and a block-sized
     // output buffer each was ~1.6 MiB of peak RSS on the ports set.
     std::vector<uint8_t> scratch(block_size_);
+    std::vector<uint8_t> stored;  // a block read from --reuse OLD
     uint64_t input = 0, compressed = 0, raw = 0, incompressible = 0, sparse = 0;
+    uint64_t reused = 0, reused_bytes = 0, mismatches = 0;
     for (;;) {
       Job* job;
       {
@@ -474,22 +498,29 @@ class DataPipeline {
         to_compress_.pop_front();
       }
       const uint8_t* src = job->buf->data() + job->off;
-      if (job->sparse) {
+      const bool from_old = !job->sparse && job->reuse_block != kNoReuse;
+      if (from_old && copy_from_old(*job, src, *codec, stored, scratch)) {
+        ++reused;
+        reused_bytes += job->len;
+      } else if (job->sparse) {
         ++sparse;
         job->size_word = 0;
-      } else if (opt_.detect_incompressible && looks_incompressible(src, job->len)) {
-        ++incompressible;
-        job->raw = true;
       } else {
-        input += job->len;
-        size_t n = codec->compress(src, job->len, scratch.data(), job->len);
-        if (n) {
-          ++compressed;
-          job->packed.assign(scratch.data(), scratch.data() + n);
-          job->size_word = uint32_t(n);
-        } else {
-          ++raw;
+        if (from_old) ++mismatches;  // damaged OLD, or a collision: compress as usual
+        if (opt_.detect_incompressible && looks_incompressible(src, job->len)) {
+          ++incompressible;
           job->raw = true;
+        } else {
+          input += job->len;
+          size_t n = codec->compress(src, job->len, scratch.data(), job->len);
+          if (n) {
+            ++compressed;
+            job->packed.assign(scratch.data(), scratch.data() + n);
+            job->size_word = uint32_t(n);
+          } else {
+            ++raw;
+            job->raw = true;
+          }
         }
       }
       if (job->raw) {
@@ -508,6 +539,28 @@ class DataPipeline {
     stats_.blocks_raw += raw;
     stats_.blocks_incompressible += incompressible;
     stats_.blocks_sparse += sparse;
+    stats_.blocks_reused += reused;
+    stats_.reused_bytes += reused_bytes;
+    stats_.reuse_mismatches += mismatches;
+  }
+
+  // Takes OLD's stored block in place of compressing `src` when it decodes to exactly those
+  // bytes; with OLD's settings equal to this build's (ReuseIndex::open) it is then the block a
+  // fresh build writes. False (the caller compresses) on a read error, damage or a difference.
+  bool copy_from_old(Job& job, const uint8_t* src, Codec& codec, std::vector<uint8_t>& stored,
+                     std::vector<uint8_t>& decoded) const {
+    const ReuseIndex::Block& b = opt_.reuse->block(job.reuse_block);
+    if (!opt_.reuse->read(b, stored)) return false;
+    if (b.size_word & fmt::kDataUncompressed) {
+      if (stored.size() != job.len || std::memcmp(stored.data(), src, job.len) != 0) return false;
+      job.raw = true;  // stored as the source bytes, like a block that does not shrink
+      return true;
+    }
+    const auto n = codec.decompress(stored.data(), stored.size(), decoded.data(), decoded.size());
+    if (!n || *n != job.len || std::memcmp(decoded.data(), src, job.len) != 0) return false;
+    job.packed.assign(stored.begin(), stored.end());
+    job.size_word = b.size_word;
+    return true;
   }
 
   // ---- writer ----
@@ -578,6 +631,8 @@ class DataPipeline {
   std::vector<FileLocation> locs_;
   std::vector<FileKind> kinds_;
   std::vector<Hash128> prehash_;
+  // File -> its first block in --reuse OLD, for files being sequenced (sequencer thread only).
+  std::unordered_map<uint32_t, uint32_t> reuse_first_;
   std::vector<bool> skip_;  // main thread only
   std::vector<bool> has_units_;  // fixed before the workers start
   size_t total_units_ = 0;

@@ -10,6 +10,7 @@
 
 #include "common/endian.h"
 #include "common/error.h"
+#include "dedup/reuse_index.h"
 #include "format/manifest.h"
 #include "format/squashfs.h"
 #include "scan/scanner.h"
@@ -78,6 +79,20 @@ CreateStats create_image(CreateOptions opt, CreateProgress* progress) {
   if (opt.threads == 0) opt.threads = std::max(1u, std::thread::hardware_concurrency());
   CreateStats stats;
 
+  // OLD is indexed before IMAGE is touched, so a wrong path fails without leaving anything.
+  // (OLD may be IMAGE itself under --force: it is replaced only by the final rename.)
+  std::optional<ReuseIndex> reuse;
+  if (!opt.reuse.empty()) {
+    std::string why_not;
+    try {
+      reuse = ReuseIndex::open(opt.reuse, opt.codec, why_not);
+    } catch (const Error& e) {
+      throw Error(std::string("--reuse: ") + e.what());
+    }
+    if (!why_not.empty() && opt.warn) opt.warn("not reusing data of " + opt.reuse + ": " + why_not);
+    if (reuse->empty()) reuse.reset();
+  }
+
   ImageFile out(opt.image, opt.force);  // fails early if IMAGE exists without --force
 
   ScanOptions scan;
@@ -131,10 +146,14 @@ CreateStats create_image(CreateOptions opt, CreateProgress* progress) {
   data_opt.skip_unreadable = opt.skip_unreadable;
   data_opt.detect_incompressible = opt.detect_incompressible;
   data_opt.warn = opt.warn;
+  data_opt.reuse = reuse ? &*reuse : nullptr;
   if (progress) data_opt.bytes_done = &progress->bytes_done;
   const auto t_data = std::chrono::steady_clock::now();
   DataResult data = write_file_data(tree, out, data_opt);
   stats.data_seconds = since(t_data);
+  if (data.stats.reuse_mismatches && opt.warn)
+    opt.warn(std::to_string(data.stats.reuse_mismatches) + " data block(s) of " + opt.reuse +
+             " did not decode to the source bytes (is it damaged?) and were compressed instead");
   // The pipeline's buffers and dedup index are freed; hand the pages back before the metadata
   // phase allocates its own, so peak RSS is the larger of the two phases, not their sum.
   malloc_trim(0);

@@ -31,6 +31,7 @@ struct CreateOptions {
   std::optional<uint32_t> uid, gid;
   std::optional<int64_t> mtime;         // --mtime: every inode and the superblock
   std::optional<int64_t> source_date;   // SOURCE_DATE_EPOCH: superblock time, inode times clamped
+  std::string reuse;  // --reuse OLD: copy OLD's compressed blocks of unchanged content (ReuseIndex)
   std::function<void(const std::string&)> warn;
 };
 

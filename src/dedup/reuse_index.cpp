@@ -1,0 +1,119 @@
+#include "dedup/reuse_index.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <utility>
+
+#include "common/error.h"
+#include "format/squashfs.h"
+#include "reader/image.h"
+
+namespace sqar {
+
+ReuseIndex::ReuseIndex(ReuseIndex&& o) noexcept { *this = std::move(o); }
+
+ReuseIndex& ReuseIndex::operator=(ReuseIndex&& o) noexcept {
+  if (this != &o) {
+    if (fd_ >= 0) close(fd_);
+    path_ = std::move(o.path_);
+    fd_ = std::exchange(o.fd_, -1);
+    has_manifest_ = o.has_manifest_;
+    files_ = std::move(o.files_);
+    sizes_ = std::move(o.sizes_);
+    blocks_ = std::move(o.blocks_);
+  }
+  return *this;
+}
+
+ReuseIndex::~ReuseIndex() {
+  if (fd_ >= 0) close(fd_);
+}
+
+namespace {
+std::string settings_of(const CodecConfig& c) {
+  std::string s = codec_name(c.id);
+  if (level_range(c.id).second > 0) s += " level " + std::to_string(c.level < 0 ? default_level(c.id) : c.level);
+  return s + ", " + std::to_string(c.block_size / 1024) + " KiB blocks";
+}
+}  // namespace
+
+ReuseIndex ReuseIndex::open(const std::string& old_image, const CodecConfig& codec, std::string& why_unusable) {
+  ReuseIndex index;
+  index.path_ = old_image;
+  why_unusable.clear();
+  auto image = reader::Image::open(old_image);
+  CodecConfig old = image->codec_config();
+  old.block_size = image->super().block_size;
+  // Copied blocks must be the blocks this build would write, or the image would depend on
+  // what OLD happened to be: same compressor, same options block, same block size.
+  if (old.id != codec.id || old.block_size != codec.block_size ||
+      encode_codec_options(old) != encode_codec_options(codec)) {
+    why_unusable = "it was made with " + settings_of(old) + ", this build uses " + settings_of(codec);
+    return index;
+  }
+  try {
+    index.index_files(*image);
+  } catch (const std::exception& e) {
+    // OLD opens but is damaged: a rebuild must not fail because its predecessor did.
+    why_unusable = std::string("it is damaged (") + e.what() + ")";
+    index.files_.clear();
+    index.sizes_.clear();
+    index.blocks_.clear();
+    return index;
+  }
+  if (!index.has_manifest_) {
+    why_unusable = "it has no manifest trailer (made with --no-manifest or by another tool)";
+    return index;
+  }
+  index.fd_ = ::open(old_image.c_str(), O_RDONLY | O_CLOEXEC);
+  if (index.fd_ < 0) throw Error(errno_message(old_image, errno));
+  return index;
+}
+
+void ReuseIndex::index_files(reader::Image& image) {
+  auto manifest = image.manifest();
+  has_manifest_ = manifest.has_value();
+  if (!manifest) return;
+  std::unordered_map<uint32_t, Hash128> hash_of;  // inode number -> content hash
+  hash_of.reserve(manifest->size());
+  for (const ManifestEntry& e : *manifest) hash_of.emplace(e.inode_number, e.hash);
+  manifest.reset();
+
+  const uint64_t bs = image.super().block_size;
+  image.walk([&](const std::string&, const reader::Inode& inode) {
+    if (!inode.is_regular() || inode.size < bs) return true;
+    auto h = hash_of.find(inode.inode_number);
+    if (h == hash_of.end()) return true;  // a duplicate (its owner is indexed) or no entry
+    const uint64_t nblocks = inode.size / bs;
+    if (!inode.blocks_loaded || inode.block_sizes.size() < nblocks || blocks_.size() + nblocks > UINT32_MAX)
+      return true;
+    if (!files_.try_emplace(ContentKey{inode.size, h->second}, uint32_t(blocks_.size())).second) return true;
+    sizes_.insert(inode.size);
+    for (uint64_t i = 0; i < nblocks; ++i) blocks_.push_back({image.offset() + inode.block_offsets[i], inode.block_sizes[i]});
+    hash_of.erase(h);  // hard links: index the inode once
+    return true;
+  });
+}
+
+std::optional<uint32_t> ReuseIndex::find(uint64_t size, const Hash128& hash) const {
+  auto it = files_.find(ContentKey{size, hash});
+  if (it == files_.end()) return std::nullopt;
+  return it->second;
+}
+
+bool ReuseIndex::read(const Block& b, std::vector<uint8_t>& out) const {
+  const size_t len = b.size_word & ~fmt::kDataUncompressed;
+  if (len == 0 || len > fmt::kMaxBlockSize) return false;  // sparse, or a damaged size word
+  out.resize(len);
+  for (size_t done = 0; done < len;) {
+    ssize_t n = pread(fd_, out.data() + done, len - done, off_t(b.position + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += size_t(n);
+  }
+  return true;
+}
+
+}  // namespace sqar

@@ -1,0 +1,74 @@
+// `sqar create --reuse OLD`: the compressed data blocks of an earlier image, found by content.
+//
+// A rebuild of a tree that mostly did not change (a log tree after one more rotation, a ports
+// tree after an update) compresses the same blocks again: at zstd-15 that is most of the build's
+// time. OLD's manifest trailer holds each data-owning file's (size, XXH3-128); a new file with
+// the same pair gets OLD's compressed full blocks copied instead of compressed. Only full blocks
+// are copied: tails go to new fragments, packed exactly as a fresh build packs them.
+//
+// OLD is trusted for nothing. The compressor thread decompresses each copied block and compares
+// it with the source bytes it would otherwise compress (DataPipeline); a block that differs
+// (damaged OLD, a hash collision) is compressed as usual. Copying is used only when OLD has the
+// same compressor, options and block size as the new build, so with the same library version
+// the image is byte-identical to a fresh build, only made faster.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "codec/codec.h"
+#include "common/hash.h"
+#include "dedup/content_key.h"
+
+namespace sqar {
+namespace reader {
+class Image;
+}
+
+class ReuseIndex {
+ public:
+  // Indexes OLD for a build with `codec` (codec.block_size is the new block size). Throws
+  // sqar::Error naming OLD when it cannot be opened or read. When OLD is readable but of no
+  // use (no manifest, another compressor, other options or block size) the index is empty and
+  // `why_unusable` says why, for a warning.
+  static ReuseIndex open(const std::string& old_image, const CodecConfig& codec, std::string& why_unusable);
+
+  ReuseIndex() = default;
+  ReuseIndex(ReuseIndex&&) noexcept;
+  ReuseIndex& operator=(ReuseIndex&&) noexcept;
+  ReuseIndex(const ReuseIndex&) = delete;
+  ReuseIndex& operator=(const ReuseIndex&) = delete;
+  ~ReuseIndex();
+
+  const std::string& path() const { return path_; }
+  bool empty() const { return files_.empty(); }
+  size_t file_count() const { return files_.size(); }
+  // Cheap pre-filter: may a file of this size have a match? (Only such files are hashed early.)
+  bool has_size(uint64_t size) const { return sizes_.count(size) != 0; }
+  // The first of the matching file's blocks in block(), or nullopt.
+  std::optional<uint32_t> find(uint64_t size, const Hash128& hash) const;
+
+  struct Block {
+    uint64_t position;   // in OLD's file
+    uint32_t size_word;  // as stored: bit 24 set = uncompressed, 0 = sparse
+  };
+  const Block& block(uint32_t index) const { return blocks_[index]; }
+  // Reads the stored bytes of `b` into out (size_word's size of them). Thread-safe (pread).
+  // False on a short read or an I/O error: the caller then compresses the block itself.
+  bool read(const Block& b, std::vector<uint8_t>& out) const;
+
+ private:
+  void index_files(reader::Image& image);
+
+  std::string path_;
+  bool has_manifest_ = false;
+  int fd_ = -1;
+  std::unordered_map<ContentKey, uint32_t, ContentKeyHasher> files_;  // -> index of its first block
+  std::unordered_set<uint64_t> sizes_;
+  std::vector<Block> blocks_;
+};
+
+}  // namespace sqar

@@ -1,0 +1,158 @@
+#!/usr/bin/env python3
+"""`sqar create --reuse OLD`: a rebuild copies OLD's compressed blocks of content it already
+holds instead of compressing them again, and the image is byte-identical to a fresh build.
+
+The tree is rebuilt after a log rotation (every log moves one name on, the oldest goes, a new one
+comes), an append (a changed file of the same name) and a new file; the fresh and the reusing
+build must give the same bytes, and the stats must show that exactly the unchanged content's
+blocks were copied and never compressed. A damaged OLD must not damage the new image: the
+damaged block is compressed instead, with a warning. OLD with other settings or without a
+manifest is reported and not used; a missing OLD is an error that leaves nothing behind.
+unsquashfs reads the reusing build back against the tree."""
+import json
+import os
+import shutil
+
+from sqartest import (SQAR, compare_trees, log, main, make_full_tree, pseudo_random, run, sqar_create,
+                      tempdir, unsquashfs_extract, write)
+
+BLOCK = 16384
+ENV = dict(os.environ, SOURCE_DATE_EPOCH="1700000000")
+CODEC = ["-c", "zstd", "-l", "15", "-b", "16K"]
+
+
+def log_text(n, seed):
+    """Compressible text, different for each seed."""
+    lines, size, i = [], 0, 0
+    while size < n:
+        line = b"%d host%d service[%d]: request %d took %d ms\n" % (seed, i % 7, seed * 31 + i, i * seed, i % 997)
+        lines.append(line)
+        size += len(line)
+        i += 1
+    return b"".join(lines)[:n]
+
+
+def build_tree(src):
+    # Rotated logs: one of them is larger than a read unit (1 MiB), so it is hashed in a pass of
+    # its own before its blocks are cut; the others are read and hashed in one go.
+    sizes = [1_300_000, 200_000, 150_000, 120_000]
+    for i, n in enumerate(sizes):
+        write(f"{src}/logs/app.log.{i}", log_text(n, 100 + i))
+    write(f"{src}/data/growing.csv", log_text(90_000, 7))
+    write(f"{src}/data/noise.bin", pseudo_random(5 * BLOCK + 3, 9))  # stored uncompressed
+    write(f"{src}/data/copy-of-log", log_text(150_000, 102))        # a duplicate of app.log.2
+    return make_full_tree(f"{src}/full", block=BLOCK)
+
+
+def rotate(src):
+    os.remove(f"{src}/logs/app.log.3")
+    for i in (2, 1, 0):
+        os.rename(f"{src}/logs/app.log.{i}", f"{src}/logs/app.log.{i + 1}")
+    write(f"{src}/logs/app.log.0", log_text(60_000, 200))              # new content
+    with open(f"{src}/data/growing.csv", "ab") as f:                    # same name, new content
+        f.write(log_text(20_000, 8))
+    write(f"{src}/data/new.txt", log_text(40_000, 300))
+    # Times before SOURCE_DATE_EPOCH, so the image keeps them and the read-back compares them.
+    for d in (f"{src}/logs", f"{src}/data"):
+        for name in os.listdir(d):
+            os.utime(f"{d}/{name}", (1_650_000_000, 1_650_000_000))
+        os.utime(d, (1_650_000_000, 1_650_000_000))
+
+
+def full_blocks(path):
+    return os.path.getsize(path) // BLOCK
+
+
+def test_rebuild_after_rotation_copies_unchanged_blocks_and_is_identical():
+    with tempdir() as d:
+        src = f"{d}/src"
+        build_tree(src)
+        sqar_create(src, f"{d}/old.sqfs", *CODEC, env=ENV)
+        rotate(src)
+        fresh = sqar_create(src, f"{d}/fresh.sqfs", *CODEC, env=ENV)
+        reused = sqar_create(src, f"{d}/reused.sqfs", *CODEC, "--reuse", f"{d}/old.sqfs", env=ENV)
+        assert open(f"{d}/fresh.sqfs", "rb").read() == open(f"{d}/reused.sqfs", "rb").read(), \
+            "the build with --reuse differs from a fresh build"
+        log("ok: the reusing build is byte-identical to a fresh one")
+
+        # What OLD held unchanged: the three rotated logs (now .1 .. .3) and the full tree's files
+        # with full blocks; the random ones are stored raw, which takes no codec time anyway.
+        # sparse.img has 3 blocks with data (3 and 4: the run in the middle; 10: "end").
+        compressible = [f"{src}/logs/app.log.{i}" for i in (1, 2, 3)] + [f"{src}/full/text.log"]
+        incompressible = [f"{src}/data/noise.bin"] + [f"{src}/full/{p}" for p in (
+            "exact-blocks.bin", "random.bin", "dup/tail-a", "dup/tail-b")]
+        copied_compressible = sum(full_blocks(p) for p in compressible) + 3
+        expected = copied_compressible + sum(full_blocks(p) for p in incompressible)
+        assert reused["blocks_reused"] == expected, \
+            f"{reused['blocks_reused']} blocks copied, expected {expected} (the unchanged content's full blocks)"
+        assert reused["reuse_mismatches"] == 0, reused
+        assert reused["reused_bytes"] == expected * BLOCK, reused
+        changed_bytes = fresh["codec_input_bytes"] - reused["codec_input_bytes"]
+        assert changed_bytes == copied_compressible * BLOCK, \
+            f"the codec saw {changed_bytes} fewer bytes, expected {copied_compressible * BLOCK}"
+        log(f"ok: {expected} blocks copied from OLD, none of them compressed "
+            f"(codec input {fresh['codec_input_bytes']} -> {reused['codec_input_bytes']} bytes)")
+
+        unsquashfs_extract(f"{d}/reused.sqfs", f"{d}/out")
+        compare_trees(src, f"{d}/out", "unsquashfs of the reusing build")
+        run([SQAR, "verify", f"{d}/reused.sqfs"])
+        log("ok: unsquashfs reads it back like the tree; sqar verify checks every file's hash")
+
+        # OLD may be the image being replaced.
+        shutil.copy(f"{d}/old.sqfs", f"{d}/same.sqfs")
+        again = sqar_create(src, f"{d}/same.sqfs", *CODEC, "--force", "--reuse", f"{d}/same.sqfs", env=ENV)
+        assert again["blocks_reused"] == expected, again
+        assert open(f"{d}/same.sqfs", "rb").read() == open(f"{d}/fresh.sqfs", "rb").read()
+        log("ok: --force --reuse IMAGE rebuilds IMAGE in place from itself")
+
+
+def test_damaged_old_blocks_are_compressed_instead():
+    with tempdir() as d:
+        src = f"{d}/src"
+        write(f"{src}/a.log", log_text(10 * BLOCK, 1))
+        write(f"{src}/b.log", log_text(6 * BLOCK + 100, 2))
+        sqar_create(src, f"{d}/old.sqfs", *CODEC, env=ENV)
+        fresh = open(f"{d}/old.sqfs", "rb").read()
+        # Data starts right after the 96-byte superblock (and a small options block): bytes 300+
+        # are inside a.log's first compressed block.
+        damaged = bytearray(fresh)
+        for i in range(300, 340):
+            damaged[i] ^= 0x5A
+        open(f"{d}/damaged.sqfs", "wb").write(damaged)
+        p = run([SQAR, "create", "--json", *CODEC, "--reuse", f"{d}/damaged.sqfs", src, f"{d}/new.sqfs"], env=ENV)
+        stats = json.loads(p.stdout)
+        assert open(f"{d}/new.sqfs", "rb").read() == fresh, "a damaged OLD changed the new image"
+        assert stats["reuse_mismatches"] >= 1 and stats["blocks_reused"] == 16 - stats["reuse_mismatches"], stats
+        assert "damaged.sqfs" in p.stderr and "did not decode" in p.stderr, p.stderr
+        log(f"ok: {stats['reuse_mismatches']} damaged block(s) compressed again, warned: {p.stderr.strip()}")
+
+
+def test_unusable_or_missing_old():
+    with tempdir() as d:
+        src = f"{d}/src"
+        write(f"{src}/a.log", log_text(4 * BLOCK, 1))
+        sqar_create(src, f"{d}/old.sqfs", *CODEC, env=ENV)
+        sqar_create(src, f"{d}/bare.sqfs", *CODEC, "--no-manifest", env=ENV)
+        cases = [
+            (["-c", "gzip", "-b", "16K"], "old.sqfs", "this build uses gzip"),
+            (["-c", "zstd", "-l", "3", "-b", "16K"], "old.sqfs", "zstd level 15"),
+            (["-c", "zstd", "-l", "15", "-b", "32K"], "old.sqfs", "32 KiB blocks"),
+            (CODEC, "bare.sqfs", "no manifest"),
+        ]
+        for opts, old, why in cases:
+            p = run([SQAR, "create", "--json", *opts, "--reuse", f"{d}/{old}", src, f"{d}/new.sqfs"])
+            stats = json.loads(p.stdout)
+            assert stats["blocks_reused"] == 0, stats
+            assert "not reusing" in p.stderr and why in p.stderr, f"{opts}: {p.stderr}"
+            os.remove(f"{d}/new.sqfs")
+            log(f"ok: {' '.join(opts)} with {old}: {p.stderr.strip()}")
+        p = run([SQAR, "create", *CODEC, "--reuse", f"{d}/missing.sqfs", src, f"{d}/new.sqfs"], check=False)
+        assert p.returncode != 0 and "--reuse" in p.stderr and "missing.sqfs" in p.stderr, p.stderr
+        assert sorted(os.listdir(d)) == ["bare.sqfs", "old.sqfs", "src"], os.listdir(d)
+        log(f"ok: a missing OLD is an error that leaves nothing behind: {p.stderr.strip()}")
+
+
+if __name__ == "__main__":
+    main([test_rebuild_after_rotation_copies_unchanged_blocks_and_is_identical,
+          test_damaged_old_blocks_are_compressed_instead,
+          test_unusable_or_missing_old])
