@@ -43,7 +43,11 @@ ReuseIndex ReuseIndex::open(const std::string& old_image, const CodecConfig& cod
   ReuseIndex index;
   index.path_ = old_image;
   why_unusable.clear();
-  auto image = reader::Image::open(old_image);
+  // Only OLD's tables are read through the reader (blocks are pread here): small caches.
+  reader::ImageOptions small;
+  small.cache_bytes = 1u << 20;
+  small.metadata_cache_bytes = 4u << 20;
+  auto image = reader::Image::open(old_image, small);
   CodecConfig old = image->codec_config();
   old.block_size = image->super().block_size;
   // Copied blocks must be the blocks this build would write, or the image would depend on
