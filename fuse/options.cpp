@@ -171,7 +171,8 @@ Options:
   -o cache=SIZE     cache of decompressed blocks shared by all threads (default 64M;
                     suffixes K, M, G). Bigger helps random reads of large files.
   -o threads=N      maximum threads serving requests (default 2 per core, 4..16)
-  -o readahead=N    data blocks to decompress ahead of a sequential reader (default 2)
+  -o readahead=N    data blocks to decompress ahead of a sequential reader (default 2);
+                    0 also stops decompressing a file's first block when it is looked up
   -o spin=USEC      after a request, keep polling for the next one up to this long before
                     sleeping (default 100; 0 = never, libfuse's own loop). A busy client
                     is then answered without a wake-up, which on virtual machines costs

@@ -24,7 +24,7 @@ struct Options {
   uint64_t offset = 0;
   size_t cache_bytes = 64u << 20;
   unsigned threads = default_threads();
-  unsigned readahead_blocks = 2;
+  unsigned readahead_blocks = 2;  // 0 also stops decompressing a looked-up file's first block
   // How long the listening thread keeps polling /dev/fuse after a request before it sleeps
   // (see request_loop.h); 0 sleeps at once.
   std::chrono::microseconds spin{100};

@@ -69,6 +69,12 @@ void BlockCache::erase(uint64_t key) {
   s.index.erase(it);
 }
 
+bool BlockCache::contains(uint64_t key) {
+  Shard& s = shard_for(key);
+  std::lock_guard lock(s.mu);
+  return s.index.count(key) != 0;
+}
+
 BlockPtr BlockCache::find(uint64_t key) {
   Shard& s = shard_for(key);
   std::lock_guard lock(s.mu);

@@ -44,6 +44,8 @@ class BlockCache {
   BlockCache& operator=(const BlockCache&) = delete;
 
   BlockPtr find(uint64_t key);
+  // Whether the entry is cached, without counting a hit or touching its LRU position.
+  bool contains(uint64_t key);
   void insert(uint64_t key, BlockPtr block);
   // Returns the cached block or calls load() once for all threads missing the same key at
   // the same time. Exceptions from load() reach every waiting caller; nothing is cached then.

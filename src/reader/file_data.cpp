@@ -130,6 +130,30 @@ void ImageImpl::prefetch_block(const Inode& file, uint64_t index) {
   }
 }
 
+bool ImageImpl::would_load_first_block(const Inode& file) {
+  try {
+    if (!file.is_regular() || file.size == 0) return false;
+    if (file.blocks_loaded && !file.block_sizes.empty()) {
+      if ((file.block_sizes[0] & ~fmt::kDataUncompressed) == 0) return false;  // sparse
+      return !data_cache_.contains(file.block_offsets[0]);
+    }
+    if (file.fragment_index == fmt::kNoFragment) return false;
+    return !data_cache_.contains(fragment_entry(file.fragment_index).start);
+  } catch (...) {
+    return false;  // a damaged fragment table: the read reports it
+  }
+}
+
+void ImageImpl::prefetch_first_block(const Inode& file) {
+  try {
+    if (!file.is_regular() || file.size == 0) return;
+    if (file.blocks_loaded && !file.block_sizes.empty()) return prefetch_block(file, 0);
+    if (file.fragment_index != fmt::kNoFragment) read_fragment(file.fragment_index);
+  } catch (...) {
+    // The real read reports the error to whoever asks for this block.
+  }
+}
+
 void ImageImpl::release_block(const Inode& file, uint64_t index) {
   if (!file.is_regular() || !file.blocks_loaded || index >= file.block_sizes.size()) return;
   data_cache_.erase(file.block_offsets[index]);

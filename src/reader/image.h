@@ -170,6 +170,12 @@ class Image {
   virtual Chunk read_fragment(uint32_t index) = 0;
   // Decompresses data block `index` of the file into the cache (read-ahead). Never throws.
   virtual void prefetch_block(const Inode& file, uint64_t index) = 0;
+  // Whether prefetch_first_block would decompress anything (false when the block is cached,
+  // or the file is empty or starts sparse): lets a caller skip handing it to another thread.
+  virtual bool would_load_first_block(const Inode& file) = 0;
+  // Decompresses the file's first block, or its tail fragment when it has no full block, into
+  // the cache (read-ahead for a file about to be read). Never throws.
+  virtual void prefetch_first_block(const Inode& file) = 0;
   // Drops data block `index` of the file from the cache: for readers that know it will not be
   // asked for again (sqarfs once a sequential reader has had all of it). Never throws.
   virtual void release_block(const Inode& file, uint64_t index) = 0;

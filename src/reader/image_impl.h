@@ -53,6 +53,8 @@ class ImageImpl final : public Image {
   size_t read_block(const Inode& file, uint64_t index, uint8_t* out) override;
   Chunk read_fragment(uint32_t index) override;
   void prefetch_block(const Inode& file, uint64_t index) override;
+  bool would_load_first_block(const Inode& file) override;
+  void prefetch_first_block(const Inode& file) override;
   void release_block(const Inode& file, uint64_t index) override;
   uint64_t block_count(const Inode& file) const override;
 

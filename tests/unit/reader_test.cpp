@@ -262,6 +262,38 @@ TEST(Reader, ConcurrentRandomReads) {
   EXPECT_LE(stats.data_bytes, 300000u + 16 * (131072 + 128));
 }
 
+// sqarfs decompresses a looked-up file's first block ahead of its READ: the first full block,
+// or the fragment block when the whole file is a tail; nothing for empty or sparse starts.
+TEST(Reader, PrefetchFirstBlockLoadsBlockOrFragmentOnce) {
+  if (!have_tool("mksquashfs")) GTEST_SKIP() << "mksquashfs is not installed";
+  Fixture f;
+  fs::create_directories(f.src);
+  write_file(f.src / "big", random_bytes(300000, 7, true));
+  write_file(f.src / "small", "a small file that lives in a fragment block");
+  write_file(f.src / "empty", "");
+  write_file(f.src / "holes", std::string(3 * 131072, '\0') + "tail");
+  ASSERT_EQ(run("mksquashfs " + f.src.string() + " " + f.img.string() + " -noappend -quiet -no-progress"), 0);
+  auto image = Image::open(f.img);
+  for (const char* name : {"big", "small"}) {
+    SCOPED_TRACE(name);
+    Inode file = *image->resolve_path(name);
+    const uint64_t misses = image->cache_stats().data_misses;
+    EXPECT_TRUE(image->would_load_first_block(file));
+    image->prefetch_first_block(file);
+    EXPECT_EQ(image->cache_stats().data_misses, misses + 1);
+    EXPECT_FALSE(image->would_load_first_block(file));  // cached now
+    const uint64_t hits = image->cache_stats().data_hits;
+    char buf[16];
+    ASSERT_EQ(image->read_file(file, 0, buf, sizeof buf), sizeof buf);
+    EXPECT_EQ(image->cache_stats().data_hits, hits + 1);  // the read found it decompressed
+  }
+  for (const char* name : {"empty", "holes"}) {
+    SCOPED_TRACE(name);
+    Inode file = *image->resolve_path(name);
+    EXPECT_FALSE(image->would_load_first_block(file));
+  }
+}
+
 TEST(Reader, RejectsNonImages) {
   TempDir tmp;
   EXPECT_THROW(Image::open((tmp.path() / "missing").string()), sqar::Error);
