@@ -98,6 +98,17 @@ def test_rebuild_after_rotation_copies_unchanged_blocks_and_is_identical():
         run([SQAR, "verify", f"{d}/reused.sqfs"])
         log("ok: unsquashfs reads it back like the tree; sqar verify checks every file's hash")
 
+        # Any thread count, and with dedup off (files are then hashed only to look them up).
+        for extra in (["-j", "1"], ["-j", "4"], ["--no-dedup"], ["--verify-dedup"]):
+            plain = sqar_create(src, f"{d}/plain.sqfs", *CODEC, *extra, env=ENV)
+            again = sqar_create(src, f"{d}/again.sqfs", *CODEC, *extra, "--reuse", f"{d}/old.sqfs", env=ENV)
+            assert open(f"{d}/plain.sqfs", "rb").read() == open(f"{d}/again.sqfs", "rb").read(), \
+                f"with {extra}, --reuse changed the image"
+            assert again["blocks_reused"] >= expected and plain["blocks_reused"] == 0, (extra, again)
+            os.remove(f"{d}/plain.sqfs")
+            os.remove(f"{d}/again.sqfs")
+        log("ok: the same with -j1, -j4, --no-dedup and --verify-dedup")
+
         # OLD may be the image being replaced.
         shutil.copy(f"{d}/old.sqfs", f"{d}/same.sqfs")
         again = sqar_create(src, f"{d}/same.sqfs", *CODEC, "--force", "--reuse", f"{d}/same.sqfs", env=ENV)
