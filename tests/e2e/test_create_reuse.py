@@ -149,7 +149,13 @@ def test_unusable_or_missing_old():
             (["-c", "zstd", "-l", "3", "-b", "16K"], "old.sqfs", "zstd level 15"),
             (["-c", "zstd", "-l", "15", "-b", "32K"], "old.sqfs", "32 KiB blocks"),
             (CODEC, "bare.sqfs", "no manifest"),
+            (CODEC, "bad-manifest.sqfs", "damaged"),
         ]
+        # A damaged trailer: one byte of its payload (after the 40-byte header) flipped.
+        raw = bytearray(open(f"{d}/old.sqfs", "rb").read())
+        trailer = (int.from_bytes(raw[40:48], "little") + 4095) // 4096 * 4096
+        raw[trailer + 40] ^= 0xFF
+        open(f"{d}/bad-manifest.sqfs", "wb").write(raw)
         for opts, old, why in cases:
             p = run([SQAR, "create", "--json", *opts, "--reuse", f"{d}/{old}", src, f"{d}/new.sqfs"])
             stats = json.loads(p.stdout)
@@ -159,7 +165,7 @@ def test_unusable_or_missing_old():
             log(f"ok: {' '.join(opts)} with {old}: {p.stderr.strip()}")
         p = run([SQAR, "create", *CODEC, "--reuse", f"{d}/missing.sqfs", src, f"{d}/new.sqfs"], check=False)
         assert p.returncode != 0 and "--reuse" in p.stderr and "missing.sqfs" in p.stderr, p.stderr
-        assert sorted(os.listdir(d)) == ["bare.sqfs", "old.sqfs", "src"], os.listdir(d)
+        assert sorted(os.listdir(d)) == ["bad-manifest.sqfs", "bare.sqfs", "old.sqfs", "src"], os.listdir(d)
         log(f"ok: a missing OLD is an error that leaves nothing behind: {p.stderr.strip()}")
 
 
