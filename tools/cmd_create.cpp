@@ -60,7 +60,8 @@ const char kHelp[] =
     "      --verify-dedup      byte-compare files with equal hashes before sharing their data\n"
     "      --reuse OLD         copy the compressed blocks of files whose content OLD (an earlier\n"
     "                          sqar image with the same compressor, level and block size) holds,\n"
-    "                          instead of compressing them again. Each copied block is checked\n"
+    "                          and fragment blocks it has, instead of compressing them again.\n"
+    "                          Each copied block is checked\n"
     "                          against the source first; the image is the same as without it\n"
     "                          (OLD may be IMAGE itself, with --force)\n"
     "      --no-manifest       omit the trailer with per-file XXH3-128 hashes (used by sqar verify)\n"
@@ -119,7 +120,8 @@ void print_summary(const CreateOptions& opt, const CreateStats& s) {
     std::string mismatches;
     if (d.reuse_mismatches)
       mismatches = ", " + std::to_string(d.reuse_mismatches) + " did not match the source and were compressed";
-    std::printf("  reused: %llu blocks (%s) copied from %s%s\n", (unsigned long long)d.blocks_reused,
+    std::printf("  reused: %llu blocks and %llu fragment blocks (%s) copied from %s%s\n",
+                (unsigned long long)d.blocks_reused, (unsigned long long)d.fragments_reused,
                 human_bytes(d.reused_bytes).c_str(), opt.reuse.c_str(), mismatches.c_str());
   }
   std::printf("  time %.2f s, %s/s\n", s.seconds, human_bytes(uint64_t(double(d.bytes_in) / std::max(s.seconds, 1e-6))).c_str());
@@ -134,7 +136,7 @@ void print_json(const CreateOptions& opt, const CreateStats& s) {
       "\"bytes_in\":%llu,\"bytes_read\":%llu,\"image_bytes\":%llu,\"file_bytes\":%llu,\"ratio\":%.6f,"
       "\"dedup_files\":%llu,\"dedup_bytes\":%llu,\"tail_dedup_bytes\":%llu,\"codec_input_bytes\":%llu,"
       "\"blocks_compressed\":%llu,\"blocks_raw\":%llu,\"blocks_incompressible\":%llu,\"blocks_sparse\":%llu,"
-      "\"blocks_reused\":%llu,\"reused_bytes\":%llu,\"reuse_mismatches\":%llu,"
+      "\"blocks_reused\":%llu,\"fragments_reused\":%llu,\"reused_bytes\":%llu,\"reuse_mismatches\":%llu,"
       "\"fragments\":%llu,\"xattr_sets\":%llu,\"seconds\":%.3f,\"scan_seconds\":%.3f,\"data_seconds\":%.3f,"
       "\"metadata_seconds\":%.3f,\"scan_listers\":%u}\n",
       json_escape(opt.image).c_str(), codec_name(opt.codec.id), opt.codec.level, opt.codec.block_size, opt.threads,
@@ -146,7 +148,8 @@ void print_json(const CreateOptions& opt, const CreateStats& s) {
       (unsigned long long)d.dedup_bytes, (unsigned long long)d.tail_dedup_bytes,
       (unsigned long long)d.codec_input_bytes, (unsigned long long)d.blocks_compressed,
       (unsigned long long)d.blocks_raw, (unsigned long long)d.blocks_incompressible,
-      (unsigned long long)d.blocks_sparse, (unsigned long long)d.blocks_reused, (unsigned long long)d.reused_bytes,
+      (unsigned long long)d.blocks_sparse, (unsigned long long)d.blocks_reused, (unsigned long long)d.fragments_reused,
+      (unsigned long long)d.reused_bytes,
       (unsigned long long)d.reuse_mismatches, (unsigned long long)d.fragments, (unsigned long long)s.xattr_sets,
       s.seconds, s.scan_seconds, s.data_seconds, s.metadata_seconds, s.scan_listers);
 }

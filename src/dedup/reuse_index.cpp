@@ -21,6 +21,7 @@ ReuseIndex& ReuseIndex::operator=(ReuseIndex&& o) noexcept {
     fd_ = std::exchange(o.fd_, -1);
     has_manifest_ = o.has_manifest_;
     files_ = std::move(o.files_);
+    fragments_ = std::move(o.fragments_);
     sizes_ = std::move(o.sizes_);
     blocks_ = std::move(o.blocks_);
   }
@@ -59,10 +60,12 @@ ReuseIndex ReuseIndex::open(const std::string& old_image, const CodecConfig& cod
   }
   try {
     index.index_files(*image);
+    if (index.has_manifest_) index.index_fragments(*image);
   } catch (const std::exception& e) {
     // OLD opens but is damaged: a rebuild must not fail because its predecessor did.
     why_unusable = std::string("it is damaged (") + e.what() + ")";
     index.files_.clear();
+    index.fragments_.clear();
     index.sizes_.clear();
     index.blocks_.clear();
     return index;
@@ -99,6 +102,33 @@ void ReuseIndex::index_files(reader::Image& image) {
     hash_of.erase(h);  // hard links: index the inode once
     return true;
   });
+}
+
+void ReuseIndex::index_fragments(reader::Image& image) {
+  // Fragment blocks are keyed by their decoded content, so each is decompressed once here:
+  // ~0.1 s for the ports set's 400 blocks, against ~18 ms each to compress one at zstd-15.
+  const uint32_t count = image.super().fragment_count;
+  fragments_.reserve(count);
+  for (uint32_t i = 0; i < count; ++i) {
+    reader::Image::StoredBlock where;
+    reader::Chunk content;
+    try {
+      where = image.fragment_location(i);
+      content = image.read_fragment(i);
+    } catch (const std::exception&) {
+      continue;  // a damaged fragment block (or table) is only not reused
+    }
+    if (blocks_.size() >= UINT32_MAX) return;
+    if (fragments_.try_emplace(ContentKey{content.len, hash128(content.data, content.len)}, uint32_t(blocks_.size()))
+            .second)
+      blocks_.push_back({image.offset() + where.position, where.size_word});
+  }
+}
+
+std::optional<uint32_t> ReuseIndex::find_fragment(uint64_t len, const Hash128& hash) const {
+  auto it = fragments_.find(ContentKey{len, hash});
+  if (it == fragments_.end()) return std::nullopt;
+  return it->second;
 }
 
 std::optional<uint32_t> ReuseIndex::find(uint64_t size, const Hash128& hash) const {

@@ -3,8 +3,9 @@
 // A rebuild of a tree that mostly did not change (a log tree after one more rotation, a ports
 // tree after an update) compresses the same blocks again: at zstd-15 that is most of the build's
 // time. OLD's manifest trailer holds each data-owning file's (size, XXH3-128); a new file with
-// the same pair gets OLD's compressed full blocks copied instead of compressed. Only full blocks
-// are copied: tails go to new fragments, packed exactly as a fresh build packs them.
+// the same pair gets OLD's compressed full blocks copied instead of compressed. Tails are packed
+// into fragment blocks exactly as a fresh build packs them; a fragment block whose content OLD
+// has too (indexed by decoding OLD's fragment blocks) is copied the same way.
 //
 // OLD is trusted for nothing. The compressor thread decompresses each copied block and compares
 // it with the source bytes it would otherwise compress (DataPipeline); a block that differs
@@ -44,12 +45,17 @@ class ReuseIndex {
   ~ReuseIndex();
 
   const std::string& path() const { return path_; }
-  bool empty() const { return files_.empty(); }
+  bool empty() const { return files_.empty() && fragments_.empty(); }
   size_t file_count() const { return files_.size(); }
   // Cheap pre-filter: may a file of this size have a match? (Only such files are hashed early.)
   bool has_size(uint64_t size) const { return sizes_.count(size) != 0; }
   // The first of the matching file's blocks in block(), or nullopt.
   std::optional<uint32_t> find(uint64_t size, const Hash128& hash) const;
+  // OLD's fragment block with exactly this content (len bytes, XXH3-128 of them), as an index
+  // for block(), or nullopt. Tails are packed in image order, so after a change the packing
+  // of later blocks shifts; greedy packing falls back into step within a few blocks, and
+  // from then on the fragment blocks are OLD's again.
+  std::optional<uint32_t> find_fragment(uint64_t len, const Hash128& hash) const;
 
   struct Block {
     uint64_t position;   // in OLD's file
@@ -62,11 +68,13 @@ class ReuseIndex {
 
  private:
   void index_files(reader::Image& image);
+  void index_fragments(reader::Image& image);
 
   std::string path_;
   bool has_manifest_ = false;
   int fd_ = -1;
   std::unordered_map<ContentKey, uint32_t, ContentKeyHasher> files_;  // -> index of its first block
+  std::unordered_map<ContentKey, uint32_t, ContentKeyHasher> fragments_;  // decoded content -> block
   std::unordered_set<uint64_t> sizes_;
   std::vector<Block> blocks_;
 };

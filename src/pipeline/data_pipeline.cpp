@@ -46,7 +46,7 @@ struct Job {
   size_t off = 0, len = 0;
   bool sparse = false;
   bool raw = false;
-  uint32_t reuse_block = kNoReuse;  // data block: its counterpart in --reuse OLD
+  uint32_t reuse_block = kNoReuse;  // its counterpart in --reuse OLD (ReuseIndex::block)
   std::vector<uint8_t> packed;
   uint32_t size_word = 0;
   bool done = false;
@@ -462,6 +462,9 @@ class DataPipeline {
     job->is_fragment = true;
     job->index = fragment_count_++;
     job->len = frag_buf_->size();
+    if (opt_.reuse) {
+      if (auto old = opt_.reuse->find_fragment(job->len, hash128(frag_buf_->data(), job->len))) job->reuse_block = *old;
+    }
     job->buf = std::move(frag_buf_);
     submit(std::move(job));
     frag_buf_ = std::make_shared<std::vector<uint8_t>>();
@@ -487,7 +490,7 @@ class DataPipeline {
     std::vector<uint8_t> scratch(block_size_);
     std::vector<uint8_t> stored;  // a block read from --reuse OLD
     uint64_t input = 0, compressed = 0, raw = 0, incompressible = 0, sparse = 0;
-    uint64_t reused = 0, reused_bytes = 0, mismatches = 0;
+    uint64_t reused = 0, fragments_reused = 0, reused_bytes = 0, mismatches = 0;
     for (;;) {
       Job* job;
       {
@@ -500,7 +503,7 @@ class DataPipeline {
       const uint8_t* src = job->buf->data() + job->off;
       const bool from_old = !job->sparse && job->reuse_block != kNoReuse;
       if (from_old && copy_from_old(*job, src, *codec, stored, scratch)) {
-        ++reused;
+        ++(job->is_fragment ? fragments_reused : reused);
         reused_bytes += job->len;
       } else if (job->sparse) {
         ++sparse;
@@ -540,6 +543,7 @@ class DataPipeline {
     stats_.blocks_incompressible += incompressible;
     stats_.blocks_sparse += sparse;
     stats_.blocks_reused += reused;
+    stats_.fragments_reused += fragments_reused;
     stats_.reused_bytes += reused_bytes;
     stats_.reuse_mismatches += mismatches;
   }

@@ -29,8 +29,9 @@ struct DataOptions {
   bool verify_dedup = false;  // byte-compare files before sharing their data
   bool skip_unreadable = false;
   bool detect_incompressible = true;
-  // --reuse OLD: full blocks of files whose content OLD holds are copied from OLD (after
-  // checking they decode to the source bytes) instead of compressed. Not owned.
+  // --reuse OLD: full blocks of files whose content OLD holds, and fragment blocks OLD has
+  // with the same content, are copied from OLD (after checking they decode to the source
+  // bytes) instead of compressed. Not owned.
   const ReuseIndex* reuse = nullptr;
   std::function<void(const std::string&)> warn;
   std::atomic<uint64_t>* bytes_done = nullptr;  // progress: source bytes processed
@@ -67,7 +68,8 @@ struct DataStats {
   uint64_t blocks_incompressible = 0;  // detected early, stored raw without running the codec
   uint64_t blocks_sparse = 0;
   uint64_t blocks_reused = 0;       // copied from --reuse OLD instead of compressed
-  uint64_t reused_bytes = 0;        // source bytes of those blocks
+  uint64_t fragments_reused = 0;    // fragment blocks copied from --reuse OLD
+  uint64_t reused_bytes = 0;        // source bytes of the copied blocks and fragment blocks
   uint64_t reuse_mismatches = 0;    // OLD's block did not decode to the source bytes: compressed
   uint64_t fragments = 0;
   uint64_t data_bytes_written = 0;

@@ -168,6 +168,13 @@ class Image {
   // The whole decompressed fragment block `index` (the tail ends of many small files), from
   // the data cache. Throws sqar::Error on a corrupt block or an index outside the table.
   virtual Chunk read_fragment(uint32_t index) = 0;
+  // Where fragment block `index` is stored: image-relative position and its size word
+  // (bit 24: stored uncompressed). Throws on an index outside the table or a damaged table.
+  struct StoredBlock {
+    uint64_t position;
+    uint32_t size_word;
+  };
+  virtual StoredBlock fragment_location(uint32_t index) = 0;
   // Decompresses data block `index` of the file into the cache (read-ahead). Never throws.
   virtual void prefetch_block(const Inode& file, uint64_t index) = 0;
   // Whether prefetch_first_block would decompress anything (false when the block is cached,

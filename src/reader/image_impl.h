@@ -52,6 +52,10 @@ class ImageImpl final : public Image {
   Chunk read_chunk(const Inode& file, uint64_t offset, size_t max_len) override;
   size_t read_block(const Inode& file, uint64_t index, uint8_t* out) override;
   Chunk read_fragment(uint32_t index) override;
+  StoredBlock fragment_location(uint32_t index) override {
+    const Fragment f = fragment_entry(index);
+    return {f.start, f.size_word};
+  }
   void prefetch_block(const Inode& file, uint64_t index) override;
   bool would_load_first_block(const Inode& file) override;
   void prefetch_first_block(const Inode& file) override;
