@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
-"""sqar benchmark: the nightly rebuild of a log tree, with and without `--reuse`.
+"""sqar benchmark: the nightly rebuild of a tree, with and without `--reuse`.
 
-    python3 bench/rebuild.py [--scale 0.5] [--runs 5] [--level 15] [--out FILE]
+    python3 bench/rebuild.py [--set log|ports] [--scale 0.5] [--runs 5] [--level 15] [--out FILE]
 
-Day 1 is the log data set of ../shared/bench/gen_data.py; its image is built once with sqar
-(zstd, 128 KiB blocks). Day 2 is day 1 after a logrotate: every app-N.log and small-N.log moves
-to NAME.1 unchanged, each gets a new NAME with fresh lines (a tenth of its size), and the archive
-stays. Day 2 is then packed, interleaved round-robin, by mksquashfs, by sqar from scratch and by
+Day 1 is a data set of ../shared/bench/gen_data.py; its image is built once with sqar (zstd,
+128 KiB blocks). Day 2 is day 1 after a night of work, as hard links to day 1's files plus
+what changed:
+  log    a logrotate: every app-N.log and small-N.log moves to NAME.1 unchanged, each gets a
+         new NAME with fresh lines (a tenth of its size); the archive stays;
+  ports  an update: 20 files picked at random (fixed seed) get a line appended.
+Day 2 is then packed, interleaved round-robin, by mksquashfs, by sqar from scratch and by
 sqar with `--reuse day1.sqfs`; the report gives medians of wall time, CPU and peak RSS, and the
 ratios. The first run of each is checked: sqar's two images must be byte-identical, and
 unsquashfs must read the reusing one back like the tree. A benchmark, not a test: it never fails
@@ -17,6 +20,7 @@ import datetime
 import importlib.util
 import json
 import os
+import random
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -32,7 +36,29 @@ def load_gen_data(path):
     return module
 
 
-def make_day2(day1, day2, gen_data):
+def make_day2_ports(day1, day2):
+    """Day 1 after an update of 20 files, as hard links to day 1's files plus the edited ones."""
+    bench.rmtree(day2)
+    files = []
+    for dirpath, _, names in os.walk(day1):
+        rel = os.path.relpath(dirpath, day1)
+        os.makedirs(os.path.join(day2, rel), exist_ok=True)
+        for name in names:
+            os.link(os.path.join(dirpath, name), os.path.join(day2, rel, name))
+            files.append(os.path.join(rel, name))
+    changed = 0
+    for rel in random.Random(8).sample(sorted(files), 20):
+        path = os.path.join(day2, rel)
+        with open(path, "rb") as f:
+            data = f.read()
+        os.remove(path)  # the hard link: day 1 keeps its file
+        with open(path, "wb") as f:
+            f.write(data + b"# updated upstream\n")
+        changed += len(data) + 19
+    return changed
+
+
+def make_day2_log(day1, day2, gen_data):
     """Day 1 after a logrotate, as hard links to day 1's files plus the new logs."""
     bench.rmtree(day2)
     new_bytes = 0
@@ -52,7 +78,8 @@ def make_day2(day1, day2, gen_data):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--scale", type=float, default=0.5, help="gen_data.py scale of the log set (default 0.5)")
+    p.add_argument("--set", default="log", choices=("log", "ports"), help="data set (default log)")
+    p.add_argument("--scale", type=float, default=0.5, help="gen_data.py scale of the data set (default 0.5)")
     p.add_argument("--runs", type=int, default=5, help="timed runs per tool after the checked one (default 5)")
     p.add_argument("--level", type=int, default=15, help="zstd level for every tool (default 15)")
     p.add_argument("--jobs", type=int, default=os.cpu_count())
@@ -63,11 +90,16 @@ def main():
     args.sqarfs = None
     tools = bench.Tools(args)
     gen_path = bench.find_gen_data(args)
-    day1 = bench.ensure_data("log", args.scale, gen_path)
-    work = os.path.join(bench.WORK_DIR, "rebuild")
+    day1 = bench.ensure_data(args.set, args.scale, gen_path)
+    work = os.path.join(bench.WORK_DIR, "rebuild-" + args.set)
     os.makedirs(work, exist_ok=True)
     day2 = os.path.join(work, "day2")
-    new_bytes = make_day2(day1, day2, load_gen_data(gen_path))
+    if args.set == "log":
+        new_bytes = make_day2_log(day1, day2, load_gen_data(gen_path))
+        change = f"{new_bytes / 2**20:.1f} MiB are new logs and the rest day 1's content under rotated names"
+    else:
+        new_bytes = make_day2_ports(day1, day2)
+        change = f"20 files ({new_bytes / 1024:.0f} KiB) got a line appended and the rest is day 1's"
     old = os.path.join(work, "day1.sqfs")
     codec = ["-c", "zstd", "-l", str(args.level), "-b", str(BLOCK)]
     bench.log("building day 1's image ...")
@@ -104,11 +136,11 @@ def main():
                 bench.med([r.rss_kib for r in rs]) / 1024, os.path.getsize(cmds[name][1]) / 2**20)
 
     total = sum(os.path.getsize(os.path.join(dp, f)) for dp, _, fs in os.walk(day2) for f in fs)
-    lines = [f"# sqar benchmark: nightly rebuild of the log set, {datetime.date.today()}", "",
-             f"Command: `python3 bench/rebuild.py --scale {args.scale:g} --runs {args.runs} --level {args.level}`", "",
+    lines = [f"# sqar benchmark: nightly rebuild of the {args.set} set, {datetime.date.today()}", "",
+             f"Command: `python3 bench/rebuild.py --set {args.set} --scale {args.scale:g} --runs {args.runs} "
+             f"--level {args.level}`", "",
              bench.machine_description(tools), "",
-             f"Day 2: {total / 2**20:.1f} MiB of files, of which {new_bytes / 2**20:.1f} MiB are new logs and "
-             f"the rest day 1's content under rotated names. Every tool: zstd-{args.level}, 128 KiB blocks, "
+             f"Day 2: {total / 2**20:.1f} MiB of files, of which {change}. Every tool: zstd-{args.level}, 128 KiB blocks, "
              f"{args.jobs} cores, warm page cache. Medians of {args.runs} interleaved runs after a checked one "
              "(sqar's two images byte-identical; unsquashfs of the --reuse image matches the tree).", "",
              "| tool | wall s | CPU s | peak RSS MiB | size MiB | wall vs mksquashfs | wall vs sqar |",
@@ -118,13 +150,14 @@ def main():
         wall, cpu, rss, size = medians(name)
         lines.append(f"| {name} | {wall:.2f} | {cpu:.2f} | {rss:.0f} | {size:.1f} | {wall / base:.2f} | "
                      f"{wall / fresh:.2f} |")
-    lines += ["", f"- `--reuse` copied {stats['blocks_reused']} blocks ({stats['reused_bytes'] / 2**20:.1f} MiB) "
-              f"and compressed {stats['blocks_compressed']} ({stats['codec_input_bytes'] / 2**20:.1f} MiB of codec "
-              f"input); {stats['reuse_mismatches']} blocks of day 1 did not match.",
+    lines += ["", f"- `--reuse` copied {stats['blocks_reused']} blocks and {stats['fragments_reused']} of "
+              f"{stats['fragments']} fragment blocks ({stats['reused_bytes'] / 2**20:.1f} MiB) and compressed "
+              f"{stats['blocks_compressed']} ({stats['codec_input_bytes'] / 2**20:.1f} MiB of codec input); "
+              f"{stats['reuse_mismatches']} blocks of day 1 did not match.",
               "- Per-run wall times (s): " + "; ".join(
                   f"{n}: " + ", ".join(f"{r.wall:.2f}" for r in results[n]) for n in cmds)]
     report = "\n".join(lines) + "\n"
-    out = args.out or os.path.join(bench.RESULTS_DIR, f"{datetime.date.today()}-rebuild.md")
+    out = args.out or os.path.join(bench.RESULTS_DIR, f"{datetime.date.today()}-rebuild-{args.set}.md")
     with open(out, "w") as f:
         f.write(report)
     print(report)
