@@ -3,7 +3,10 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <set>
+#include <thread>
 #include <utility>
 
 #include "common/error.h"
@@ -19,7 +22,6 @@ ReuseIndex& ReuseIndex::operator=(ReuseIndex&& o) noexcept {
     if (fd_ >= 0) close(fd_);
     path_ = std::move(o.path_);
     fd_ = std::exchange(o.fd_, -1);
-    has_manifest_ = o.has_manifest_;
     files_ = std::move(o.files_);
     fragments_ = std::move(o.fragments_);
     sizes_ = std::move(o.sizes_);
@@ -60,7 +62,7 @@ ReuseIndex ReuseIndex::open(const std::string& old_image, const CodecConfig& cod
   }
   try {
     index.index_files(*image);
-    if (index.has_manifest_) index.index_fragments(*image);
+    index.index_fragments(*image);
   } catch (const std::exception& e) {
     // OLD opens but is damaged: a rebuild must not fail because its predecessor did.
     why_unusable = std::string("it is damaged (") + e.what() + ")";
@@ -70,10 +72,6 @@ ReuseIndex ReuseIndex::open(const std::string& old_image, const CodecConfig& cod
     index.blocks_.clear();
     return index;
   }
-  if (!index.has_manifest_) {
-    why_unusable = "it has no manifest trailer (made with --no-manifest or by another tool)";
-    return index;
-  }
   index.fd_ = ::open(old_image.c_str(), O_RDONLY | O_CLOEXEC);
   if (index.fd_ < 0) throw Error(errno_message(old_image, errno));
   return index;
@@ -81,27 +79,77 @@ ReuseIndex ReuseIndex::open(const std::string& old_image, const CodecConfig& cod
 
 void ReuseIndex::index_files(reader::Image& image) {
   auto manifest = image.manifest();
-  has_manifest_ = manifest.has_value();
-  if (!manifest) return;
+  const bool has_manifest = manifest.has_value();
   std::unordered_map<uint32_t, Hash128> hash_of;  // inode number -> content hash
-  hash_of.reserve(manifest->size());
-  for (const ManifestEntry& e : *manifest) hash_of.emplace(e.inode_number, e.hash);
-  manifest.reset();
+  if (manifest) {
+    hash_of.reserve(manifest->size());
+    for (const ManifestEntry& e : *manifest) hash_of.emplace(e.inode_number, e.hash);
+    manifest.reset();
+  }
+  // Without a manifest (mksquashfs, --no-manifest) each file's content is decoded and hashed
+  // below: files that share their data (same first block and size) are hashed once.
+  std::vector<reader::Inode> to_hash;
+  std::set<std::pair<uint64_t, uint64_t>> owners;  // (blocks_start, size)
 
   const uint64_t bs = image.super().block_size;
   image.walk([&](const std::string&, const reader::Inode& inode) {
     if (!inode.is_regular() || inode.size < bs) return true;
+    const uint64_t nblocks = inode.size / bs;
+    if (!inode.blocks_loaded || inode.block_sizes.size() < nblocks) return true;
+    if (!has_manifest) {
+      if (owners.emplace(inode.blocks_start, inode.size).second) to_hash.push_back(inode);
+      return true;
+    }
     auto h = hash_of.find(inode.inode_number);
     if (h == hash_of.end()) return true;  // a duplicate (its owner is indexed) or no entry
-    const uint64_t nblocks = inode.size / bs;
-    if (!inode.blocks_loaded || inode.block_sizes.size() < nblocks || blocks_.size() + nblocks > UINT32_MAX)
-      return true;
-    if (!files_.try_emplace(ContentKey{inode.size, h->second}, uint32_t(blocks_.size())).second) return true;
-    sizes_.insert(inode.size);
-    for (uint64_t i = 0; i < nblocks; ++i) blocks_.push_back({image.offset() + inode.block_offsets[i], inode.block_sizes[i]});
+    add_file(inode, h->second, bs, image.offset());
     hash_of.erase(h);  // hard links: index the inode once
     return true;
   });
+  if (to_hash.empty()) return;
+  const std::vector<std::optional<Hash128>> hashes = hash_contents(image, to_hash);
+  for (size_t i = 0; i < to_hash.size(); ++i)  // in walk order: the first of equal files wins
+    if (hashes[i]) add_file(to_hash[i], *hashes[i], bs, image.offset());
+}
+
+void ReuseIndex::add_file(const reader::Inode& inode, const Hash128& hash, uint64_t block_size, uint64_t base) {
+  const uint64_t nblocks = inode.size / block_size;
+  if (blocks_.size() + nblocks > UINT32_MAX) return;
+  if (!files_.try_emplace(ContentKey{inode.size, hash}, uint32_t(blocks_.size())).second) return;
+  sizes_.insert(inode.size);
+  for (uint64_t i = 0; i < nblocks; ++i) blocks_.push_back({base + inode.block_offsets[i], inode.block_sizes[i]});
+}
+
+std::vector<std::optional<Hash128>> ReuseIndex::hash_contents(reader::Image& image,
+                                                             const std::vector<reader::Inode>& files) {
+  // On all cores: decoding is the cost (zstd ~1 GB/s per core, xz ~100 MB/s), still far below
+  // compressing the same data again. A file that does not decode is left out.
+  std::vector<std::optional<Hash128>> out(files.size());
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    std::vector<uint8_t> buf(image.super().block_size);
+    StreamHasher hasher;
+    for (size_t k; (k = next.fetch_add(1)) < files.size();) {
+      const reader::Inode& f = files[k];
+      try {
+        hasher.reset();
+        uint64_t total = 0;
+        for (uint64_t i = 0; total < f.size; ++i) {
+          const size_t n = image.read_block(f, i, buf.data());
+          if (n == 0) break;
+          hasher.update(buf.data(), n);
+          total += n;
+        }
+        if (total == f.size) out[k] = hasher.digest();
+      } catch (const std::exception&) {
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (unsigned i = 1; i < std::max(1u, std::thread::hardware_concurrency()); ++i) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+  return out;
 }
 
 void ReuseIndex::index_fragments(reader::Image& image) {

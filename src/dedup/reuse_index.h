@@ -27,14 +27,16 @@
 namespace sqar {
 namespace reader {
 class Image;
+struct Inode;
 }
 
 class ReuseIndex {
  public:
   // Indexes OLD for a build with `codec` (codec.block_size is the new block size). Throws
   // sqar::Error naming OLD when it cannot be opened or read. When OLD is readable but of no
-  // use (no manifest, another compressor, other options or block size) the index is empty and
-  // `why_unusable` says why, for a warning.
+  // use (another compressor, other options or block size, damaged tables) the index is empty
+  // and `why_unusable` says why, for a warning. OLD's manifest gives the files' hashes; an
+  // image without one (mksquashfs, --no-manifest) has its files decoded and hashed here.
   static ReuseIndex open(const std::string& old_image, const CodecConfig& codec, std::string& why_unusable);
 
   ReuseIndex() = default;
@@ -68,10 +70,13 @@ class ReuseIndex {
 
  private:
   void index_files(reader::Image& image);
+  // base: OLD's offset in its file (block positions are image-relative).
+  void add_file(const reader::Inode& inode, const Hash128& hash, uint64_t block_size, uint64_t base);
+  static std::vector<std::optional<Hash128>> hash_contents(reader::Image& image,
+                                                           const std::vector<reader::Inode>& files);
   void index_fragments(reader::Image& image);
 
   std::string path_;
-  bool has_manifest_ = false;
   int fd_ = -1;
   std::unordered_map<ContentKey, uint32_t, ContentKeyHasher> files_;  // -> index of its first block
   std::unordered_map<ContentKey, uint32_t, ContentKeyHasher> fragments_;  // decoded content -> block

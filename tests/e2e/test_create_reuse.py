@@ -13,8 +13,8 @@ import json
 import os
 import shutil
 
-from sqartest import (SQAR, compare_trees, log, main, make_full_tree, pseudo_random, run, sqar_create,
-                      tempdir, unsquashfs_extract, write)
+from sqartest import (SQAR, compare_trees, log, main, make_full_tree, need_tool, pseudo_random, run,
+                      sqar_create, tempdir, unsquashfs_extract, write)
 
 BLOCK = 16384
 ENV = dict(os.environ, SOURCE_DATE_EPOCH="1700000000")
@@ -174,7 +174,6 @@ def test_unusable_or_missing_old():
             (["-c", "gzip", "-b", "16K"], "old.sqfs", "this build uses gzip"),
             (["-c", "zstd", "-l", "3", "-b", "16K"], "old.sqfs", "zstd level 15"),
             (["-c", "zstd", "-l", "15", "-b", "32K"], "old.sqfs", "32 KiB blocks"),
-            (CODEC, "bare.sqfs", "no manifest"),
             (CODEC, "bad-manifest.sqfs", "damaged"),
         ]
         # A damaged trailer: one byte of its payload (after the 40-byte header) flipped.
@@ -195,8 +194,37 @@ def test_unusable_or_missing_old():
         log(f"ok: a missing OLD is an error that leaves nothing behind: {p.stderr.strip()}")
 
 
+def test_old_without_manifest_is_hashed_by_decoding():
+    # sqar --no-manifest and mksquashfs images have no hashes: OLD's files are decoded and
+    # hashed when it is indexed. sqar's own OLD gives the fresh build's image exactly; one made
+    # by mksquashfs gives a valid image with its blocks (unsquashfs reads it back).
+    with tempdir() as d:
+        src = f"{d}/src"
+        build_tree(src)
+        sqar_create(src, f"{d}/bare.sqfs", *CODEC, "--no-manifest", env=ENV)
+        rotate(src)
+        fresh = sqar_create(src, f"{d}/fresh.sqfs", *CODEC, env=ENV)
+        reused = sqar_create(src, f"{d}/reused.sqfs", *CODEC, "--reuse", f"{d}/bare.sqfs", env=ENV)
+        assert open(f"{d}/fresh.sqfs", "rb").read() == open(f"{d}/reused.sqfs", "rb").read()
+        assert reused["blocks_reused"] > 0 and reused["reuse_mismatches"] == 0, reused
+        log(f"ok: --no-manifest OLD: {reused['blocks_reused']} blocks copied, image identical")
+        need_tool("mksquashfs")
+        run(["mksquashfs", src, f"{d}/mk.sqfs", "-noappend", "-quiet", "-no-progress", "-comp", "zstd",
+             "-Xcompression-level", "15", "-b", "16K"])
+        with open(f"{src}/logs/app.log.0", "ab") as f:
+            f.write(log_text(5000, 400))
+        os.utime(f"{src}/logs/app.log.0", (1_650_000_000, 1_650_000_000))
+        from_mk = sqar_create(src, f"{d}/from-mk.sqfs", *CODEC, "--reuse", f"{d}/mk.sqfs", env=ENV)
+        assert from_mk["blocks_reused"] > 0 and from_mk["reuse_mismatches"] == 0, from_mk
+        unsquashfs_extract(f"{d}/from-mk.sqfs", f"{d}/out")
+        compare_trees(src, f"{d}/out", "unsquashfs of a build reusing a mksquashfs image")
+        log(f"ok: mksquashfs OLD: {from_mk['blocks_reused']} blocks and {from_mk['fragments_reused']} fragment "
+            "blocks copied; unsquashfs reads the result back like the tree")
+
+
 if __name__ == "__main__":
     main([test_rebuild_after_rotation_copies_unchanged_blocks_and_is_identical,
           test_small_file_tree_reuses_fragment_blocks_after_an_edit,
           test_damaged_old_blocks_are_compressed_instead,
-          test_unusable_or_missing_old])
+          test_unusable_or_missing_old,
+          test_old_without_manifest_is_hashed_by_decoding])
