@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # README command 1: installs what is missing, builds, then packs a sample tree, mounts it with
-# sqarfs, shows it, unmounts and prints the image's stats. Pass a directory to pack that instead.
+# sqarfs, shows it, unmounts, prints the image's stats and rebuilds it with --reuse. Pass a
+# directory to pack that instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -55,3 +56,7 @@ echo "== sqar info"
 echo
 echo "== sqar verify"
 "$SQAR" verify "$WORK/sample.sqfs"
+echo
+echo "== the next night's rebuild: sqar create --reuse (blocks the old image holds are copied"
+echo "   from it after a check against the source, not compressed again)"
+"$SQAR" create --reuse "$WORK/sample.sqfs" "$SRC" "$WORK/rebuilt.sqfs" | grep -E "blocks:|reused:|time"
