@@ -12,6 +12,7 @@
 #include "command.h"
 #include "status_line.h"
 #include "common/error.h"
+#include "reader/image.h"
 #include "writer/create.h"
 #include "writer/image_file.h"
 
@@ -64,7 +65,8 @@ const char kHelp[] =
     "                          copied block is checked against the source first; with an OLD made\n"
     "                          by sqar the image is the same as without it. OLD may be IMAGE\n"
     "                          itself (with --force), or made by mksquashfs or with --no-manifest\n"
-    "                          (its files are then decoded and hashed first)\n"
+    "                          (its files are then decoded and hashed first). -c, -l and -b\n"
+    "                          default to OLD's\n"
     "      --no-manifest       omit the trailer with per-file XXH3-128 hashes (used by sqar verify)\n"
     "      --no-export         omit the NFS export table\n"
     "\n"
@@ -82,7 +84,7 @@ const char kHelp[] =
     "  sqar create /var/log logs.sqfs                      # zstd-9, 128K blocks, all cores\n"
     "  sqar create -c xz -b 1M --all-root ports/ ports.sqfs\n"
     "  sqar create --exclude '*.o' --exclude .git/ src/ src.sqfs\n"
-    "  sqar create -c zstd -l 15 --force --reuse logs.sqfs /var/log logs.sqfs   # nightly rebuild\n"
+    "  sqar create --force --reuse logs.sqfs /var/log logs.sqfs   # nightly, with logs.sqfs's settings\n"
     "  SOURCE_DATE_EPOCH=1700000000 sqar create -j1 tree/ reproducible.sqfs\n";
 
 void on_signal(int sig) {
@@ -96,6 +98,7 @@ std::string create_status(const CreateProgress& p, double secs) {
   switch (p.phase.load()) {
     case 0: return "scanning: " + std::to_string(p.entries.load()) + " entries";
     case 1: return progress_bar(p.bytes_done.load(), p.bytes_total.load(), secs);
+    case 4: return "indexing the image to reuse...";
     default: return "writing tables...";
   }
 }
@@ -155,6 +158,28 @@ void print_json(const CreateOptions& opt, const CreateStats& s) {
       s.seconds, s.scan_seconds, s.data_seconds, s.metadata_seconds, s.scan_listers);
 }
 
+// `--reuse OLD` copies blocks only when this build's compressor, options and block size are
+// OLD's, so whatever the command line leaves open is taken from OLD: `sqar create --reuse
+// logs.sqfs /var/log logs.sqfs` rebuilds with the settings logs.sqfs was made with.
+void take_open_settings_from(const std::string& old_image, CodecConfig& codec, bool compressor_given,
+                             bool& level_given, bool block_given) {
+  std::unique_ptr<reader::Image> old;
+  try {
+    old = reader::Image::open(old_image);
+  } catch (const std::exception&) {
+    return;  // the build reports it, naming OLD
+  }
+  if (!block_given) codec.block_size = old->super().block_size;
+  const CodecConfig& o = old->codec_config();
+  if (!codec_can_write(o.id) || (compressor_given && codec.id != o.id)) return;
+  codec.id = o.id;
+  if (level_given || codec.block_size != old->super().block_size) return;
+  const uint32_t block_size = codec.block_size;
+  codec = o;  // level and the codec's extras (gzip window, xz dictionary, lz4 hc, lzo algorithm)
+  codec.block_size = block_size;
+  level_given = true;
+}
+
 int usage_error(const std::string& msg) {
   std::fprintf(stderr, "sqar create: %s\nTry 'sqar create --help'.\n", msg.c_str());
   return 2;
@@ -181,6 +206,7 @@ int create_main(int argc, char** argv) {
       {nullptr, 0, nullptr, 0}};
   CreateOptions opt;
   bool quiet = false, json = false, force_progress = false, level_given = false;
+  bool compressor_given = false, block_given = false;
   optind = 1;
   int c;
   while ((c = getopt_long(argc, argv, "c:l:b:j:fqh", longopts, nullptr)) != -1) {
@@ -190,6 +216,7 @@ int create_main(int argc, char** argv) {
         auto id = codec_from_name(arg);
         if (!id || !codec_can_write(*id)) return usage_error("unknown compressor '" + arg + "' (gzip, xz, lzo, lz4, zstd)");
         opt.codec.id = *id;
+        compressor_given = true;
         break;
       }
       case 'l': {
@@ -204,6 +231,7 @@ int create_main(int argc, char** argv) {
         if (!v || *v < 4096 || *v > (1u << 20) || (*v & (*v - 1)))
           return usage_error("invalid block size '" + arg + "' (a power of two from 4K to 1M)");
         opt.codec.block_size = uint32_t(*v);
+        block_given = true;
         break;
       }
       case 'j': {
@@ -246,6 +274,7 @@ int create_main(int argc, char** argv) {
   if (argc - optind < 2) return usage_error("need at least one SOURCE and the IMAGE");
   for (int i = optind; i < argc - 1; ++i) opt.sources.push_back(argv[i]);
   opt.image = argv[argc - 1];
+  if (!opt.reuse.empty()) take_open_settings_from(opt.reuse, opt.codec, compressor_given, level_given, block_given);
   if (!level_given && opt.codec.id == CodecId::zstd) opt.codec.level = kDefaultZstdLevel;
   if (opt.codec.level < 0) opt.codec.level = default_level(opt.codec.id);
   if (opt.codec.id == CodecId::lz4) opt.codec.lz4_hc = opt.codec.level > 0;

@@ -84,6 +84,7 @@ CreateStats create_image(CreateOptions opt, CreateProgress* progress) {
   std::optional<ReuseIndex> reuse;
   if (!opt.reuse.empty()) {
     std::string why_not;
+    if (progress) progress->phase = 4;
     try {
       reuse = ReuseIndex::open(opt.reuse, opt.codec, why_not);
     } catch (const Error& e) {
@@ -91,6 +92,7 @@ CreateStats create_image(CreateOptions opt, CreateProgress* progress) {
     }
     if (!why_not.empty() && opt.warn) opt.warn("not reusing data of " + opt.reuse + ": " + why_not);
     if (reuse->empty()) reuse.reset();
+    if (progress) progress->phase = 0;
   }
 
   ImageFile out(opt.image, opt.force);  // fails early if IMAGE exists without --force

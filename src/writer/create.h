@@ -36,7 +36,7 @@ struct CreateOptions {
 };
 
 struct CreateProgress {
-  std::atomic<int> phase{0};  // 0 scanning, 1 data, 2 metadata, 3 done
+  std::atomic<int> phase{0};  // 0 scanning, 1 data, 2 metadata, 3 done, 4 indexing --reuse OLD
   std::atomic<uint64_t> entries{0};
   std::atomic<uint64_t> bytes_done{0};
   std::atomic<uint64_t> bytes_total{0};

@@ -74,6 +74,12 @@ def test_rebuild_after_rotation_copies_unchanged_blocks_and_is_identical():
         assert open(f"{d}/fresh.sqfs", "rb").read() == open(f"{d}/reused.sqfs", "rb").read(), \
             "the build with --reuse differs from a fresh build"
         log("ok: the reusing build is byte-identical to a fresh one")
+        # Without -c/-l/-b the build takes OLD's settings, so it can copy OLD's blocks.
+        implicit = sqar_create(src, f"{d}/implicit.sqfs", "--reuse", f"{d}/old.sqfs", env=ENV)
+        assert (implicit["compressor"], implicit["level"], implicit["block_size"]) == ("zstd", 15, BLOCK), implicit
+        assert open(f"{d}/implicit.sqfs", "rb").read() == open(f"{d}/fresh.sqfs", "rb").read()
+        os.remove(f"{d}/implicit.sqfs")
+        log("ok: --reuse OLD alone builds with OLD's compressor, level and block size")
 
         # What OLD held unchanged: the three rotated logs (now .1 .. .3) and the full tree's files
         # with full blocks; the random ones are stored raw, which takes no codec time anyway.
