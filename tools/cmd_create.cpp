@@ -177,6 +177,8 @@ void take_open_settings_from(const std::string& old_image, CodecConfig& codec, b
   const uint32_t block_size = codec.block_size;
   codec = o;  // level and the codec's extras (gzip window, xz dictionary, lz4 hc, lzo algorithm)
   codec.block_size = block_size;
+  // lz4's options block says only "high compression", not its level: take lz4hc's default.
+  if (codec.id == CodecId::lz4 && codec.lz4_hc && codec.level <= 0) codec.level = 9;
   level_given = true;
 }
 

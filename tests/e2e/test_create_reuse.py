@@ -149,6 +149,24 @@ def test_small_file_tree_reuses_fragment_blocks_after_an_edit():
             f"image identical (codec input {fresh['codec_input_bytes']} -> {reused['codec_input_bytes']} bytes)")
 
 
+def test_every_compressor_takes_olds_settings():
+    # With only --reuse, the build takes OLD's compressor, level, extras and block size, so an
+    # unchanged tree is copied whole: no block or fragment block is compressed.
+    with tempdir() as d:
+        src = f"{d}/src"
+        write(f"{src}/a.log", log_text(5 * BLOCK + 100, 1))
+        write(f"{src}/b.txt", log_text(3000, 2))
+        for opts in (["-c", "gzip", "-l", "6"], ["-c", "xz", "-b", "32K"], ["-c", "lz4", "-l", "9"],
+                     ["-c", "lzo"], ["-c", "zstd", "-l", "19", "-b", "4K"]):
+            old = sqar_create(src, f"{d}/old.sqfs", *opts, "--force", env=ENV)
+            new = sqar_create(src, f"{d}/new.sqfs", "--force", "--reuse", f"{d}/old.sqfs", env=ENV)
+            assert (new["compressor"], new["block_size"]) == (old["compressor"], old["block_size"]), (opts, new)
+            assert new["blocks_compressed"] == 0 and new["fragments_reused"] == old["fragments"], (opts, new)
+            assert new["blocks_reused"] == old["blocks_compressed"] - old["fragments"], (opts, old, new)
+            assert open(f"{d}/old.sqfs", "rb").read() == open(f"{d}/new.sqfs", "rb").read(), opts
+            log(f"ok: {' '.join(opts)}: rebuilt from OLD alone, nothing compressed, same image")
+
+
 def test_damaged_old_blocks_are_compressed_instead():
     with tempdir() as d:
         src = f"{d}/src"
@@ -231,6 +249,7 @@ def test_old_without_manifest_is_hashed_by_decoding():
 if __name__ == "__main__":
     main([test_rebuild_after_rotation_copies_unchanged_blocks_and_is_identical,
           test_small_file_tree_reuses_fragment_blocks_after_an_edit,
+          test_every_compressor_takes_olds_settings,
           test_damaged_old_blocks_are_compressed_instead,
           test_unusable_or_missing_old,
           test_old_without_manifest_is_hashed_by_decoding])
