@@ -7,6 +7,7 @@ What it does, per data set (generated once by ../shared/bench/gen_data.py, cache
   create   sqar create, mksquashfs, gensquashfs, tar+zstd (-T0) and tar+pigz at equal compressor,
            level and block size (zstd-15, zstd-3, gzip-9; 128 KiB blocks), on all cores;
   extract  sqar extract vs unsquashfs -d (same image) vs tar -x;
+  list     sqar list -l vs unsquashfs -lls and sqar info vs unsquashfs -s (same image: metadata only);
   mount    kernel loop mount vs squashfuse vs squashfuse_ll vs sqarfs on one image: mount time,
            reading every file, random 4 KiB reads with 4 threads, walk + lstat of every entry.
 Every tool runs once as a warm-up whose output is checked (round trip against the source tree)
@@ -472,6 +473,25 @@ def compute_limits(ds, tools, args):
 # ---------------------------------------------------------------------------------------------
 # The extract benchmark
 
+def measure_round(ds, what, run, cmd, mode, check, keep):
+    """One run of cmd in the interleaved rounds: run 0 is the warm-up, whose output check(m)
+    verifies (raising StepFailed); later runs are appended to keep. Returns the failure as the
+    table cell ("n/a (failed: ...)"), or None."""
+    try:
+        m = run_measured(cmd, mode["timeout"])
+        if run == 0:
+            log(f"[{ds.name}] {what}: warm-up {m.wall:.2f} s, checking output ...")
+            check(m)
+        else:
+            keep.append(m)
+            log(f"[{ds.name}] {what}: run {run}: {m.wall:.3f} s")
+        return None
+    except StepFailed as e:
+        log(f"[{ds.name}] {what}: {e}")
+        return f"n/a (failed: {e})"
+
+
+
 def make_read_image(ds, tools, args, mode):
     """With create skipped: makes just the image the extract and mount benchmarks read."""
     label, codec, level = next(c for c in CONFIGS if c[0] == READ_CONFIG)
@@ -526,6 +546,8 @@ def extract_runs(ds, tools, args, mode, image, tar_path, dest):
                           if tools.have("tar") and tar_path and os.path.exists(tar_path) else None),
     }
     results = {k: ([] if v else "n/a (not installed)") for k, v in cmds.items()}
+    if tools.have("tar") and not (tar_path and os.path.exists(tar_path)):
+        results["tar -x (zstd)"] = "n/a (no tar.zst: create was skipped)"
     for run in range(args.runs + 1):
         for tool, cmd in cmds.items():
             if not isinstance(results[tool], list):
@@ -534,19 +556,56 @@ def extract_runs(ds, tools, args, mode, image, tar_path, dest):
             if tool != "unsquashfs":  # unsquashfs creates its destination itself
                 os.makedirs(dest)
             os.sync()
-            try:
-                m = run_measured(cmd, mode["timeout"])
-                if run == 0:
-                    log(f"[{ds.name}] extract {tool}: warm-up {m.wall:.2f} s, checking output ...")
-                    compare_trees(ds.reference, dest)
-                else:
-                    results[tool].append(m)
-                    log(f"[{ds.name}] extract {tool}: run {run}: {m.wall:.2f} s")
-            except StepFailed as e:
-                results[tool] = f"n/a (failed: {e})"
-                log(f"[{ds.name}] extract {tool}: {e}")
+            failure = measure_round(ds, f"extract {tool}", run, cmd, mode,
+                                    lambda m: compare_trees(ds.reference, dest), results[tool])
+            if failure:
+                results[tool] = failure
     rmtree(dest)
     return results
+
+
+# ---------------------------------------------------------------------------------------------
+# The list benchmark
+
+def bench_list(ds, tools, args, mode, image):
+    """Metadata-only commands on the image the extract benchmark reads: a long listing of every
+    entry (sqar list -l vs unsquashfs -lls) and the summary (sqar info vs unsquashfs -s).
+    Returns {group: {tool: [Measurement] or failure string}}; the warm-up checks that each
+    listing names every entry of the source tree."""
+    groups = {
+        "list": {"sqar list -l": [tools.sqar, "list", "-l", image] if tools.have("sqar") else None,
+                 "unsquashfs -lls": ["unsquashfs", "-n", "-lls", image] if tools.have("unsquashfs") else None},
+        "info": {"sqar info": [tools.sqar, "info", image] if tools.have("sqar") else None,
+                 "unsquashfs -s": ["unsquashfs", "-n", "-s", image] if tools.have("unsquashfs") else None},
+    }
+    results = {g: {k: ([] if v else "n/a (not installed)") for k, v in cmds.items()} for g, cmds in groups.items()}
+    for run in range(args.runs + 1):
+        for group, cmds in groups.items():
+            for tool, cmd in cmds.items():
+                if not isinstance(results[group][tool], list):
+                    continue
+                failure = measure_round(ds, f"{group} {tool}", run, cmd, mode,
+                                        lambda m: check_listing_output(ds, group, tool, m.stdout),
+                                        results[group][tool])
+                if failure:
+                    results[group][tool] = failure
+    return results
+
+
+def check_listing_output(ds, group, tool, stdout):
+    """Raises StepFailed when a listing does not have a line per entry of the source tree (the
+    root included), or a summary is empty."""
+    lines = [l for l in stdout.splitlines() if l.strip()]
+    if group == "info":
+        if not lines:
+            raise StepFailed("printed nothing")
+        return
+    # unsquashfs -lls prints a header before the entries and the root as "squashfs-root"; every
+    # other entry's path starts with "squashfs-root/". sqar list leaves the root out.
+    if tool.startswith("unsquashfs"):
+        lines = [l for l in lines if " squashfs-root/" in l]
+    if len(lines) != ds.entries:
+        raise StepFailed(f"listed {len(lines)} entries, the source tree has {ds.entries}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -825,7 +884,7 @@ def create_table(ds, results, limits):
     return "\n".join(out + [""] + notes)
 
 
-def simple_table(results, sqar_name, value_names):
+def simple_table(results, sqar_name, value_names, digits=2):
     """Rows of tools with median wall/CPU/RSS and ratios to the sqar row."""
     out = ["| tool | wall s | CPU s | peak RSS MiB | sqar/peer wall | CPU | RSS |", "|---|---:|---:|---:|---:|---:|---:|"]
     stats = {t: (med([m.wall for m in r]), med([m.cpu for m in r]), med([m.rss_kib for m in r]) / 1024)
@@ -837,7 +896,7 @@ def simple_table(results, sqar_name, value_names):
             continue
         ratios = ["", "", ""] if tool == sqar_name or not sq else [ratio(sq[i], stats[tool][i]) for i in range(3)]
         w, c, r = stats[tool]
-        out.append(f"| {tool} | {fmt(w)} | {fmt(c)} | {fmt(r, 0)} | " + " | ".join(ratios) + " |")
+        out.append(f"| {tool} | {fmt(w, digits)} | {fmt(c, digits)} | {fmt(r, 0)} | " + " | ".join(ratios) + " |")
     return "\n".join(out)
 
 
@@ -878,7 +937,7 @@ def parse_args():
     p.add_argument("--runs", type=int, help="timed runs per tool after the warm-up (default 3 quick / 5 full)")
     p.add_argument("--scale", type=float, help="override the data scale of the mode")
     p.add_argument("--jobs", type=int, default=os.cpu_count(), help="cores given to every tool (default: nproc)")
-    p.add_argument("--skip", default="", help="comma-separated parts to skip: create,extract,mount")
+    p.add_argument("--skip", default="", help="comma-separated parts to skip: create,extract,list,mount")
     p.add_argument("--sqar", help="sqar binary (default build/tools/sqar)")
     p.add_argument("--sqarfs", help="sqarfs binary (default build/fuse/sqarfs)")
     p.add_argument("--gen-data", help="path of gen_data.py (default ../shared/bench/gen_data.py)")
@@ -963,6 +1022,15 @@ def main():
                        f"Image: {READ_CONFIG} made by {img_tool} (both squashfs extractors read the same image); "
                        f"tar -x reads the {READ_CONFIG} tar.zst. Output goes to a tmpfs (when root)." if image else "No image to extract (create skipped or failed).",
                        "", simple_table(res, "sqar extract", None), ""]
+        if "list" not in args.skip and image:
+            res = bench_list(ds, tools, args, mode, image)
+            report += ["### list and info", "",
+                       f"Image: {READ_CONFIG} made by {img_tool} ({ds.entries} entries); both tools read the same "
+                       "image with a warm page cache, output captured to a file. list = a long listing of every "
+                       "entry (`sqar list -l` vs `unsquashfs -lls`); info = the image summary (`sqar info` vs "
+                       "`unsquashfs -s`).", "",
+                       simple_table(res["list"], "sqar list -l", None, 3), "",
+                       simple_table(res["info"], "sqar info", None, 3), ""]
         if "mount" not in args.skip:
             if image:
                 res, dropped, busy_runs = bench_mounts(ds, tools, args, mode, image)
