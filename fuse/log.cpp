@@ -54,4 +54,12 @@ void log_error(const std::string& message) {
   }
 }
 
+void log_info(const std::string& message) {
+  if (g_syslog) {
+    syslog(LOG_INFO, "%s", message.c_str());
+  } else {
+    fprintf(stderr, "sqarfs: %s\n", message.c_str());
+  }
+}
+
 }  // namespace sqar::fuse
