@@ -75,10 +75,11 @@ struct RingEntry {
 // The entry the calling thread is serving: its reply goes into the entry, not to /dev/fuse.
 thread_local RingEntry* t_entry = nullptr;
 
+// Page-aligned and untouched: the payload buffers are sized for the largest request (1 MiB
+// with libfuse's max_write), but only the pages requests and replies use become resident.
 void* page_aligned(size_t bytes) {
   void* p = std::aligned_alloc(4096, (bytes + 4095) & ~size_t(4095));
   if (!p) throw std::bad_alloc();
-  std::memset(p, 0, bytes);
   return p;
 }
 
@@ -239,6 +240,7 @@ void Transport::serve_queue(unsigned qid, int exit_fd) {
     for (unsigned i = 0; i < kEntriesPerQueue; ++i) {
       auto e = std::make_unique<RingEntry>();
       e->headers = static_cast<RequestHeaders*>(page_aligned(sizeof(RequestHeaders)));
+      std::memset(e->headers, 0, sizeof(RequestHeaders));
       e->payload = static_cast<uint8_t*>(page_aligned(payload_size_));
       e->payload_size = payload_size_;
       e->iov[0] = {e->headers, sizeof(RequestHeaders)};
