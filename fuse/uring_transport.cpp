@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -109,16 +110,33 @@ class Transport final : public UringTransport {
   ~Transport() override { stop(); }
   void stop() override;
   bool active() const override { return serving_.load(); }
+  size_t queues_count() const { return queue_count_.load(); }
 
   static ssize_t io_read(int fd, void* buf, size_t len, void*);
   static ssize_t io_writev(int fd, iovec* iov, int count, void*);
-  static Transport* instance;
+  // The hooks are plain functions: they find the transport here (one session per process).
+  static std::atomic<Transport*> instance;
 
  private:
   void note_init_request(const fuse_in_header& h, const uint8_t* arg, size_t arg_len);
   ssize_t write_init_reply(int fd, iovec* iov, int count);
-  void start_queues();
-  void serve_queue(unsigned qid, int exit_fd);
+  // One ring queue: its io_uring, entries and thread, all made before the INIT reply asks
+  // for io_uring (see write_init_reply).
+  struct Queue {
+    unsigned qid = 0;
+    int exit_fd = -1;  // eventfd: readable when the thread must end
+    std::unique_ptr<IoUring> ring;
+    std::vector<std::unique_ptr<RingEntry>> entries;
+    std::thread thread;
+    ~Queue() {
+      if (exit_fd >= 0) close(exit_fd);
+    }
+  };
+  enum class Start { waiting, go, cancel };
+  bool prepare_queues();
+  void release_queues(Start how);
+  void serve_queue(Queue& q);
+  void register_entries(Queue& q);
   void serve(RingEntry& e);
   static void capture_reply(RingEntry& e, const iovec* iov, int count);
 
@@ -131,20 +149,23 @@ class Transport final : public UringTransport {
   std::atomic<bool> offered_{false};
   size_t payload_size_ = 0;
   std::mutex mu_;
+  std::condition_variable start_cv_;
+  Start start_ = Start::waiting;
   bool stopped_ = false;
-  std::vector<std::thread> threads_;
-  std::vector<int> exit_fds_;
+  std::vector<std::unique_ptr<Queue>> queues_;
   std::atomic<bool> serving_{false};
+  std::atomic<size_t> queue_count_{0};
 };
 
-Transport* Transport::instance = nullptr;
+std::atomic<Transport*> Transport::instance{nullptr};
 
 ssize_t Transport::io_read(int fd, void* buf, size_t len, void*) {
   ssize_t r = read(fd, buf, len);
   if (r >= ssize_t(sizeof(fuse_in_header))) {
     const auto* h = static_cast<const fuse_in_header*>(buf);
-    if (h->opcode == FUSE_INIT && instance)
-      instance->note_init_request(*h, static_cast<const uint8_t*>(buf) + sizeof *h, size_t(r) - sizeof *h);
+    Transport* t = instance.load();
+    if (h->opcode == FUSE_INIT && t)
+      t->note_init_request(*h, static_cast<const uint8_t*>(buf) + sizeof *h, size_t(r) - sizeof *h);
   }
   return r;
 }
@@ -171,8 +192,8 @@ ssize_t Transport::io_writev(int fd, iovec* iov, int count, void*) {
       capture_reply(*e, iov, count);
       return out->len;
     }
-    if (instance && out->unique != 0 && out->unique == instance->init_unique_.load())
-      return instance->write_init_reply(fd, iov, count);
+    Transport* t = instance.load();
+    if (t && out->unique != 0 && out->unique == t->init_unique_.load()) return t->write_init_reply(fd, iov, count);
   }
   return writev(fd, iov, count);
 }
@@ -186,128 +207,162 @@ ssize_t Transport::write_init_reply(int fd, iovec* iov, int count) {
   fuse_init_out reply;
   std::memset(&reply, 0, sizeof reply);
   std::memcpy(&reply, iov[1].iov_base, iov[1].iov_len);
-  reply.flags |= kInitExt;
-  reply.flags2 |= uint32_t(kFuseOverIoUring >> 32);
   // The kernel sizes its ring payload from these (max_write, max_pages pages).
   payload_size_ = std::max<size_t>({size_t(8192), size_t(reply.max_write), size_t(reply.max_pages) * 4096});
+  // Once the reply asks for io_uring, every request waits until all queues are registered:
+  // so everything that can fail (io_uring refused by io_uring_disabled or seccomp, memory,
+  // threads) happens before, and on failure the reply does not ask.
+  if (!prepare_queues()) return writev(fd, iov, count);
+  reply.flags |= kInitExt;
+  reply.flags2 |= uint32_t(kFuseOverIoUring >> 32);
   iovec patched[2] = {iov[0], {&reply, iov[1].iov_len}};
   ssize_t r = writev(fd, patched, 2);
-  if (r >= 0) start_queues();
+  release_queues(r >= 0 ? Start::go : Start::cancel);
   return r;
 }
 
-void Transport::start_queues() {
-  std::lock_guard lock(mu_);
-  if (stopped_ || !threads_.empty()) return;
-  const unsigned queues = possible_cpus();
+bool Transport::prepare_queues() {
+  {
+    std::lock_guard lock(mu_);
+    if (stopped_ || !queues_.empty()) return false;
+  }
+  std::vector<std::unique_ptr<Queue>> made;
   try {
-    for (unsigned q = 0; q < queues; ++q) {
-      int efd = eventfd(0, EFD_CLOEXEC);
-      if (efd < 0) throw Error(std::string("eventfd: ") + std::strerror(errno));
-      exit_fds_.push_back(efd);
-      threads_.emplace_back([this, q, efd] { serve_queue(q, efd); });
+    const unsigned count = possible_cpus();
+    for (unsigned qid = 0; qid < count; ++qid) {
+      auto q = std::make_unique<Queue>();
+      q->qid = qid;
+      q->exit_fd = eventfd(0, EFD_CLOEXEC);
+      if (q->exit_fd < 0) throw Error(std::string("eventfd: ") + std::strerror(errno));
+      q->ring = std::make_unique<IoUring>(2 * kEntriesPerQueue + 2, IORING_SETUP_SQE128);
+      for (unsigned i = 0; i < kEntriesPerQueue; ++i) {
+        auto e = std::make_unique<RingEntry>();
+        e->headers = static_cast<RequestHeaders*>(page_aligned(sizeof(RequestHeaders)));
+        std::memset(e->headers, 0, sizeof(RequestHeaders));
+        e->payload = static_cast<uint8_t*>(page_aligned(payload_size_));
+        e->payload_size = payload_size_;
+        e->iov[0] = {e->headers, sizeof(RequestHeaders)};
+        e->iov[1] = {e->payload, payload_size_};
+        q->entries.push_back(std::move(e));
+      }
+      made.push_back(std::move(q));
+    }
+    for (auto& q : made) q->thread = std::thread([this, &q = *q] { serve_queue(q); });
+    std::lock_guard lock(mu_);
+    if (!stopped_) {
+      queue_count_ = made.size();
+      queues_ = std::move(made);
+      return true;
     }
   } catch (const std::exception& e) {
-    log_error(std::string("io_uring: cannot start the queue threads: ") + e.what());
+    const std::string why = std::string("io_uring: ") + e.what() + "; serving through /dev/fuse";
+    if (mode_ == UringMode::on) log_error(why);
+    else log_info(why);
   }
+  // Undo: the threads started so far end before they register anything.
+  release_queues(Start::cancel);
+  for (auto& q : made)
+    if (q->thread.joinable()) q->thread.join();
+  return false;
+}
+
+void Transport::release_queues(Start how) {
+  {
+    std::lock_guard lock(mu_);
+    start_ = how;
+  }
+  start_cv_.notify_all();
 }
 
 void Transport::stop() {
-  std::lock_guard lock(mu_);
-  stopped_ = true;
-  for (int fd : exit_fds_) {
+  std::vector<std::unique_ptr<Queue>> queues;
+  {
+    std::lock_guard lock(mu_);
+    stopped_ = true;
+    if (start_ == Start::waiting) start_ = Start::cancel;
+    queues.swap(queues_);
+  }
+  start_cv_.notify_all();
+  for (auto& q : queues) {
     uint64_t one = 1;
-    ssize_t r = write(fd, &one, sizeof one);
+    ssize_t r = write(q->exit_fd, &one, sizeof one);
     (void)r;
   }
-  for (auto& t : threads_) t.join();
-  threads_.clear();
-  for (int fd : exit_fds_) close(fd);
-  exit_fds_.clear();
-  if (instance == this) instance = nullptr;
+  for (auto& q : queues)
+    if (q->thread.joinable()) q->thread.join();
+  Transport* self = this;
+  instance.compare_exchange_strong(self, nullptr);
 }
 
-void Transport::serve_queue(unsigned qid, int exit_fd) {
+void Transport::register_entries(Queue& q) {
+  for (auto& e : q.entries) {
+    io_uring_sqe* sqe = q.ring->next_sqe();
+    sqe->opcode = IORING_OP_URING_CMD;
+    sqe->fd = fd_;
+    sqe->cmd_op = kCmdRegister;
+    sqe->addr = reinterpret_cast<uint64_t>(e->iov);
+    sqe->len = 2;
+    sqe->user_data = reinterpret_cast<uint64_t>(e.get());
+    static_cast<RingCommand*>(IoUring::command_area(sqe))->qid = uint16_t(q.qid);
+  }
+  io_uring_sqe* sqe = q.ring->next_sqe();
+  sqe->opcode = IORING_OP_POLL_ADD;
+  sqe->fd = q.exit_fd;
+  sqe->poll32_events = POLLIN;
+  sqe->user_data = kExitEvent;
+}
+
+void Transport::serve_queue(Queue& q) {
   // The kernel queues a request on the queue of the CPU its client runs on: answering from
   // that CPU keeps the hand-off local.
   cpu_set_t set;
   CPU_ZERO(&set);
-  CPU_SET(qid, &set);
+  CPU_SET(q.qid, &set);
   sched_setaffinity(0, sizeof set, &set);  // an offline CPU: stay unpinned
-  try {
-    IoUring ring(2 * kEntriesPerQueue + 2, IORING_SETUP_SQE128);
-    std::vector<std::unique_ptr<RingEntry>> entries;
-    for (unsigned i = 0; i < kEntriesPerQueue; ++i) {
-      auto e = std::make_unique<RingEntry>();
-      e->headers = static_cast<RequestHeaders*>(page_aligned(sizeof(RequestHeaders)));
-      std::memset(e->headers, 0, sizeof(RequestHeaders));
-      e->payload = static_cast<uint8_t*>(page_aligned(payload_size_));
-      e->payload_size = payload_size_;
-      e->iov[0] = {e->headers, sizeof(RequestHeaders)};
-      e->iov[1] = {e->payload, payload_size_};
-      io_uring_sqe* sqe = ring.next_sqe();
-      sqe->opcode = IORING_OP_URING_CMD;
-      sqe->fd = fd_;
-      sqe->cmd_op = kCmdRegister;
-      sqe->addr = reinterpret_cast<uint64_t>(e->iov);
-      sqe->len = 2;
-      sqe->user_data = reinterpret_cast<uint64_t>(e.get());
-      static_cast<RingCommand*>(IoUring::command_area(sqe))->qid = uint16_t(qid);
-      entries.push_back(std::move(e));
+  {
+    std::unique_lock lock(mu_);
+    start_cv_.wait(lock, [&] { return start_ != Start::waiting; });
+    if (start_ == Start::cancel) return;
+  }
+  register_entries(q);
+  IoUring& ring = *q.ring;
+  const std::string name = "io_uring: queue " + std::to_string(q.qid) + ": ";
+  std::vector<RingEntry*> ready;
+  for (bool running = true; running;) {
+    int r = ring.submit(true);
+    if (r == -EINTR) continue;
+    if (r < 0) {
+      log_error(name + std::strerror(-r));
+      break;
     }
-    io_uring_sqe* sqe = ring.next_sqe();
-    sqe->opcode = IORING_OP_POLL_ADD;
-    sqe->fd = exit_fd;
-    sqe->poll32_events = POLLIN;
-    sqe->user_data = kExitEvent;
-    bool announced = false;
-    for (bool running = true; running;) {
-      int r = ring.submit(true);
-      if (r == -EINTR) continue;
-      if (r < 0) {
-        log_error(std::string("io_uring: queue ") + std::to_string(qid) + ": " + std::strerror(-r));
-        break;
-      }
-      std::vector<RingEntry*> ready;
-      ring.drain([&](const io_uring_cqe& cqe) {
-        if (cqe.user_data == kExitEvent) {
-          running = false;
-          return;
-        }
-        if (cqe.res < 0) {
-          // ENOTCONN/ECANCELED/ENODEV: the connection ended (unmount). Anything else is a
-          // refused registration: the ring never becomes ready and /dev/fuse keeps serving.
-          if (cqe.res != -ENOTCONN && cqe.res != -ECANCELED && cqe.res != -ENODEV)
-            log_error(std::string("io_uring: queue ") + std::to_string(qid) + ": " + std::strerror(-cqe.res));
-          running = false;
-          return;
-        }
+    ready.clear();
+    ring.drain([&](const io_uring_cqe& cqe) {
+      if (cqe.user_data == kExitEvent) {
+        running = false;
+      } else if (cqe.res < 0) {
+        // ENOTCONN/ECANCELED/ENODEV: the connection ended (unmount). Anything else is a
+        // refused registration: the kernel then stays on /dev/fuse.
+        if (cqe.res != -ENOTCONN && cqe.res != -ECANCELED && cqe.res != -ENODEV)
+          log_error(name + std::strerror(-cqe.res));
+        running = false;
+      } else {
         ready.push_back(reinterpret_cast<RingEntry*>(cqe.user_data));
-      });
-      if (!running) break;
-      for (RingEntry* e : ready) {
-        if (!announced && qid == 0) {
-          announced = true;
-          log_info("serving requests through io_uring (" + std::to_string(possible_cpus()) + " queues)");
-        }
-        serving_ = true;
-        serve(*e);
-        io_uring_sqe* c = ring.next_sqe();
-        if (!c) {  // cannot happen: at most one command per entry plus the poll
-          ring.submit(false);
-          c = ring.next_sqe();
-        }
-        c->opcode = IORING_OP_URING_CMD;
-        c->fd = fd_;
-        c->cmd_op = kCmdCommitAndFetch;
-        c->user_data = reinterpret_cast<uint64_t>(e);
-        auto* cmd = static_cast<RingCommand*>(IoUring::command_area(c));
-        cmd->qid = uint16_t(qid);
-        cmd->commit_id = e->unique;
       }
+    });
+    if (!running) break;
+    for (RingEntry* e : ready) {
+      if (!serving_.exchange(true))
+        log_info("serving requests through io_uring (" + std::to_string(queues_count()) + " queues)");
+      serve(*e);
+      io_uring_sqe* c = ring.next_sqe();  // never full: one command per entry, plus the poll
+      c->opcode = IORING_OP_URING_CMD;
+      c->fd = fd_;
+      c->cmd_op = kCmdCommitAndFetch;
+      c->user_data = reinterpret_cast<uint64_t>(e);
+      auto* cmd = static_cast<RingCommand*>(IoUring::command_area(c));
+      cmd->qid = uint16_t(q.qid);
+      cmd->commit_id = e->unique;
     }
-  } catch (const std::exception& e) {
-    log_error(std::string("io_uring: queue ") + std::to_string(qid) + ": " + e.what());
   }
 }
 
