@@ -8,8 +8,8 @@ What it does, per data set (generated once by ../shared/bench/gen_data.py, cache
            level and block size (zstd-15, zstd-3, gzip-9; 128 KiB blocks), on all cores;
   extract  sqar extract vs unsquashfs -d (same image) vs tar -x;
   list     sqar list -l vs unsquashfs -lls and sqar info vs unsquashfs -s (same image: metadata only);
-  mount    kernel loop mount vs squashfuse vs squashfuse_ll vs sqarfs (FUSE over io_uring when the
-           kernel has it, and through /dev/fuse) on one image: mount time,
+  mount    kernel loop mount vs squashfuse vs squashfuse_ll vs sqarfs (through /dev/fuse, and with
+           -o uring=on through FUSE over io_uring when the kernel has it) on one image: mount time,
            reading every file, random 4 KiB reads with 4 threads, walk + lstat of every entry.
 Every tool runs once as a warm-up whose output is checked (round trip against the source tree)
 before its timed runs count; timed runs are interleaved round-robin so drift hits all tools alike.
@@ -645,8 +645,8 @@ class Mounted:
         self.reader, self.mnt, self.proc, self.pid = reader, mnt, None, None
         if reader == "kernel":
             cmd = ["mount", "-t", "squashfs", "-o", "loop,ro", image, mnt]
-        elif reader == SQARFS_DEVFUSE:
-            cmd = [tools.paths["sqarfs"], image, mnt, "-o", "uring=off"]
+        elif reader == SQARFS_URING:
+            cmd = [tools.paths["sqarfs"], image, mnt, "-o", "uring=on"]
         else:
             cmd = [tools.paths[reader], image, mnt]
         t0 = time.perf_counter()
@@ -714,14 +714,14 @@ def write_lists(ds, mnt):
     return all_list, rand_list
 
 
-# sqarfs with requests through /dev/fuse (-o uring=off), beside the default "sqarfs" row, which
-# uses FUSE over io_uring whenever the kernel offers it (see FuseUring).
-SQARFS_DEVFUSE = "sqarfs (/dev/fuse)"
+# sqarfs with requests through FUSE over io_uring (-o uring=on, when the kernel offers it: see
+# FuseUring), beside the default "sqarfs" row (/dev/fuse).
+SQARFS_URING = "sqarfs -o uring=on"
 
 
 class FuseUring:
     """`with FuseUring(wanted):` sets the fuse module's enable_uring to Y for the mount benchmark
-    (root, kernel 6.14+) and puts the old value back; .state says what the sqarfs row used.
+    (root, kernel 6.14+) and puts the old value back; .state says what the uring row used.
     Only a daemon that asks for io_uring in its INIT reply is affected: the kernel driver and
     squashfuse (libfuse 3.14) are not."""
     PARAM = "/sys/module/fuse/parameters/enable_uring"
@@ -762,19 +762,19 @@ def uses_io_uring(pid):
 def bench_mounts(ds, tools, args, mode, image):
     """Returns ({reader: {op: [values]} or failure string}, whether caches were dropped,
     operations started on a busy machine, how the sqarfs row's requests travelled)."""
-    readers = ["kernel", "squashfuse", "squashfuse_ll", "sqarfs", SQARFS_DEVFUSE]
+    readers = ["kernel", "squashfuse", "squashfuse_ll", "sqarfs", SQARFS_URING]
     results = {}
     for r in readers:
         if r == "kernel":
             ok = os.geteuid() == 0 and tools.have("mount")
             results[r] = {} if ok else "n/a (needs root for mount -o loop)"
         else:
-            results[r] = {} if tools.have("sqarfs" if r == SQARFS_DEVFUSE else r) else "n/a (not installed)"
+            results[r] = {} if tools.have("sqarfs" if r == SQARFS_URING else r) else "n/a (not installed)"
     with FuseUring(args.fuse_uring == "auto") as uring:
         res = mount_rounds(ds, tools, args, mode, image, readers, results)
         transport = uring.state
     if res[2] is not None:
-        transport += f"; the sqarfs daemons {'held' if res[2] else 'did NOT hold'} io_uring queues"
+        transport += f"; its daemons {'held' if res[2] else 'did NOT hold'} io_uring queues"
     return res[0], res[1], res[3], transport
 
 
@@ -801,7 +801,7 @@ def mount_rounds(ds, tools, args, mode, image, readers, results):
                         # The first request waits for a FUSE daemon's INIT (after which sqarfs sets
                         # up its rings); every reader gets the same stat of its root.
                         os.stat(mnt)
-                        if reader == "sqarfs" and m.pid:
+                        if reader == SQARFS_URING and m.pid:
                             time.sleep(0.05)
                             had_uring = uses_io_uring(m.pid) if had_uring is None else had_uring and uses_io_uring(m.pid)
                         if run == 0 and op == ops[0]:
@@ -1014,8 +1014,8 @@ def parse_args():
                         "tree is read from disk, as when packing a tree nobody read lately")
     p.add_argument("--fuse-uring", choices=("auto", "off"), default="auto",
                    help="auto (default): as root on a kernel that has it, set the fuse module's enable_uring "
-                        "to Y for the mount benchmark (restored after) so the sqarfs row uses FUSE over "
-                        "io_uring; off: leave it alone")
+                        "to Y for the mount benchmark (restored after) so the 'sqarfs -o uring=on' row uses "
+                        "FUSE over io_uring; off: leave it alone")
     p.add_argument("--idle-wait", type=float, default=0, metavar="SECONDS",
                    help="before each mount operation, wait up to SECONDS for 1 s of idle CPUs (shared machines)")
     a = p.parse_args()
@@ -1117,8 +1117,8 @@ def main():
                            f"random files in random order, each page once, readahead off (POSIX_FADV_RANDOM), for at "
                            f"most {mode['rand_seconds']:g} s, after opening them all (untimed; \"with the opens\" "
                            f"counts that time too); walk+lstat = os.walk + lstat of every "
-                           "entry. " + cache_note + f" sqarfs: FUSE over io_uring {transport}; "
-                           f"the \"{SQARFS_DEVFUSE}\" row is the same daemon with -o uring=off.",
+                           "entry. " + cache_note + f" sqarfs serves through /dev/fuse (its default); the "
+                           f"\"{SQARFS_URING}\" row through FUSE over io_uring: {transport}.",
                            "", mount_table(res), ""]
             else:
                 report += ["### reads through a mount", "", "n/a (no image: create skipped or failed)", ""]

@@ -188,10 +188,11 @@ Options:
                     wait (parallel cached requests, at the price of a wake-up each);
                     `auto` (default): queued with more than 2 CPUs, slow otherwise
   -o uring=MODE     FUSE over io_uring: requests are answered on the CPU that made them,
-                    which saves a cross-CPU wake-up per request. `auto` (default): used
-                    when the kernel offers it (6.14+, and an administrator has set
-                    /sys/module/fuse/parameters/enable_uring to Y); `on`: also log why
-                    not when it is not offered; `off`: always /dev/fuse
+                    which saves a cross-CPU wake-up per request: faster for several
+                    concurrent readers, slower for a single one. `off` (default): always
+                    /dev/fuse; `auto`: used when the kernel offers it (6.14+, and an
+                    administrator has set /sys/module/fuse/parameters/enable_uring to Y);
+                    `on`: the same, and log why not when it is not offered
   -o uid=N,gid=N    present every file as owned by this user / group
   -o allow_other    let other users see the files (needs user_allow_other in
                     /etc/fuse.conf when not mounting as root)

@@ -319,18 +319,6 @@ void Transport::serve_queue(Queue& q) {
   CPU_ZERO(&set);
   CPU_SET(q.qid, &set);
   sched_setaffinity(0, sizeof set, &set);  // an offline CPU: stay unpinned
-  // SCHED_IDLE, so that our reply does not chase the client off its CPU. The reply wakes the
-  // client while this thread still runs on the client's CPU; the scheduler then sees that CPU
-  // busy and moves the client to the idle one (an IPI and a VM exit here), and the client's
-  // next request goes to that CPU's queue: a single reader migrated on every request
-  // (perf: 64k migrations for 72k requests) and read the ports tree 2x slower than through
-  // /dev/fuse (12.5-14.0 s against 6.0-6.5 s). A CPU running only SCHED_IDLE threads counts
-  // as idle when a wakee is placed, so the client stays and preempts this thread, which was
-  // about to sleep anyway: 4.35-4.41 s. Starvation by CPU-bound neighbours did not show: with
-  // three busy loops pinned to each CPU, reading 20k files took 2.6 s, against 5.4 s through
-  // /dev/fuse and 4.7 s with the kernel's own driver (docs/DESIGN.md).
-  sched_param idle{};
-  sched_setscheduler(0, SCHED_IDLE, &idle);
   {
     std::unique_lock lock(mu_);
     start_cv_.wait(lock, [&] { return start_ != Start::waiting; });
@@ -361,7 +349,8 @@ void Transport::serve_queue(Queue& q) {
         ready.push_back(reinterpret_cast<RingEntry*>(cqe.user_data));
       }
     });
-    if (!running) break;
+    // Requests delivered in the same batch as the end are still answered: an entry holding
+    // an unanswered request keeps its client waiting and the unmount with it.
     for (RingEntry* e : ready) {
       if (!serving_.exchange(true))
         log_info("serving requests through io_uring (" + std::to_string(queues_count()) + " queues)");
@@ -375,6 +364,7 @@ void Transport::serve_queue(Queue& q) {
       cmd->qid = uint16_t(q.qid);
       cmd->commit_id = e->unique;
     }
+    if (!running && !ready.empty()) ring.submit(false);
   }
 }
 

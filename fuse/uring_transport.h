@@ -9,6 +9,9 @@
 // CPU the client runs on, and the thread pinned there answers it: the hand-offs stay on one
 // core.
 //
+// Opt-in (-o uring=on|auto): with one queue thread per CPU, a single client is moved to
+// the other CPU by the scheduler on nearly every reply and reads 2x slower than through
+// /dev/fuse, while concurrent clients gain (docs/DESIGN.md).
 // Needs a kernel with CONFIG_FUSE_IO_URING (6.14+) and /sys/module/fuse/parameters/enable_uring
 // set to Y by the administrator; Debian 12's libfuse 3.14 predates it, so this file does the
 // protocol's part libfuse would: it asks for io_uring in the INIT reply, registers the ring

@@ -14,7 +14,7 @@ import sys
 import time
 
 from sqarfs_common import (TempDir, compare_trees, is_mounted, make_tree, mksquashfs, rand_bytes,
-                           require_fuse, sqarfs_binary)
+                           require_fuse, sqarfs_binary, transport_args)
 from sqarfs_foreground import ForegroundMount
 from test_sqarfs_threads import hammer
 
@@ -111,7 +111,7 @@ def main():
         assert len(both_loops) == 2
         for label, opts in both_loops:
             for sig in (signal.SIGTERM, signal.SIGINT):
-                proc = subprocess.Popen([sqarfs, img, mnt, "-f"] + opts, stdout=subprocess.DEVNULL,
+                proc = subprocess.Popen([sqarfs, img, mnt, "-f"] + opts + transport_args(), stdout=subprocess.DEVNULL,
                                         stderr=subprocess.PIPE, text=True)
                 deadline = time.monotonic() + 20
                 while not is_mounted(mnt) and time.monotonic() < deadline and proc.poll() is None:
