@@ -68,17 +68,22 @@ class SourceReadTest : public ::testing::Test {
     return n;
   }
 
-  // Starts a read of the whole file after evicting it; retries when the data came back before
-  // start() looked (it never should: the I/O it starts cannot finish within the call).
+  // Starts a read of the whole file after evicting it; retries when the read completed inside
+  // start() anyway. Returns -2 when the pages cannot be evicted, -3 when every attempt
+  // completed at once. That happens: on this VM's 6.18 kernel a RWF_NOWAIT read right
+  // after POSIX_FADV_DONTNEED sometimes returned the whole file (1 in 5 in a probe, and in
+  // a CI run three attempts in a row), so the pending path cannot be forced every time.
+  static constexpr int kNeverPending = -3;
   int start_cold(SourceRead& r, const char* name, size_t size, bool expect_eof, std::vector<uint8_t>& out,
                  std::string& changed) {
-    int rc = 0;
-    for (int attempt = 0; attempt < 3; ++attempt) {
+    for (int attempt = 0; attempt < 30; ++attempt) {
       if (!evict(name)) return -2;
-      rc = r.start(dirfd_, name, 0, size, expect_eof, out, changed);
-      if (rc == SourceRead::kReadPending) break;
+      int rc = r.start(dirfd_, name, 0, size, expect_eof, out, changed);
+      if (rc == SourceRead::kReadPending) return rc;
+      if (rc != 0) return rc;
+      usleep(2000);  // let whatever brought the pages back settle before evicting again
     }
-    return rc;
+    return kNeverPending;
   }
 
   std::string dir_path_;
@@ -102,6 +107,7 @@ TEST_F(SourceReadTest, EvictedDataGoesPendingAndFinishesWithTheSameBytes) {
   std::string changed;
   const int rc = start_cold(r, "cold", data.size(), true, out, changed);
   if (rc == -2) GTEST_SKIP() << "this filesystem keeps pages that POSIX_FADV_DONTNEED should drop (tmpfs?)";
+  if (rc == kNeverPending) GTEST_SKIP() << "skipped: 30 reads of an evicted file all completed without blocking here";
   ASSERT_EQ(rc, SourceRead::kReadPending);
   ASSERT_EQ(r.finish(out, changed), 0);
   EXPECT_EQ(out, data);
@@ -136,6 +142,7 @@ TEST_F(SourceReadTest, FileThatShrankBeforeFinishIsReported) {
   std::string changed;
   const int rc = start_cold(r, "shrinks", data.size(), true, out, changed);
   if (rc == -2) GTEST_SKIP() << "this filesystem keeps pages that POSIX_FADV_DONTNEED should drop (tmpfs?)";
+  if (rc == kNeverPending) GTEST_SKIP() << "skipped: 30 reads of an evicted file all completed without blocking here";
   ASSERT_EQ(rc, SourceRead::kReadPending);
   ASSERT_EQ(truncate((dir_path_ + "/shrinks").c_str(), 5000), 0);
   ASSERT_EQ(r.finish(out, changed), 0);
@@ -149,6 +156,7 @@ TEST_F(SourceReadTest, FileThatGrewBeforeFinishIsReported) {
   std::string changed;
   const int rc = start_cold(r, "grows", data.size(), true, out, changed);
   if (rc == -2) GTEST_SKIP() << "this filesystem keeps pages that POSIX_FADV_DONTNEED should drop (tmpfs?)";
+  if (rc == kNeverPending) GTEST_SKIP() << "skipped: 30 reads of an evicted file all completed without blocking here";
   ASSERT_EQ(rc, SourceRead::kReadPending);
   int fd = openat(dirfd_, "grows", O_WRONLY | O_APPEND | O_CLOEXEC);
   ASSERT_GE(fd, 0);
