@@ -33,7 +33,13 @@ class ForegroundMount:
                 raise AssertionError(f"{self.cmd} did not mount within {self.timeout} s")
             time.sleep(0.005)
         self.mounted = True
-        check_transport(self.mnt)
+        try:
+            check_transport(self.mnt)
+        except BaseException:
+            # `with` calls __exit__ only after __enter__ returned: unmount and reap the daemon
+            # here, or the mount outlives the failed test.
+            self.__exit__(None, None, None)
+            raise
         return self
 
     def __exit__(self, *exc):
