@@ -164,12 +164,16 @@ int info_main(int argc, char** argv) {
     std::printf("Format:           SquashFS %u.%u, created %s\n", sb.version_major, sb.version_minor, when);
     std::printf("Compressor:       %s (%s)\n", codec_name(sb.compressor), codec_options(*image).c_str());
     std::printf("Block size:       %s (%u)\n", human_bytes(sb.block_size).c_str(), sb.block_size);
-    std::printf("Entries:          %u inodes: %llu directories, %llu files, %llu symlinks, %llu block devices, "
-                "%llu char devices, %llu fifos, %llu sockets; %llu extra hard links\n",
-                sb.inode_count, (unsigned long long)count("directory"), (unsigned long long)count("regular"),
+    // The counts are names (a hard-linked file counts once per name, as `find` does); the
+    // inode count is the image's own.
+    uint64_t names = 0;
+    for (uint64_t c : s.counts) names += c;
+    std::printf("Entries:          %llu names: %llu directories, %llu files, %llu symlinks, %llu block devices, "
+                "%llu char devices, %llu fifos, %llu sockets; %u inodes (%llu extra hard links)\n",
+                (unsigned long long)names, (unsigned long long)count("directory"), (unsigned long long)count("regular"),
                 (unsigned long long)count("symlink"), (unsigned long long)count("block_device"),
                 (unsigned long long)count("char_device"), (unsigned long long)count("fifo"),
-                (unsigned long long)count("socket"), (unsigned long long)s.hard_links);
+                (unsigned long long)count("socket"), sb.inode_count, (unsigned long long)s.hard_links);
     std::printf("Image size:       %s (%llu bytes used; file %llu bytes)\n", human_bytes(sb.bytes_used).c_str(),
                 (unsigned long long)sb.bytes_used, (unsigned long long)image->file_size());
     std::printf("File content:     %s (%llu bytes, %llu of them sparse)\n", human_bytes(s.file_bytes).c_str(),

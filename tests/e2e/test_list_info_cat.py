@@ -73,6 +73,14 @@ def test_info():
         if info["image_bytes"] > info["file_size"] or not (0 < info["ratio"] < 1) or not info["xattrs"]:
             raise AssertionError(f"info sizes/flags: {info}")
         human = sqar("info", img).stdout
+        # The text counts names (as find does) and gives the image's inode count beside them,
+        # so the numbers on the line add up.
+        names = sum(v for k, v in c.items() if k != "hard_links")
+        if names - c["hard_links"] != info["inodes"]:
+            raise AssertionError(f"{names} names - {c['hard_links']} extra hard links != {info['inodes']} inodes")
+        entries_line = f"Entries:          {names} names: {c['directory']} directories, {c['regular']} files"
+        if entries_line not in human or f"; {info['inodes']} inodes ({c['hard_links']} extra hard links)" not in human:
+            raise AssertionError(f"info text lacks {entries_line!r} or the inode count:\n{human}")
         for n in ("Compressor:       xz", "Dedup savings", "Manifest trailer: no", "Block size"):
             if n not in human:
                 raise AssertionError(f"info text lacks {n!r}:\n{human}")
