@@ -31,6 +31,10 @@ std::optional<int64_t> parse_int(const std::string& text) {
   return int64_t(v);
 }
 
+std::string counted(uint64_t n, const char* singular, const char* plural) {
+  return std::to_string(n) + " " + (n == 1 ? singular : plural);
+}
+
 std::string human_bytes(uint64_t bytes) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   double v = double(bytes);

@@ -106,20 +106,21 @@ std::string create_status(const CreateProgress& p, double secs) {
 void print_summary(const CreateOptions& opt, const CreateStats& s) {
   const auto& d = s.data;
   double ratio = d.bytes_in ? double(s.image_bytes) / double(d.bytes_in) : 0;
-  std::printf("%s: %llu entries (%llu files, %llu dirs, %llu symlinks, %llu hard links, %llu other)\n",
-              opt.image.c_str(), (unsigned long long)s.entries, (unsigned long long)s.files,
-              (unsigned long long)s.directories, (unsigned long long)s.symlinks, (unsigned long long)s.hardlinks,
+  std::printf("%s: %s (%s, %s, %s, %s, %llu other)\n", opt.image.c_str(),
+              counted(s.entries, "entry", "entries").c_str(), counted(s.files, "file", "files").c_str(),
+              counted(s.directories, "dir", "dirs").c_str(), counted(s.symlinks, "symlink", "symlinks").c_str(),
+              counted(s.hardlinks, "hard link", "hard links").c_str(),
               (unsigned long long)(s.devices + s.fifos + s.sockets));
   std::printf("  in %s -> image %s (%.1f%% of input), %s %s-%d, %s blocks\n", human_bytes(d.bytes_in).c_str(),
               human_bytes(s.image_bytes).c_str(), ratio * 100, "compressor", codec_name(opt.codec.id),
               opt.codec.level, human_bytes(opt.codec.block_size).c_str());
-  std::printf("  dedup: %llu duplicate files, %s saved (+%s identical tails); %s never compressed\n",
-              (unsigned long long)d.dedup_files, human_bytes(d.dedup_bytes).c_str(),
+  std::printf("  dedup: %s, %s saved (+%s identical tails); %s never compressed\n",
+              counted(d.dedup_files, "duplicate file", "duplicate files").c_str(), human_bytes(d.dedup_bytes).c_str(),
               human_bytes(d.tail_dedup_bytes).c_str(), human_bytes(d.dedup_bytes).c_str());
-  std::printf("  blocks: %llu compressed, %llu stored raw (%llu detected incompressible), %llu sparse, %llu fragments\n",
+  std::printf("  blocks: %llu compressed, %llu stored raw (%llu detected incompressible), %llu sparse, %s\n",
               (unsigned long long)d.blocks_compressed, (unsigned long long)(d.blocks_raw + d.blocks_incompressible),
               (unsigned long long)d.blocks_incompressible, (unsigned long long)d.blocks_sparse,
-              (unsigned long long)d.fragments);
+              counted(d.fragments, "fragment block", "fragment blocks").c_str());
   if (!opt.reuse.empty()) {
     std::string mismatches;
     if (d.reuse_mismatches)

@@ -168,27 +168,29 @@ int info_main(int argc, char** argv) {
     // inode count is the image's own.
     uint64_t names = 0;
     for (uint64_t c : s.counts) names += c;
-    std::printf("Entries:          %llu names: %llu directories, %llu files, %llu symlinks, %llu block devices, "
-                "%llu char devices, %llu fifos, %llu sockets; %u inodes (%llu extra hard links)\n",
-                (unsigned long long)names, (unsigned long long)count("directory"), (unsigned long long)count("regular"),
-                (unsigned long long)count("symlink"), (unsigned long long)count("block_device"),
-                (unsigned long long)count("char_device"), (unsigned long long)count("fifo"),
-                (unsigned long long)count("socket"), sb.inode_count, (unsigned long long)s.hard_links);
+    std::printf("Entries:          %s: %s, %s, %s, %s, %s, %s, %s; %s (%s)\n",
+                counted(names, "name", "names").c_str(), counted(count("directory"), "directory", "directories").c_str(),
+                counted(count("regular"), "file", "files").c_str(), counted(count("symlink"), "symlink", "symlinks").c_str(),
+                counted(count("block_device"), "block device", "block devices").c_str(),
+                counted(count("char_device"), "char device", "char devices").c_str(),
+                counted(count("fifo"), "fifo", "fifos").c_str(), counted(count("socket"), "socket", "sockets").c_str(),
+                counted(sb.inode_count, "inode", "inodes").c_str(),
+                counted(s.hard_links, "extra hard link", "extra hard links").c_str());
     std::printf("Image size:       %s (%llu bytes used; file %llu bytes)\n", human_bytes(sb.bytes_used).c_str(),
                 (unsigned long long)sb.bytes_used, (unsigned long long)image->file_size());
     std::printf("File content:     %s (%llu bytes, %llu of them sparse)\n", human_bytes(s.file_bytes).c_str(),
                 (unsigned long long)s.file_bytes, (unsigned long long)s.sparse_bytes);
     std::printf("Ratio:            %.1f%% (image / file content)\n", ratio * 100);
-    std::printf("Dedup savings:    %s (%llu bytes; %llu files share earlier files' data)\n",
+    std::printf("Dedup savings:    %s (%llu bytes; %s earlier files' data)\n",
                 human_bytes(s.shared_bytes).c_str(), (unsigned long long)s.shared_bytes,
-                (unsigned long long)s.shared_files);
+                (s.shared_files == 1 ? std::string("1 file shares") : std::to_string(s.shared_files) + " files share").c_str());
     std::printf("Fragments:        %u\n", sb.fragment_count);
     std::printf("Ids:              %u\n", sb.id_count);
     std::printf("Exportable:       %s\n", image->has_export_table() ? "yes (NFS export table)" : "no");
     std::printf("Xattrs:           %s\n",
-                has_xattrs ? ("yes, on " + std::to_string(s.xattr_entries) + " entries").c_str() : "no");
+                has_xattrs ? ("yes, on " + counted(s.xattr_entries, "entry", "entries")).c_str() : "no");
     std::printf("Manifest trailer: %s\n",
-                manifest ? ("yes, XXH3-128 of " + std::to_string(manifest->size()) + " files").c_str() : "no");
+                manifest ? ("yes, XXH3-128 of " + counted(manifest->size(), "file", "files")).c_str() : "no");
     return 0;
   });
 }

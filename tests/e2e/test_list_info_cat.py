@@ -78,8 +78,13 @@ def test_info():
         names = sum(v for k, v in c.items() if k != "hard_links")
         if names - c["hard_links"] != info["inodes"]:
             raise AssertionError(f"{names} names - {c['hard_links']} extra hard links != {info['inodes']} inodes")
-        entries_line = f"Entries:          {names} names: {c['directory']} directories, {c['regular']} files"
-        if entries_line not in human or f"; {info['inodes']} inodes ({c['hard_links']} extra hard links)" not in human:
+        def counted(n, one, many):
+            return f"{n} {one if n == 1 else many}"
+        entries_line = (f"Entries:          {counted(names, 'name', 'names')}: "
+                        f"{counted(c['directory'], 'directory', 'directories')}, {counted(c['regular'], 'file', 'files')}")
+        inodes_part = (f"; {counted(info['inodes'], 'inode', 'inodes')} "
+                       f"({counted(c['hard_links'], 'extra hard link', 'extra hard links')})")
+        if entries_line not in human or inodes_part not in human:
             raise AssertionError(f"info text lacks {entries_line!r} or the inode count:\n{human}")
         for n in ("Compressor:       xz", "Dedup savings", "Manifest trailer: no", "Block size"):
             if n not in human:
