@@ -13,10 +13,21 @@ void ExcludeList::add(std::string pattern) {
   Pattern p;
   p.dir_only = !pattern.empty() && pattern.back() == '/';
   while (!pattern.empty() && pattern.back() == '/') pattern.pop_back();
-  while (pattern.size() > 1 && pattern.front() == '/') pattern.erase(0, 1);
-  if (pattern.rfind("./", 0) == 0) pattern.erase(0, 2);
-  if (pattern.empty()) return;
-  p.anchored = pattern.find('/') != std::string::npos;
+  // A leading '/' or './' anchors the pattern at the source root ("/build" is the top-level
+  // build only), as a '/' inside it does; it is then dropped, since relative paths have none.
+  bool rooted = false;
+  while (true) {
+    if (!pattern.empty() && pattern.front() == '/') {
+      pattern.erase(0, 1);
+    } else if (pattern.rfind("./", 0) == 0) {
+      pattern.erase(0, 2);
+    } else {
+      break;
+    }
+    rooted = true;
+  }
+  if (pattern.empty() || pattern == ".") return;  // the source root itself is never excluded
+  p.anchored = rooted || pattern.find('/') != std::string::npos;
   p.glob = std::move(pattern);
   patterns_.push_back(std::move(p));
 }

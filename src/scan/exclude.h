@@ -6,8 +6,8 @@
 
 namespace sqar {
 
-// A pattern with a '/' matches the path relative to the source root ("a/*.o", "build/");
-// one without matches the entry name at any depth ("*.tmp"). A trailing '/' matches
+// A pattern with a '/' inside or in front ("a/*.o", "/build", "./build") matches the path
+// relative to the source root; one without matches the entry name at any depth ("*.tmp"). A trailing '/' matches
 // directories only. Globs follow fnmatch(3): *, ?, [...].
 class ExcludeList {
  public:
