@@ -95,6 +95,16 @@ CreateStats create_image(CreateOptions opt, CreateProgress* progress) {
     if (progress) progress->phase = 0;
   }
 
+  // `create -f a.txt dir a.txt` would pack a.txt's old content and then replace it with the
+  // image: the source is lost. (An IMAGE inside a source directory is fine: it is skipped.)
+  if (struct stat image_st; opt.force && stat(opt.image.c_str(), &image_st) == 0) {
+    for (const std::string& source : opt.sources) {
+      struct stat source_st;
+      if (stat(source.c_str(), &source_st) == 0 && source_st.st_dev == image_st.st_dev &&
+          source_st.st_ino == image_st.st_ino)
+        throw Error(opt.image + ": is also a SOURCE (" + source + "); --force would replace it with its own image");
+    }
+  }
   ImageFile out(opt.image, opt.force);  // fails early if IMAGE exists without --force
 
   ScanOptions scan;
@@ -110,10 +120,8 @@ CreateStats create_image(CreateOptions opt, CreateProgress* progress) {
   scan.max_threads = 16;  // more only while listing waits on the disk (Scanner::adapt_listers)
   scan.warn = opt.warn;
   // The image must not swallow itself (nor the image it replaces) when written inside a source.
-  for (const std::string* path : {&out.temp_path(), &out.final_path()}) {
-    struct stat st;
-    if (stat(path->c_str(), &st) == 0) scan.skip_inodes.emplace_back(st.st_dev, st.st_ino);
-  }
+  scan.skip_inodes.push_back(out.identity());
+  if (struct stat st; stat(out.final_path().c_str(), &st) == 0) scan.skip_inodes.emplace_back(st.st_dev, st.st_ino);
   if (progress) scan.entries_seen = &progress->entries;
   scan.listers_peak = &stats.scan_listers;
   Tree tree = scan_sources(scan);

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include "common/error.h"
@@ -84,31 +85,61 @@ int view_truncate(sqfs_file_t* f, sqfs_u64 size) {
 void view_destroy(sqfs_object_t*) {}  // owned by ImageFile
 }  // namespace
 
-ImageFile::ImageFile(std::string final_path, bool overwrite) : final_path_(std::move(final_path)) {
+ImageFile::ImageFile(std::string final_path, bool overwrite)
+    : final_path_(std::move(final_path)), overwrite_(overwrite) {
   struct stat st;
-  if (lstat(final_path_.c_str(), &st) == 0) {
+  const bool exists = lstat(final_path_.c_str(), &st) == 0;
+  if (exists) {
     if (!overwrite) throw Error(final_path_ + ": already exists (use --force to overwrite it)");
     if (S_ISDIR(st.st_mode)) throw Error(final_path_ + ": is a directory");
   }
-  std::string tmpl = final_path_ + ".sqar-tmp-XXXXXX";
-  std::vector<char> name(tmpl.begin(), tmpl.end());
-  name.push_back('\0');
-  fd_ = mkostemp(name.data(), O_CLOEXEC);
+  const std::string dir = directory_of(final_path_);
+  // An unnamed file in IMAGE's directory: nothing to clean up whatever kills us (SIGKILL, the
+  // OOM killer, a crash), and it gets a name only in commit(). The mode is subject to the
+  // umask, as any new file's is.
+  fd_ = open(dir.c_str(), O_RDWR | O_TMPFILE | O_CLOEXEC, 0666);
+  if (fd_ < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL)) {
+    // Filesystems (or kernels) without O_TMPFILE: a named file beside IMAGE, removed on error
+    // and by the CLI's signal handlers.
+    std::string tmpl = final_path_ + ".sqar-tmp-XXXXXX";
+    std::vector<char> name(tmpl.begin(), tmpl.end());
+    name.push_back('\0');
+    fd_ = mkostemp(name.data(), O_CLOEXEC);
+    if (fd_ >= 0) {
+      temp_path_ = name.data();
+      set_pending(temp_path_);
+      const mode_t mask = umask(0);  // no threads create files yet: read the umask by setting it back
+      umask(mask);
+      fchmod(fd_, 0666 & ~mask);
+    }
+  }
   if (fd_ < 0) {
     // Name both: the user gave the image path, the failure is about its directory.
     const int err = errno;
-    throw Error(final_path_ + ": cannot create the image in " + directory_of(final_path_) + ": " + std::strerror(err));
+    throw Error(final_path_ + ": cannot create the image in " + dir + ": " + std::strerror(err));
   }
-  temp_path_ = name.data();
-  set_pending(temp_path_);
-  fchmod(fd_, 0644);
+  if (exists && S_ISREG(st.st_mode)) {
+    // Replacing an image keeps its permissions and owner, as overwriting it in place would:
+    // a private image must not become world-readable because it was rebuilt. Best effort
+    // (fchown fails for a non-root caller that does not own it).
+    if (fchown(fd_, st.st_uid, st.st_gid) != 0) {
+      // not ours to give away: the new image keeps the caller's ownership
+    }
+    fchmod(fd_, st.st_mode & 0777);
+  }
   buffer_.reserve(kBufferSize);
+}
+
+std::pair<dev_t, ino_t> ImageFile::identity() const {
+  struct stat st {};
+  fstat(fd_, &st);
+  return {st.st_dev, st.st_ino};
 }
 
 ImageFile::~ImageFile() {
   delete view_;
   if (fd_ >= 0) close(fd_);
-  if (!committed_) {
+  if (!committed_ && !temp_path_.empty()) {
     unlink(temp_path_.c_str());
     clear_pending();
   }
@@ -160,7 +191,7 @@ void ImageFile::read_at(uint64_t offset, void* data, size_t len) {
   while (len > 0) {
     ssize_t n = pread(fd_, p, len, off_t(offset));
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) throw Error(temp_path_ + ": short read of the image being written");
+    if (n <= 0) throw Error(final_path_ + ": short read of the image being written");
     p += n;
     len -= size_t(n);
     offset += uint64_t(n);
@@ -188,14 +219,89 @@ sqfs_file_t* ImageFile::as_sqfs_file() {
   return &view_->base;
 }
 
+namespace {
+// Gives the unnamed (O_TMPFILE) file open as fd the name dir_fd/name; fails with EEXIST when the
+// name is taken. /proc/self/fd works for any caller; AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH.
+int link_unnamed(int fd, int dir_fd, const char* name) {
+  char proc_path[64];
+  std::snprintf(proc_path, sizeof proc_path, "/proc/self/fd/%d", fd);
+  if (linkat(AT_FDCWD, proc_path, dir_fd, name, AT_SYMLINK_FOLLOW) == 0) return 0;
+  if (errno != ENOENT) return -1;
+  return linkat(fd, "", dir_fd, name, AT_EMPTY_PATH);
+}
+
+std::string base_name_of(const std::string& path) {
+  auto slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+// "already exists" when another process made IMAGE while this one was writing it: without
+// --force an existing IMAGE is never replaced, however late it appeared.
+[[noreturn]] void throw_commit_error(const std::string& image, int err) {
+  if (err == EEXIST) throw Error(image + ": already exists, made while this image was written (use --force to overwrite it)");
+  throw_errno(image, err);
+}
+}  // namespace
+
 void ImageFile::commit() {
   flush();
   if (ftruncate(fd_, off_t(position_)) != 0) throw_errno(final_path_, errno);
   if (fsync(fd_) != 0) throw_errno(final_path_, errno);
-  if (rename(temp_path_.c_str(), final_path_.c_str()) != 0) throw_errno(final_path_, errno);
+  const std::string dir = directory_of(final_path_);
+  if (temp_path_.empty()) {
+    int dir_fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir_fd < 0) throw_errno(dir, errno);
+    const std::string name = base_name_of(final_path_);
+    if (!overwrite_) {
+      const int rc = link_unnamed(fd_, dir_fd, name.c_str());
+      const int err = errno;
+      if (rc != 0) {
+        close(dir_fd);
+        throw_commit_error(final_path_, err);
+      }
+    } else {
+      // Atomic replacement: a name of our own first, then rename over IMAGE. The name exists
+      // for the two system calls in between; the signal handlers remove it if one lands there.
+      std::string staged;
+      for (unsigned attempt = 0;; ++attempt) {
+        staged = final_path_ + ".sqar-tmp-" + std::to_string(getpid()) + "-" + std::to_string(attempt);
+        set_pending(staged);
+        if (link_unnamed(fd_, dir_fd, base_name_of(staged).c_str()) == 0) break;
+        const int err = errno;
+        clear_pending();
+        if (err != EEXIST || attempt > 100) {
+          close(dir_fd);
+          throw_errno(final_path_, err);
+        }
+      }
+      if (rename(staged.c_str(), final_path_.c_str()) != 0) {
+        const int err = errno;
+        unlink(staged.c_str());
+        clear_pending();
+        close(dir_fd);
+        throw_errno(final_path_, err);
+      }
+    }
+    committed_ = true;
+    clear_pending();
+    fsync(dir_fd);
+    close(dir_fd);
+    return;
+  }
+  if (!overwrite_) {
+    // Never over an IMAGE that appeared meanwhile. Filesystems without RENAME_NOREPLACE get a
+    // hard link (which fails on an existing name) and an unlink of the temporary name.
+    if (renameat2(AT_FDCWD, temp_path_.c_str(), AT_FDCWD, final_path_.c_str(), RENAME_NOREPLACE) != 0) {
+      if (errno != EINVAL && errno != ENOSYS) throw_commit_error(final_path_, errno);
+      if (link(temp_path_.c_str(), final_path_.c_str()) != 0) throw_commit_error(final_path_, errno);
+      unlink(temp_path_.c_str());
+    }
+  } else if (rename(temp_path_.c_str(), final_path_.c_str()) != 0) {
+    throw_errno(final_path_, errno);
+  }
   committed_ = true;
   clear_pending();
-  int dfd = open(directory_of(final_path_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int dfd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd >= 0) {
     fsync(dfd);
     close(dfd);

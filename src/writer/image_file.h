@@ -1,10 +1,14 @@
-// The image being written: a temporary file beside IMAGE, renamed into place only when complete
-// and synced. Until commit() it is removed on destruction, on error and on SIGINT/SIGTERM.
+// The image being written: an unnamed (O_TMPFILE) file in IMAGE's directory that gets IMAGE's
+// name only when complete and synced, so an error, a signal or a crash leaves nothing behind.
+// Where the filesystem has no O_TMPFILE, a named temporary file beside IMAGE, renamed into
+// place at the end and removed on destruction, on error and by the CLI's signal handlers.
 #pragma once
 #include <sqfs/io.h>
+#include <sys/types.h>
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace sqar {
@@ -31,11 +35,13 @@ class ImageFile {
   // libsquashfs writes its tables through this view of the same file (positional I/O).
   sqfs_file_t* as_sqfs_file();
 
-  // fsync, rename over final_path, fsync the directory.
+  // fsync, then name it IMAGE (replacing an existing IMAGE only if overwrite; one made by
+  // someone else during the build is an error otherwise), fsync the directory.
   void commit();
   const std::string& final_path() const { return final_path_; }
   std::string directory() const;  // where IMAGE (and its temporary files) live
-  const std::string& temp_path() const { return temp_path_; }
+  // The file being written, for the scanner to skip it when IMAGE lies inside a source.
+  std::pair<dev_t, ino_t> identity() const;
   // The cause of the last failed write through as_sqfs_file() (libsquashfs only sees an error code).
   const std::string& last_error() const { return last_error_; }
   void set_last_error(std::string e) { last_error_ = std::move(e); }
@@ -43,7 +49,10 @@ class ImageFile {
  private:
   void write_fully(uint64_t offset, const uint8_t* data, size_t len);
 
-  std::string final_path_, temp_path_, last_error_;
+  std::string final_path_;
+  std::string temp_path_;  // empty while the file is unnamed (O_TMPFILE)
+  std::string last_error_;
+  bool overwrite_ = false;
   int fd_ = -1;
   bool committed_ = false;
   uint64_t position_ = 0;  // logical end of file (buffered bytes included)
@@ -52,7 +61,8 @@ class ImageFile {
   ImageFileSqfsView* view_ = nullptr;
 };
 
-// Async-signal-safe cleanup: the CLI installs SIGINT/SIGTERM handlers that call this.
+// Async-signal-safe cleanup of a named temporary image: the CLI's handlers for the signals
+// that end a process call this.
 void remove_pending_temp_file_from_signal_handler();
 
 }  // namespace sqar

@@ -241,6 +241,33 @@ def compare_trees(expected_root, actual_root, what, times=True, owners=True, xat
 
 # ---------------------------------------------------------------- readers
 
+def image_in_progress(pid, image):
+    """True while process pid holds open the image it is writing: sqar writes an unnamed
+    (O_TMPFILE) file in IMAGE's directory, or IMAGE.sqar-tmp-* where the filesystem lacks
+    O_TMPFILE. Either shows in /proc/PID/fd as a path in that directory."""
+    d = os.path.dirname(os.path.abspath(image)) + "/"
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith(d) and (target.endswith(" (deleted)") or ".sqar-tmp-" in target):
+            return True
+    return False
+
+
+def leftovers(image):
+    """Files a build of IMAGE may leave beside it if it cleans up badly: temporary images and
+    scratch files."""
+    d = os.path.dirname(os.path.abspath(image))
+    base = os.path.basename(image)
+    return [n for n in os.listdir(d) if n.startswith(base + ".sqar-tmp-") or n.startswith(".sqar-scratch")]
+
+
 def unsquashfs_extract(image, dest):
     need_tool("unsquashfs")
     run(["unsquashfs", "-no-progress", "-d", dest, image])

@@ -1,13 +1,14 @@
 """sqar create: dedup never compresses a duplicate, output is deterministic, failures leave
 nothing behind, and the manifest trailer is invisible to other readers."""
-import glob
 import os
+import resource
 import signal
+import stat
 import subprocess
 import time
 
-from sqartest import (SQAR, compare_trees, kernel_mount, log, main, make_full_tree, need_root, pseudo_random, run,
-                      sqar_create, tempdir, unsquashfs_extract, write)
+from sqartest import (SQAR, compare_trees, image_in_progress, kernel_mount, leftovers, log, main, make_full_tree,
+                      need_root, pseudo_random, run, sqar_create, tempdir, unsquashfs_extract, write)
 
 
 def test_duplicates_are_never_compressed():
@@ -84,7 +85,12 @@ def test_existing_image_is_never_overwritten_without_force():
         assert open(f"{d}/img", "rb").read() == b"precious"
         run([SQAR, "create", "-q", "--force", f"{d}/src", f"{d}/img"])
         assert open(f"{d}/img", "rb").read(4) == b"hsqs"
-        assert not glob.glob(f"{d}/*.sqar-tmp-*")
+        assert not leftovers(f"{d}/img")
+        # A file given as a SOURCE and as IMAGE would be lost to its own image, even with --force.
+        write(f"{d}/notes.txt", b"keep me")
+        p = run([SQAR, "create", "--force", f"{d}/notes.txt", f"{d}/src", f"{d}/notes.txt"], check=False)
+        assert p.returncode == 1 and "is also a SOURCE" in p.stderr, p.stderr
+        assert open(f"{d}/notes.txt", "rb").read() == b"keep me"
 
 
 def test_image_inside_its_source_is_not_packed():
@@ -97,7 +103,7 @@ def test_image_inside_its_source_is_not_packed():
             fields = [line.split(None, 5) for line in listing.splitlines() if line[:1] in ("-", "d")]
             names = sorted(f[5] if len(f) > 5 else "" for f in fields)  # the root's name is empty
             assert names == ["", "/a.txt", "/sub", "/sub/b.txt"], listing
-        assert not glob.glob(f"{d}/src/sub/*.sqar-tmp-*")
+        assert not leftovers(f"{d}/src/sub/self.sqfs")
 
 
 def test_bad_usage_is_explained():
@@ -112,7 +118,7 @@ def test_bad_usage_is_explained():
                 assert needle in p.stderr, p.stderr
         p = run([SQAR, "create", f"{d}/missing", f"{d}/img"], check=False)
         assert p.returncode == 1 and f"{d}/missing" in p.stderr and "No such file" in p.stderr, p.stderr
-        assert not os.path.exists(f"{d}/img") and not glob.glob(f"{d}/*.sqar-tmp-*")
+        assert not os.path.exists(f"{d}/img") and not leftovers(f"{d}/img")
         p = run([SQAR, "create", f"{d}/src", f"{d}/no-such-dir/img"], check=False)
         assert p.returncode == 1 and f"{d}/no-such-dir/img: cannot create the image in {d}/no-such-dir" in p.stderr, \
             p.stderr
@@ -129,7 +135,7 @@ def test_unreadable_file_names_path_and_cause():
         nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
         p = run([*nobody, SQAR, "create", f"{d}/src", f"{d}/img"], check=False)
         assert p.returncode == 1 and f"{d}/src/secret" in p.stderr and "Permission denied" in p.stderr, p.stderr
-        assert not os.path.exists(f"{d}/img") and not glob.glob(f"{d}/*.sqar-tmp-*")
+        assert not os.path.exists(f"{d}/img") and not leftovers(f"{d}/img")
         p = run([*nobody, SQAR, "create", "--skip-unreadable", f"{d}/src", f"{d}/img"], check=False)
         assert p.returncode == 0 and "warning" in p.stderr and "secret" in p.stderr, p.stderr
         listing = run(["unsquashfs", "-l", f"{d}/img"]).stdout
@@ -165,20 +171,75 @@ def test_interrupt_leaves_no_partial_image():
             f.truncate(64 << 30)
         os.makedirs(f"{d}/src")
         os.rename(f"{d}/huge", f"{d}/src/huge")
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        # SIGKILL cannot be caught: only an image that has no name until it is complete
+        # (O_TMPFILE) leaves nothing behind then.
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGQUIT, signal.SIGPIPE, signal.SIGKILL):
             proc = subprocess.Popen([SQAR, "create", "-q", "--no-dedup", f"{d}/src", f"{d}/img"],
                                     stderr=subprocess.PIPE)
             deadline = time.time() + 10
-            while not glob.glob(f"{d}/img.sqar-tmp-*") and time.time() < deadline:
+            while not image_in_progress(proc.pid, f"{d}/img") and time.time() < deadline:
                 time.sleep(0.05)
-            assert glob.glob(f"{d}/img.sqar-tmp-*"), "temporary file never appeared"
+            assert image_in_progress(proc.pid, f"{d}/img"), "temporary image never appeared"
             time.sleep(0.3)
             proc.send_signal(sig)
             proc.wait(timeout=30)
             assert proc.returncode != 0
-            assert not os.path.exists(f"{d}/img"), "partial image left behind"
-            assert not glob.glob(f"{d}/img.sqar-tmp-*"), f"temporary file left behind after {sig.name}"
+            assert sorted(os.listdir(d)) == ["src"], f"left behind after {sig.name}: {os.listdir(d)}"
             log(f"ok: {sig.name} left nothing behind")
+
+
+def test_file_size_limit_is_an_error_not_a_kill():
+    with tempdir() as d:
+        write(f"{d}/src/noise", pseudo_random(4 << 20, 3))  # incompressible: the image is > 1 MiB
+        p = subprocess.run([SQAR, "create", "-q", f"{d}/src", f"{d}/img"], stderr=subprocess.PIPE, text=True,
+                           preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20)))
+        assert p.returncode == 1 and f"{d}/img" in p.stderr and "File too large" in p.stderr, (p.returncode, p.stderr)
+        assert sorted(os.listdir(d)) == ["src"], os.listdir(d)
+        log(f"ok: {p.stderr.strip()}")
+
+
+def test_image_mode_follows_umask_and_the_replaced_image():
+    with tempdir() as d:
+        write(f"{d}/src/f", b"secret")
+        p = subprocess.run([SQAR, "create", "-q", f"{d}/src", f"{d}/private"], preexec_fn=lambda: os.umask(0o077))
+        assert p.returncode == 0
+        assert stat.S_IMODE(os.stat(f"{d}/private").st_mode) == 0o600, oct(os.stat(f"{d}/private").st_mode)
+        p = subprocess.run([SQAR, "create", "-q", f"{d}/src", f"{d}/shared"], preexec_fn=lambda: os.umask(0o002))
+        assert stat.S_IMODE(os.stat(f"{d}/shared").st_mode) == 0o664, oct(os.stat(f"{d}/shared").st_mode)
+        # --force over an existing image keeps its permissions (and, for root, its owner).
+        os.chmod(f"{d}/private", 0o640)
+        if os.geteuid() == 0:
+            os.chown(f"{d}/private", 1234, 5678)
+        p = subprocess.run([SQAR, "create", "-q", "--force", f"{d}/src", f"{d}/private"],
+                           preexec_fn=lambda: os.umask(0o022))
+        st = os.stat(f"{d}/private")
+        assert stat.S_IMODE(st.st_mode) == 0o640, oct(st.st_mode)
+        if os.geteuid() == 0:
+            assert (st.st_uid, st.st_gid) == (1234, 5678), (st.st_uid, st.st_gid)
+        log("ok: new images follow the umask; a replaced image keeps its mode and owner")
+
+
+def test_image_made_by_someone_else_meanwhile_is_not_replaced():
+    with tempdir() as d:
+        os.makedirs(f"{d}/src")
+        with open(f"{d}/src/huge", "wb") as f:  # 16 GiB of holes: several seconds of reading
+            f.truncate(16 << 30)
+        proc = subprocess.Popen([SQAR, "create", "-q", "--no-dedup", f"{d}/src", f"{d}/img"],
+                                stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.time() + 10
+            while not image_in_progress(proc.pid, f"{d}/img") and time.time() < deadline:
+                time.sleep(0.05)
+            assert proc.poll() is None, "the build ended before the other image could be made"
+            write(f"{d}/img", b"someone else's")
+            _, err = proc.communicate(timeout=300)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert proc.returncode == 1 and f"{d}/img: already exists" in err, (proc.returncode, err)
+        assert open(f"{d}/img", "rb").read() == b"someone else's", "an image made meanwhile was replaced"
+        assert sorted(os.listdir(d)) == ["img", "src"], os.listdir(d)
+        log(f"ok: {err.strip()}")
 
 
 def test_manifest_is_invisible_to_other_readers():
@@ -263,5 +324,7 @@ if __name__ == "__main__":
           test_image_inside_its_source_is_not_packed, test_xattrs_read_the_same_without_listxattrat,
           test_bad_usage_is_explained, test_unreadable_file_names_path_and_cause,
           test_no_space_left_is_reported_and_cleaned_up, test_interrupt_leaves_no_partial_image,
+          test_file_size_limit_is_an_error_not_a_kill, test_image_mode_follows_umask_and_the_replaced_image,
+          test_image_made_by_someone_else_meanwhile_is_not_replaced,
           test_manifest_is_invisible_to_other_readers, test_big_directory_and_file_over_4gib,
           test_one_file_system_and_owner_options, test_single_file_sources_and_progress_on_a_tty])

@@ -4,14 +4,13 @@ a file deleted between the scan and the read. Each build either succeeds with an
 verifies, or fails naming the path and the cause; a failed build leaves neither the image nor a
 temporary file, and sqar never changes the source. (ENOSPC, unreadable files and SIGINT/SIGTERM
 are in test_create_behaviour.py.)"""
-import glob
 import hashlib
 import os
 import subprocess
 import threading
 import time
 
-from sqartest import SQAR, compare_trees, log, main, pseudo_random, run, tempdir, write
+from sqartest import SQAR, compare_trees, image_in_progress, leftovers, log, main, pseudo_random, run, tempdir, write
 
 SANITIZER_MARKS = ("Sanitizer", "runtime error:")
 
@@ -39,7 +38,7 @@ def create(src, img, *args):
     assert p.returncode >= 0, f"sqar create killed by signal {-p.returncode}: {p.stderr}"
     assert not any(m in p.stderr for m in SANITIZER_MARKS), p.stderr
     assert p.returncode in (0, 1), f"sqar create exited {p.returncode}: {p.stderr}"
-    temps = glob.glob(f"{img}.sqar-tmp-*")
+    temps = leftovers(img)
     assert not temps, f"temporary file left behind: {temps}"
     if p.returncode != 0:
         assert not os.path.exists(img), "a failed build left an image"
@@ -48,7 +47,7 @@ def create(src, img, *args):
 
 def wait_for_temp_image(img, proc, limit=60):
     deadline = time.monotonic() + limit
-    while not glob.glob(f"{img}.sqar-tmp-*"):
+    while not image_in_progress(proc.pid, img):
         assert proc.poll() is None, "sqar create finished before its temporary image appeared"
         assert time.monotonic() < deadline, "the temporary image never appeared"
         time.sleep(0.002)
@@ -93,7 +92,7 @@ def test_file_deleted_between_scan_and_read():
                 proc.kill()
         assert proc.returncode in (0, 1), f"exit {proc.returncode}: {err}"
         assert not any(m in err for m in SANITIZER_MARKS), err
-        assert not glob.glob(f"{img}.sqar-tmp-*"), os.listdir(d)
+        assert not leftovers(img), os.listdir(d)
         assert tree_hash(src) == before, "sqar changed the source"
         if proc.returncode == 0:
             # The pipeline had already read the victim (its read order is its own business):
