@@ -7,6 +7,9 @@ PACKAGES=(
   libfuse3-dev fuse3 libgtest-dev
   # independent readers the tests compare against, and the peers the benchmark runs
   squashfs-tools squashfs-tools-ng squashfuse erofs-utils zstd pigz attr
+  # what the tests call that a minimal Debian may lack: pgrep and sysctl, mount/losetup, and
+  # modprobe (the kernel runs it to load squashfs or fuse when they are modules)
+  procps mount kmod
   # fuzzing and sanitizers
   clang libclang-rt-14-dev
 )
