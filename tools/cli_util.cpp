@@ -48,23 +48,59 @@ std::string human_bytes(uint64_t bytes) {
   return buf;
 }
 
+namespace {
+// Length of the well-formed UTF-8 sequence at p (at most n bytes), or 0 if there is none:
+// overlong forms, surrogates and code points above U+10FFFF are not well-formed.
+size_t utf8_sequence_length(const unsigned char* p, size_t n) {
+  auto cont = [&](size_t i, unsigned lo = 0x80, unsigned hi = 0xBF) { return i < n && p[i] >= lo && p[i] <= hi; };
+  const unsigned c = p[0];
+  if (c < 0x80) return 1;
+  if (c >= 0xC2 && c <= 0xDF) return cont(1) ? 2 : 0;
+  if (c >= 0xE0 && c <= 0xEF) {
+    const unsigned lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
+    return cont(1, lo, hi) && cont(2) ? 3 : 0;
+  }
+  if (c >= 0xF0 && c <= 0xF4) {
+    const unsigned lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
+    return cont(1, lo, hi) && cont(2) && cont(3) ? 4 : 0;
+  }
+  return 0;
+}
+}  // namespace
+
 std::string json_escape(const std::string& s) {
   std::string out;
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += char(c);
-        }
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  for (size_t i = 0; i < s.size();) {
+    const unsigned char c = p[i];
+    const size_t len = utf8_sequence_length(p + i, s.size() - i);
+    char buf[8];
+    if (len == 0) {
+      // Not UTF-8 (file names are bytes): the byte as a lone surrogate U+DC80-U+DCFF, the
+      // convention of Python's surrogateescape, so os.fsencode(json.loads(...)) gives the
+      // name back and the output stays valid JSON.
+      std::snprintf(buf, sizeof buf, "\\u%04x", 0xDC00u + c);
+      out += buf;
+      ++i;
+      continue;
     }
+    if (len > 1) {
+      out.append(s, i, len);
+    } else if (c == '"') {
+      out += "\\\"";
+    } else if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c < 0x20 || c == 0x7F) {
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += char(c);
+    }
+    i += len;
   }
   return out;
 }

@@ -1,5 +1,6 @@
 """sqar create: dedup never compresses a duplicate, output is deterministic, failures leave
 nothing behind, and the manifest trailer is invisible to other readers."""
+import json
 import os
 import resource
 import signal
@@ -242,6 +243,22 @@ def test_image_made_by_someone_else_meanwhile_is_not_replaced():
         log(f"ok: {err.strip()}")
 
 
+def test_json_summary_is_valid_for_any_image_name():
+    # File names are bytes: a name that is not UTF-8 still gives valid JSON, and Python gets
+    # the bytes back (surrogateescape); quotes, backslashes and control characters are escaped.
+    with tempdir() as d:
+        write(f"{d}/src/f", b"x")
+        for name in (b"caf\xe9.sqfs", b'q"uote\\back.sqfs', b"tab\tnl\n.sqfs", "ünï.sqfs".encode()):
+            image = os.fsencode(d) + b"/" + name
+            p = subprocess.run([os.fsencode(SQAR), b"create", b"--json", os.fsencode(f"{d}/src"), image],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            assert p.returncode == 0, p.stderr
+            summary = json.loads(p.stdout.decode("utf-8"))  # strict UTF-8: raw bytes would fail here
+            assert os.fsencode(summary["image"]) == image, (summary["image"], image)
+            os.unlink(image)
+        log("ok: --json names images that are not UTF-8, and escapes what JSON needs")
+
+
 def test_manifest_is_invisible_to_other_readers():
     need_root()
     with tempdir() as d:
@@ -325,6 +342,6 @@ if __name__ == "__main__":
           test_bad_usage_is_explained, test_unreadable_file_names_path_and_cause,
           test_no_space_left_is_reported_and_cleaned_up, test_interrupt_leaves_no_partial_image,
           test_file_size_limit_is_an_error_not_a_kill, test_image_mode_follows_umask_and_the_replaced_image,
-          test_image_made_by_someone_else_meanwhile_is_not_replaced,
+          test_image_made_by_someone_else_meanwhile_is_not_replaced, test_json_summary_is_valid_for_any_image_name,
           test_manifest_is_invisible_to_other_readers, test_big_directory_and_file_over_4gib,
           test_one_file_system_and_owner_options, test_single_file_sources_and_progress_on_a_tty])
