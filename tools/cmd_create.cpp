@@ -212,8 +212,9 @@ int create_main(int argc, char** argv) {
   bool quiet = false, json = false, force_progress = false, level_given = false;
   bool compressor_given = false, block_given = false;
   optind = 1;
+  opterr = 0;  // our own messages, as the other commands give them
   int c;
-  while ((c = getopt_long(argc, argv, "c:l:b:j:fqh", longopts, nullptr)) != -1) {
+  while ((c = getopt_long(argc, argv, ":c:l:b:j:fqh", longopts, nullptr)) != -1) {
     std::string arg = optarg ? optarg : "";
     switch (c) {
       case 'c': {
@@ -272,7 +273,8 @@ int create_main(int argc, char** argv) {
       case kNoExport: opt.exportable = false; break;
       case kProgress: force_progress = true; break;
       case kJson: json = true; break;
-      default: return usage_error("invalid option");
+      case ':': return usage_error(std::string("option '") + argv[optind - 1] + "' needs a value");
+      default: return usage_error(std::string("unknown option '") + argv[optind - 1] + "'");
     }
   }
   if (argc - optind < 2) return usage_error("need at least one SOURCE and the IMAGE");
@@ -281,6 +283,12 @@ int create_main(int argc, char** argv) {
   if (!opt.reuse.empty()) take_open_settings_from(opt.reuse, opt.codec, compressor_given, level_given, block_given);
   if (!level_given && opt.codec.id == CodecId::zstd) opt.codec.level = kDefaultZstdLevel;
   if (opt.codec.level < 0) opt.codec.level = default_level(opt.codec.id);
+  if (level_given) {
+    const auto [lo, hi] = level_range(opt.codec.id);
+    if (opt.codec.level < lo || opt.codec.level > hi)
+      return usage_error("level " + std::to_string(opt.codec.level) + " is out of range for " +
+                         codec_name(opt.codec.id) + " (" + std::to_string(lo) + "-" + std::to_string(hi) + ")");
+  }
   if (opt.codec.id == CodecId::lz4) opt.codec.lz4_hc = opt.codec.level > 0;
   if (const char* sde = std::getenv("SOURCE_DATE_EPOCH"); sde && *sde) {
     auto v = parse_int(sde);

@@ -387,7 +387,8 @@ class DataPipeline {
       skip_file(f, errno_message(tree_.path_of(n), s.err));
       return;
     }
-    if (!s.changed.empty()) throw Error(tree_.path_of(n) + ": " + s.changed);
+    if (!s.changed.empty())
+      throw Error(tree_.path_of(n) + ": " + s.changed + " (" + std::to_string(n.size) + " bytes when scanned)");
     stats_.bytes_read += u.len;
     // Prehashed files were counted once by the hashing pass; progress measures source bytes.
     if (opt_.bytes_done && kinds_[f] != FileKind::kPrehashed)

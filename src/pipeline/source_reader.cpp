@@ -57,10 +57,11 @@ int check_range_read(int64_t n, uint64_t offset, uint64_t len, bool expect_eof, 
                      std::string& changed) {
   if (n < 0) return int(-n);
   if (uint64_t(n) < len) {
-    changed = "file shrank while being read (expected " + std::to_string(offset + len) + " bytes, found " +
-              std::to_string(offset + uint64_t(n)) + ")";
+    // The range may be one of several of a large file: say where the file ends now; the caller
+    // knows the size the scan found.
+    changed = "file shrank while being read: it ends at byte " + std::to_string(offset + uint64_t(n));
   } else if (expect_eof && uint64_t(n) > len) {
-    changed = "file grew while being read (expected " + std::to_string(offset + len) + " bytes)";
+    changed = "file grew while being read: it is longer than " + std::to_string(offset + len) + " bytes";
   }
   out.resize(len);
   return 0;

@@ -110,13 +110,17 @@ def test_image_inside_its_source_is_not_packed():
 def test_bad_usage_is_explained():
     with tempdir() as d:
         write(f"{d}/src/f", b"x")
+        # Usage errors exit 2 and point at --help, whichever option is wrong.
         for args, needle in ((["-b", "3000"], "block size"), (["-c", "brotli"], "compressor"),
-                             (["-c", "gzip", "-l", "12"], "level"), ([], None)):
+                             (["-c", "gzip", "-l", "12"], "level 12 is out of range for gzip (1-9)"),
+                             (["-l", "99"], "out of range for zstd"), (["-c", "xz", "-l", "10"], "(0-9)"),
+                             (["--no-such-option"], "unknown option '--no-such-option'"), ([], "SOURCE")):
             p = run([SQAR, "create", *args, f"{d}/src", f"{d}/img"] if args else [SQAR, "create", f"{d}/src"],
                     check=False)
-            assert p.returncode != 0, args
-            if needle:
-                assert needle in p.stderr, p.stderr
+            assert p.returncode == 2, (args, p.returncode, p.stderr)
+            assert needle in p.stderr and "Try 'sqar create --help'" in p.stderr, p.stderr
+        p = run([SQAR, "create", f"{d}/src", f"{d}/img", "-l"], check=False)
+        assert p.returncode == 2 and "option '-l' needs a value" in p.stderr, p.stderr
         p = run([SQAR, "create", f"{d}/missing", f"{d}/img"], check=False)
         assert p.returncode == 1 and f"{d}/missing" in p.stderr and "No such file" in p.stderr, p.stderr
         assert not os.path.exists(f"{d}/img") and not leftovers(f"{d}/img")
