@@ -1,5 +1,6 @@
 #include "status_line.h"
 
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -60,7 +61,12 @@ void StatusLine::loop() {
     const std::string text = render_(secs);
     std::lock_guard out(stderr_mu);
     if (terminal_) {
-      std::fprintf(stderr, "\r\033[K%s", text.c_str());
+      // Never wider than the terminal: a line that wraps is not erased by \r, and every redraw
+      // would scroll. Asked each tick, so a resized window is followed.
+      winsize ws{};
+      size_t width = text.size();
+      if (ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 1) width = std::min(width, size_t(ws.ws_col - 1));
+      std::fprintf(stderr, "\r\033[K%.*s", int(width), text.c_str());
       status_shown = true;
     } else {
       std::fprintf(stderr, "%s\n", text.c_str());

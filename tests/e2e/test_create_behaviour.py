@@ -1,7 +1,9 @@
 """sqar create: dedup never compresses a duplicate, output is deterministic, failures leave
 nothing behind, and the manifest trailer is invisible to other readers."""
+import base64
 import json
 import os
+import re
 import resource
 import signal
 import stat
@@ -337,6 +339,15 @@ def test_single_file_sources_and_progress_on_a_tty():
         assert "squashfs-root/report.txt" in listing and "squashfs-root/b/data/x" in listing, listing
         quiet = run([SQAR, "create", "-q", f"{d}/b", f"{d}/img2"])
         assert quiet.stdout == "" and quiet.stderr == "", (quiet.stdout, quiet.stderr)
+        # On a narrow terminal the status line is cut to fit: a line that wraps cannot be
+        # redrawn in place, and each redraw would scroll.
+        write(f"{d}/big/text", base64.b64encode(pseudo_random(12 << 20, 5)))
+        p = run(["script", "-qec", f"stty cols 40; {SQAR} create -j1 -c xz {d}/big {d}/img3", "/dev/null"], check=False)
+        assert p.returncode == 0, p.stdout
+        drawn = [part.replace("\x1b[K", "") for part in re.split(r"[\r\n]", p.stdout)]  # text mode: \r may be \n
+        bars = [t for t in drawn if t.startswith("[")]
+        assert bars, f"no progress bar drawn in a run of seconds: {p.stdout!r}"
+        assert all(len(t) <= 39 for t in bars), [t for t in bars if len(t) > 39]
 
 
 if __name__ == "__main__":
