@@ -241,6 +241,7 @@ class Scanner {
     }
     stop_workers(workers);
     if (opt_.listers_peak) *opt_.listers_peak = peak_listers_;
+    warn_about_unstorable_times();
     collect_files();
     // The name pool grew by doubling; up to half of it is slack that would stay resident for
     // the whole build (it is allocated with mmap, so the copy's old buffer is returned at once).
@@ -250,11 +251,18 @@ class Scanner {
   }
 
  private:
-  void fill_metadata(Node& n, const struct stat& st) {
+  // Runs on the thread that builds the tree in order (idx: the node's index, for messages).
+  void fill_metadata(Node& n, const struct stat& st, uint32_t idx) {
     n.mode = st.st_mode;
     n.uid = st.st_uid;
     n.gid = st.st_gid;
+    // SquashFS stores unsigned 32-bit seconds: the nearest time it can hold, as a warning says
+    // after the scan (mksquashfs wraps such times around instead).
     n.mtime = uint32_t(std::clamp<int64_t>(st.st_mtim.tv_sec, 0, UINT32_MAX));
+    if (int64_t(n.mtime) != int64_t(st.st_mtim.tv_sec) && unstorable_times_++ == 0) {
+      first_unstorable_time_ = idx;
+      first_unstorable_seconds_ = int64_t(st.st_mtim.tv_sec);
+    }
     if (S_ISREG(st.st_mode)) n.size = uint64_t(st.st_size);
     if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) n.rdev = fmt::encode_dev(major(st.st_rdev), minor(st.st_rdev));
   }
@@ -270,7 +278,7 @@ class Scanner {
       if (S_ISDIR(st.st_mode)) {
         source_dev_.push_back(st.st_dev);
         tree_.source_dirs.push_back(src);
-        fill_metadata(tree_.nodes[0], st);
+        fill_metadata(tree_.nodes[0], st, 0);
         if (opt_.xattrs) store_xattrs(0, read_xattrs(AT_FDCWD, src.c_str(), [&] { return src; }, opt_));
         DirTask task{0, 0, src, "", {}, {}, false};
         DirectoryCursor cursor;
@@ -316,7 +324,7 @@ class Scanner {
     st.st_uid = geteuid();
     st.st_gid = getegid();
     st.st_mtim.tv_sec = mtime;
-    fill_metadata(tree_.nodes[0], st);
+    fill_metadata(tree_.nodes[0], st, 0);
   }
 
   // A SOURCE's directory and its name in the image: "a/b/" -> ("a", "b"); "." and ".." are
@@ -377,7 +385,7 @@ class Scanner {
         return;
       }
     }
-    fill_metadata(n, e.st);
+    fill_metadata(n, e.st, idx);
     tree_.nodes.push_back(n);
     if (S_ISLNK(e.st.st_mode)) tree_.symlink_targets[idx] = std::move(e.symlink_target);
     store_xattrs(idx, std::move(e.xattrs));
@@ -558,7 +566,22 @@ class Scanner {
     }
   }
 
+  void warn_about_unstorable_times() const {
+    if (!unstorable_times_ || !opt_.warn || !opt_.warn_unstorable_times) return;
+    std::string more;
+    if (unstorable_times_ > 1)
+      more = " (and " + std::to_string(unstorable_times_ - 1) + (unstorable_times_ == 2 ? " more entry)" : " more entries)");
+    const bool early = first_unstorable_seconds_ < 0;
+    opt_.warn(tree_.path_of(first_unstorable_time_) + ": modification time " +
+              std::to_string(first_unstorable_seconds_) + " s is " + (early ? "before 1970" : "after 2106") +
+              ", which SquashFS cannot store; stored as " + (early ? "1970-01-01" : "2106-02-07") + more +
+              ". --mtime sets one time for all entries");
+  }
+
   const ScanOptions& opt_;
+  uint64_t unstorable_times_ = 0;  // entries whose mtime was clamped to SquashFS's range
+  uint32_t first_unstorable_time_ = 0;
+  int64_t first_unstorable_seconds_ = 0;
   Tree tree_;
   std::vector<dev_t> source_dev_;
   std::vector<std::pair<Entry, uint16_t>> root_entries_;

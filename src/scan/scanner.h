@@ -27,6 +27,9 @@ struct ScanOptions {
   // the one it replaces), when they lie inside a source, must not be packed into it.
   std::vector<std::pair<dev_t, ino_t>> skip_inodes;
   std::function<void(const std::string&)> warn;  // receives "PATH: cause" warnings
+  // Warn about modification times SquashFS cannot hold (before 1970, after 2106): off when
+  // --mtime replaces them all anyway.
+  bool warn_unstorable_times = true;
   std::atomic<uint64_t>* entries_seen = nullptr;  // progress counter, may be null
   unsigned* listers_peak = nullptr;  // receives the most listers that worked at once, may be null
 };

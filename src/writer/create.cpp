@@ -119,6 +119,7 @@ CreateStats create_image(CreateOptions opt, CreateProgress* progress) {
   scan.threads = std::min(2 * opt.threads, 16u);
   scan.max_threads = 16;  // more only while listing waits on the disk (Scanner::adapt_listers)
   scan.warn = opt.warn;
+  scan.warn_unstorable_times = !opt.mtime;
   // The image must not swallow itself (nor the image it replaces) when written inside a source.
   scan.skip_inodes.push_back(out.identity());
   if (struct stat st; stat(out.final_path().c_str(), &st) == 0) scan.skip_inodes.emplace_back(st.st_dev, st.st_ino);

@@ -265,6 +265,26 @@ def test_json_summary_is_valid_for_any_image_name():
         log("ok: --json names images that are not UTF-8, and escapes what JSON needs")
 
 
+def test_times_squashfs_cannot_store_are_clamped_with_a_warning():
+    with tempdir() as d:
+        write(f"{d}/src/a-old", b"1")
+        write(f"{d}/src/b-new", b"2")
+        write(f"{d}/src/c-now", b"3")
+        os.utime(f"{d}/src/a-old", (0, -315619200))     # 1960
+        os.utime(f"{d}/src/b-new", (0, 7258118400))     # 2200
+        p = run([SQAR, "create", "-q", f"{d}/src", f"{d}/img"], check=False)
+        assert p.returncode == 0, p.stderr
+        assert p.stderr.count("warning") == 1 and f"{d}/src/a-old: modification time -315619200 s is before 1970" \
+            in p.stderr and "(and 1 more entry)" in p.stderr, p.stderr
+        out = f"{d}/out"
+        unsquashfs_extract(f"{d}/img", out)
+        assert os.lstat(f"{out}/a-old").st_mtime == 0 and os.lstat(f"{out}/b-new").st_mtime == 2**32 - 1
+        assert os.lstat(f"{out}/c-now").st_mtime == int(os.lstat(f"{d}/src/c-now").st_mtime)
+        p = run([SQAR, "create", "-q", "--mtime", "1000", f"{d}/src", f"{d}/img2"], check=False)
+        assert p.returncode == 0 and p.stderr == "", p.stderr  # --mtime replaces them all: nothing to say
+        log(f"ok: {p.stderr.strip() or 'clamped with one warning'}")
+
+
 def test_manifest_is_invisible_to_other_readers():
     need_root()
     with tempdir() as d:
@@ -358,5 +378,6 @@ if __name__ == "__main__":
           test_no_space_left_is_reported_and_cleaned_up, test_interrupt_leaves_no_partial_image,
           test_file_size_limit_is_an_error_not_a_kill, test_image_mode_follows_umask_and_the_replaced_image,
           test_image_made_by_someone_else_meanwhile_is_not_replaced, test_json_summary_is_valid_for_any_image_name,
+          test_times_squashfs_cannot_store_are_clamped_with_a_warning,
           test_manifest_is_invisible_to_other_readers, test_big_directory_and_file_over_4gib,
           test_one_file_system_and_owner_options, test_single_file_sources_and_progress_on_a_tty])
