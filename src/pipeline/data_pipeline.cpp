@@ -431,7 +431,15 @@ class DataPipeline {
         throw Error(tree_.path_of(n) + ": file changed while being read (content hash differs between passes)");
     }
     const size_t tail = size_t(u.len % block_size_);
-    if (tail) add_tail(f, bytes + full_blocks * block_size_, tail);
+    if (tail == 0) return;
+    const uint8_t* tail_bytes = bytes + full_blocks * block_size_;
+    if (all_zero(tail_bytes, tail)) {
+      // A zero tail is a sparse last block (size word 0, no fragment), as mksquashfs stores
+      // it, so unpacking keeps the hole; the metadata writer adds it to the block list.
+      ++sparse_tails_;
+      return;
+    }
+    add_tail(f, tail_bytes, tail);
   }
 
   void add_tail(uint32_t f, const uint8_t* p, size_t len) {
@@ -615,6 +623,7 @@ class DataPipeline {
         locs_[i].same_as = same;
       }
     }
+    stats_.blocks_sparse += sparse_tails_;
     stats_.files = locs_.size();
     stats_.fragments = fragments_.size();
     stats_.data_bytes_written = written_bytes_;
@@ -652,6 +661,7 @@ class DataPipeline {
   StreamHasher hasher_;
   Buffer frag_buf_;
   uint32_t fragment_count_ = 0;
+  uint64_t sparse_tails_ = 0;  // zero tails stored as sparse blocks (sequencer thread)
 
   // reader stage
   std::vector<Slot> slots_;

@@ -199,19 +199,24 @@ class MetadataWriter {
 
   InodePtr file_inode(const Node& n) {
     const FileLocation& loc = data_.files[n.file_index];
-    const size_t nblocks = size_t(n.size / super_.block_size);
+    const size_t full_blocks = size_t(n.size / super_.block_size);
+    const uint64_t tail = n.size % super_.block_size;
+    // A tail without a fragment was all zeros: a sparse last block in the list (size word 0).
+    const bool sparse_tail = tail != 0 && loc.fragment == fmt::kNoFragment;
+    const size_t nblocks = full_blocks + (sparse_tail ? 1 : 0);
     InodePtr ino = alloc_inode(nblocks * sizeof(uint32_t));
     ino->base.type = SQFS_INODE_EXT_FILE;
     auto& f = ino->data.file_ext;
     f.blocks_start = loc.blocks_start;
     f.file_size = n.size;
     const uint32_t* sizes = data_.block_sizes.data() + loc.first_block;
-    f.sparse = uint64_t(std::count(sizes, sizes + nblocks, 0u)) * super_.block_size;
+    f.sparse = uint64_t(std::count(sizes, sizes + full_blocks, 0u)) * super_.block_size + (sparse_tail ? tail : 0);
     f.nlink = n.link_count;
     f.fragment_idx = loc.fragment;
     f.fragment_offset = loc.fragment == fmt::kNoFragment ? 0 : loc.fragment_offset;
     f.xattr_idx = fmt::kNoXattr;
-    if (nblocks) std::memcpy(ino->extra, sizes, nblocks * sizeof(uint32_t));  // sizes may be null
+    if (full_blocks) std::memcpy(ino->extra, sizes, full_blocks * sizeof(uint32_t));  // sizes may be null
+    if (sparse_tail) ino->extra[full_blocks] = 0;
     return ino;
   }
 

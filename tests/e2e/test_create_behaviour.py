@@ -285,6 +285,31 @@ def test_times_squashfs_cannot_store_are_clamped_with_a_warning():
         log(f"ok: {p.stderr.strip() or 'clamped with one warning'}")
 
 
+def test_zero_blocks_and_zero_tails_unpack_as_holes():
+    # All-zero blocks are stored as sparse blocks, the partial last one too (as mksquashfs
+    # does): unsquashfs then leaves holes, so each file takes the same disk space after
+    # unpacking either tool's image, and the content is the same.
+    with tempdir() as d:
+        src = f"{d}/src"
+        write(f"{src}/zero-small", b"")
+        os.truncate(f"{src}/zero-small", 100 << 10)           # under one block, all zeros
+        write(f"{src}/head-then-zeros", b"head")
+        os.truncate(f"{src}/head-then-zeros", 320 << 10)      # a zero block and a zero tail
+        write(f"{src}/data-then-zero-tail", pseudo_random(200000, 9))
+        os.truncate(f"{src}/data-then-zero-tail", 300000)      # the tail past 256 KiB is zeros
+        write(f"{src}/data-tail", pseudo_random(150000, 10))   # a tail with data: a fragment
+        sqar_create(src, f"{d}/sqar.sqfs")
+        run(["mksquashfs", src, f"{d}/mk.sqfs", "-noappend", "-quiet", "-no-progress"])
+        unsquashfs_extract(f"{d}/sqar.sqfs", f"{d}/from-sqar")
+        unsquashfs_extract(f"{d}/mk.sqfs", f"{d}/from-mk")
+        compare_trees(src, f"{d}/from-sqar", "unsquashfs(zero tails)")
+        for name in sorted(os.listdir(src)):
+            ours, theirs = os.lstat(f"{d}/from-sqar/{name}").st_blocks, os.lstat(f"{d}/from-mk/{name}").st_blocks
+            assert ours == theirs, f"{name}: {ours * 512} bytes allocated after unpacking, mksquashfs' {theirs * 512}"
+        assert os.lstat(f"{d}/from-sqar/zero-small").st_blocks == 0
+        log("ok: zero blocks and zero tails unpack as holes, as mksquashfs' do")
+
+
 def test_manifest_is_invisible_to_other_readers():
     need_root()
     with tempdir() as d:
@@ -378,6 +403,6 @@ if __name__ == "__main__":
           test_no_space_left_is_reported_and_cleaned_up, test_interrupt_leaves_no_partial_image,
           test_file_size_limit_is_an_error_not_a_kill, test_image_mode_follows_umask_and_the_replaced_image,
           test_image_made_by_someone_else_meanwhile_is_not_replaced, test_json_summary_is_valid_for_any_image_name,
-          test_times_squashfs_cannot_store_are_clamped_with_a_warning,
+          test_times_squashfs_cannot_store_are_clamped_with_a_warning, test_zero_blocks_and_zero_tails_unpack_as_holes,
           test_manifest_is_invisible_to_other_readers, test_big_directory_and_file_over_4gib,
           test_one_file_system_and_owner_options, test_single_file_sources_and_progress_on_a_tty])
