@@ -88,36 +88,13 @@ void Filesystem::stop_background_threads() {
   pusher_.stop();
 }
 
-fuse_ino_t Filesystem::to_fuse(uint32_t n) const {
-  if (n == root_number_) return FUSE_ROOT_ID;
-  if (n == FUSE_ROOT_ID) return root_number_;
-  return n;
-}
-uint32_t Filesystem::from_fuse(fuse_ino_t ino) const {
-  if (ino == FUSE_ROOT_ID) return root_number_;
-  if (ino == root_number_) return FUSE_ROOT_ID;
-  return uint32_t(ino);
-}
+// Node ids are inode positions (ref + 2: 0 is invalid and 1 is the root's fixed id), so every
+// request names its inode directly: no table from numbers to positions in memory, and no trust
+// in the image's export table, which only NFS needs (one flipped bit there made a directory
+// fail or served another file's content). st_ino stays the image's inode number.
+fuse_ino_t Filesystem::node_id(reader::InodeRef ref) const { return ref == root_ref_ ? FUSE_ROOT_ID : ref + 2; }
 
-void Filesystem::remember(uint32_t n, reader::InodeRef ref) {
-  if (image_->has_export_table()) return;  // the table answers; no memory needed
-  RefShard& s = ref_shards_[n % kShards];
-  std::lock_guard lock(s.mu);
-  s.refs.emplace(n, ref);
-}
-
-reader::InodeRef Filesystem::ref_of(fuse_ino_t ino) {
-  if (ino == FUSE_ROOT_ID) return root_ref_;
-  uint32_t n = from_fuse(ino);
-  {
-    RefShard& s = ref_shards_[n % kShards];
-    std::lock_guard lock(s.mu);
-    auto it = s.refs.find(n);
-    if (it != s.refs.end()) return it->second;
-  }
-  if (auto ref = image_->inode_ref_by_number(n)) return *ref;
-  throw Error(image_->path() + ": inode " + std::to_string(n) + " was never looked up");
-}
+reader::InodeRef Filesystem::ref_of(fuse_ino_t ino) const { return ino == FUSE_ROOT_ID ? root_ref_ : ino - 2; }
 
 reader::Inode Filesystem::inode_of(fuse_ino_t ino, bool with_blocks) { return image_->read_inode(ref_of(ino), with_blocks); }
 
@@ -160,19 +137,18 @@ std::shared_ptr<Filesystem::DirNode> Filesystem::dir_node(fuse_ino_t ino, std::o
 
 void Filesystem::make_stat(const reader::Inode& inode, struct stat* st) const {
   reader::fill_stat(*image_, inode, st);
-  st->st_ino = to_fuse(inode.inode_number);
+  st->st_ino = inode.inode_number;
   if (options_.uid) st->st_uid = *options_.uid;
   if (options_.gid) st->st_gid = *options_.gid;
 }
 
 void Filesystem::fill_entry(const reader::Inode& inode, fuse_entry_param* e) {
   std::memset(e, 0, sizeof *e);
-  e->ino = to_fuse(inode.inode_number);
+  e->ino = node_id(inode.ref);
   e->generation = 1;
   e->attr_timeout = kForever;
   e->entry_timeout = kForever;
   make_stat(inode, &e->attr);
-  remember(inode.inode_number, inode.ref);
   if (inode.is_regular() && inode.fragment_index != fmt::kNoFragment && session_) register_mate(e->ino, inode);
 }
 
@@ -240,7 +216,7 @@ void Filesystem::report(fuse_req_t req, const char* op, fuse_ino_t ino) {
   } catch (const std::bad_alloc&) {
     // Reply first: logging may block (a full stderr pipe), and the request must not wait on it.
     fuse_reply_err(req, ENOMEM);
-    log_error(std::string(op) + " of inode " + std::to_string(from_fuse(ino)) + ": out of memory");
+    log_error(std::string(op) + " of the inode at " + std::to_string(ref_of(ino)) + ": out of memory");
   } catch (const std::exception& e) {
     std::string what = std::string(op) + ": " + e.what();
     fuse_reply_err(req, EIO);
@@ -511,7 +487,7 @@ void Filesystem::do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t o
         if (i == 1 && d.inode.inode_number != root_number_ && d.inode.parent_inode >= 1 &&
             d.inode.parent_inode <= image_->super().inode_count)
           n = d.inode.parent_inode;
-        e.attr.st_ino = to_fuse(n);
+        e.attr.st_ino = n;
         e.attr.st_mode = S_IFDIR;
       } else {
         const reader::DirEntry& de = d.entries[i - 2];
@@ -519,7 +495,7 @@ void Filesystem::do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t o
         if (plus) {
           fill_entry(image_->read_inode(de.inode_ref, false), &e);
         } else {
-          e.attr.st_ino = to_fuse(de.inode_number);
+          e.attr.st_ino = de.inode_number;
           e.attr.st_mode = dtype_mode(de.kind);
         }
       }

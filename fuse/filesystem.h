@@ -77,10 +77,8 @@ class Filesystem {
     Shard shards_[kShards];
   };
 
-  fuse_ino_t to_fuse(uint32_t inode_number) const;
-  uint32_t from_fuse(fuse_ino_t ino) const;
-  void remember(uint32_t inode_number, reader::InodeRef ref);
-  reader::InodeRef ref_of(fuse_ino_t ino);
+  fuse_ino_t node_id(reader::InodeRef ref) const;
+  reader::InodeRef ref_of(fuse_ino_t ino) const;
   reader::Inode inode_of(fuse_ino_t ino, bool with_blocks = false);
   void make_stat(const reader::Inode& inode, struct stat* st) const;
   void fill_entry(const reader::Inode& inode, fuse_entry_param* e);
@@ -114,13 +112,7 @@ class Filesystem {
   Options options_;
   uint32_t root_number_;
   reader::InodeRef root_ref_;
-  // node id -> inode position, learnt from lookups (images without an export table).
   static constexpr size_t kShards = 32;
-  struct RefShard {
-    std::mutex mu;
-    std::unordered_map<uint32_t, reader::InodeRef> refs;
-  };
-  RefShard ref_shards_[kShards];
   // 32 MiB each: ~100k small files (~300 bytes each with their entry) and listings of
   // ~500k entries, bounded whatever the image holds.
   NodeCache<FileNode> files_{32u << 20};
@@ -142,7 +134,7 @@ class Filesystem {
   // fragments' lists are dropped (their files are then read the ordinary way).
   struct Mate {
     uint64_t tail_start;  // file offset where the fragment part begins (block-aligned)
-    uint32_t ino;
+    fuse_ino_t ino;
     uint32_t fragment_offset;
     uint32_t tail_len;
   };

@@ -3,11 +3,53 @@
 the daemon stays up and unmounting works."""
 import errno
 import os
+import struct
 import subprocess
 import sys
 
 from sqarfs_common import Mount, TempDir, compare_trees, is_mounted, mksquashfs, rand_bytes, require_fuse, file_hash
 import random
+
+
+def export_table_is_not_trusted(tmp):
+    """The export table (inode number -> inode) is for NFS; the kernel never reads it to serve
+    files, and neither may sqarfs: with two of its entries swapped, every file still lists,
+    stats and reads as its source (sqarfs once served one file's content under another's name
+    once a readdirplus had run). Returns failures."""
+    failures = []
+    src, mnt = f"{tmp}/export-src", f"{tmp}/export-mnt"
+    os.makedirs(f"{src}/d")
+    for i in range(40):
+        with open(f"{src}/d/file{i:02}", "wb") as f:
+            f.write(b"content of file %d\n" % i * (i + 1))
+    img = f"{tmp}/export.sqfs"
+    mksquashfs(src, img, "-noI", "-noD", "-noF", "-noX")  # metadata stored uncompressed
+    with open(img, "r+b") as f:
+        data = bytearray(f.read())
+        inode_count = struct.unpack_from("<I", data, 4)[0]
+        block = struct.unpack_from("<Q", data, struct.unpack_from("<Q", data, 88)[0])[0]
+        header = struct.unpack_from("<H", data, block)[0]
+        if not header & 0x8000 or (header & 0x7FFF) != 8 * inode_count:
+            return [f"expected one uncompressed export block of {inode_count} refs, header {header:#x}"]
+        refs = list(struct.unpack_from(f"<{inode_count}Q", data, block + 2))
+        refs[2], refs[20] = refs[20], refs[2]  # inodes 3 and 21 (two files) trade places
+        struct.pack_into(f"<{inode_count}Q", data, block + 2, *refs)
+        f.seek(0)
+        f.write(data)
+    with Mount(img, mnt):
+        subprocess.run(["ls", "-l", f"{mnt}/d"], stdout=subprocess.DEVNULL, check=True)  # readdirplus
+        # The swapped files are read first: once one file of a fragment block is read, its
+        # mates are pushed into the page cache from the inodes the listing gave, which hid
+        # the damage from later reads.
+        swapped = sorted(n for n in os.listdir(f"{mnt}/d") if os.lstat(f"{mnt}/d/{n}").st_ino in (3, 21))
+        if len(swapped) != 2:
+            failures.append(f"expected the files numbered 3 and 21, found {swapped}")
+        for n in swapped:
+            if file_hash(f"{mnt}/d/{n}") != file_hash(f"{src}/d/{n}"):
+                failures.append(f"swapped export entries: d/{n} read another file's content")
+        problems, _ = compare_trees(src, mnt)
+        failures += [f"swapped export entries: {p}" for p in problems]
+    return failures
 
 
 def main():
@@ -64,6 +106,7 @@ def main():
         if r.returncode == 0 or "not a SquashFS image" not in r.stderr:
             failures.append(f"bad superblock: exit {r.returncode}, {r.stderr!r}")
             subprocess.run(["fusermount3", "-u", mnt])
+        failures += export_table_is_not_trusted(tmp)
         for f in failures:
             print("FAIL:", f)
         print("OK" if not failures else f"{len(failures)} problems")
