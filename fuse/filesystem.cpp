@@ -76,6 +76,10 @@ Filesystem::Filesystem(std::unique_ptr<reader::Image> image, const Options& opti
   if (!root.is_dir()) throw Error(image_->path() + ": the root inode is not a directory");
   root_number_ = root.inode_number;
   root_ref_ = root.ref;
+  // As the kernel does at mount: a fragment table that cannot be read would fail every small
+  // file, so refuse the image now, with the reason, rather than mount it and answer EIO. (One
+  // pointer array and one metadata block: still nothing proportional to the image.)
+  if (image_->super().fragment_count > 0) image_->fragment_location(0);
 }
 
 void Filesystem::start_background_threads(fuse_session* se) {

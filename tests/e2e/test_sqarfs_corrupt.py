@@ -52,6 +52,32 @@ def export_table_is_not_trusted(tmp):
     return failures
 
 
+def unreadable_fragment_table_is_refused_at_mount(tmp):
+    """A fragment table that cannot be read would fail every small file: sqarfs refuses the
+    image at mount, naming the table, as the kernel refuses it, instead of mounting and
+    answering EIO. Returns failures."""
+    src, mnt = f"{tmp}/frag-src", f"{tmp}/frag-mnt"
+    os.makedirs(src)
+    for i in range(5):
+        with open(f"{src}/small{i}", "wb") as f:
+            f.write(b"small file %d\n" % i)
+    img = f"{tmp}/frag.sqfs"
+    mksquashfs(src, img, "-comp", "gzip")
+    with open(img, "r+b") as f:
+        f.seek(19)  # superblock fragment_count (u32 at 16): its top bit makes the table huge
+        top = f.read(1)[0]
+        f.seek(19)
+        f.write(bytes([top ^ 0x80]))
+    os.makedirs(mnt, exist_ok=True)
+    r = subprocess.run([os.environ["SQARFS"], img, mnt], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if is_mounted(mnt):
+        subprocess.run(["fusermount3", "-u", mnt])
+        return [f"an unreadable fragment table was mounted (exit {r.returncode}, {r.stderr!r})"]
+    if r.returncode == 0 or "fragment table" not in r.stderr or img not in r.stderr:
+        return [f"unreadable fragment table: exit {r.returncode}, {r.stderr!r}"]
+    return []
+
+
 def main():
     require_fuse()
     with TempDir() as tmp:
@@ -107,6 +133,7 @@ def main():
             failures.append(f"bad superblock: exit {r.returncode}, {r.stderr!r}")
             subprocess.run(["fusermount3", "-u", mnt])
         failures += export_table_is_not_trusted(tmp)
+        failures += unreadable_fragment_table_is_refused_at_mount(tmp)
         for f in failures:
             print("FAIL:", f)
         print("OK" if not failures else f"{len(failures)} problems")
