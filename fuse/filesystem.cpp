@@ -104,11 +104,12 @@ reader::Inode Filesystem::inode_of(fuse_ino_t ino, bool with_blocks) { return im
 
 void Filesystem::cache_file(fuse_ino_t ino, std::shared_ptr<FileNode> f) {
   const size_t bytes = sizeof(FileNode) + f->inode.block_sizes.size() * (sizeof(uint32_t) + sizeof(uint64_t));
-  files_.insert(ino, std::move(f), bytes);
+  if (!files_.insert(ino, f, bytes)) big_files_.put(ino, std::move(f));
 }
 
 std::shared_ptr<Filesystem::FileNode> Filesystem::file_node(fuse_ino_t ino) {
   if (auto f = files_.find(ino)) return f;
+  if (auto f = big_files_.find(ino)) return f;
   auto f = std::make_shared<FileNode>();
   f->inode = inode_of(ino, true);
   if (f->inode.is_regular()) cache_file(ino, f);
@@ -117,10 +118,7 @@ std::shared_ptr<Filesystem::FileNode> Filesystem::file_node(fuse_ino_t ino) {
 
 std::shared_ptr<Filesystem::DirNode> Filesystem::cached_dir(fuse_ino_t ino) {
   if (auto d = dirs_.find(ino)) return d;
-  std::lock_guard lock(big_mu_);
-  for (const auto& [n, d] : big_dirs_)
-    if (d && n == ino) return d;
-  return nullptr;
+  return big_dirs_.find(ino);
 }
 
 std::shared_ptr<Filesystem::DirNode> Filesystem::dir_node(fuse_ino_t ino, std::optional<reader::Inode> inode) {
@@ -131,11 +129,7 @@ std::shared_ptr<Filesystem::DirNode> Filesystem::dir_node(fuse_ino_t ino, std::o
   d->entries = image_->read_dir(d->inode);
   size_t bytes = sizeof(DirNode);
   for (const auto& e : d->entries) bytes += sizeof e + (e.name.size() > 15 ? e.name.size() + 1 : 0);
-  if (!dirs_.insert(ino, d, bytes)) {
-    std::lock_guard lock(big_mu_);
-    big_dirs_[1] = std::move(big_dirs_[0]);
-    big_dirs_[0] = {ino, d};
-  }
+  if (!dirs_.insert(ino, d, bytes)) big_dirs_.put(ino, d);
   return d;
 }
 
