@@ -71,10 +71,11 @@ void apply_option(Options& o, const std::string& opt) {
     uint64_t n = parse_number(key, value);
     if (n > 64) throw Error("option readahead=" + value + ": expected 0..64 blocks");
     o.readahead_blocks = unsigned(n);
-  } else if (key == "uid") {
-    o.uid = uint32_t(parse_number(key, value));
-  } else if (key == "gid") {
-    o.gid = uint32_t(parse_number(key, value));
+  } else if (key == "uid" || key == "gid") {
+    // (uid_t)-1 means "no change" to chown and cannot own a file: 0..4294967294.
+    const uint64_t id = parse_number(key, value);
+    if (id >= UINT32_MAX) throw Error("option " + opt + ": expected 0..4294967294");
+    (key == "uid" ? o.uid : o.gid) = uint32_t(id);
   } else if (key == "rw") {
     throw Error("option rw: SquashFS images are read-only; mount with ro (the default)");
   } else if (key == "debug") {
