@@ -563,6 +563,30 @@ void Filesystem::op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
   }
 }
 
+// SEEK_DATA / SEEK_HOLE from the block list, so `cp --sparse=auto`, tar and backup tools skip
+// the holes of a sparse file instead of reading them as zeros: a block with size word 0 is a
+// hole; everything past the list (the tail in a fragment) is data; the end of file is a hole.
+void Filesystem::op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, fuse_file_info*) {
+  Filesystem& fs = self(req);
+  try {
+    if (whence != SEEK_DATA && whence != SEEK_HOLE) return (void)fuse_reply_err(req, EINVAL);
+    std::shared_ptr<FileNode> f = fs.file_node(ino);
+    if (!f->inode.is_regular()) return (void)fuse_reply_err(req, EINVAL);
+    const uint64_t size = f->inode.size, bs = fs.image_->super().block_size;
+    if (off < 0 || uint64_t(off) >= size) return (void)fuse_reply_err(req, ENXIO);
+    const std::vector<uint32_t>& sizes = f->inode.block_sizes;
+    for (uint64_t j = uint64_t(off) / bs; j * bs < size; ++j) {
+      const bool hole = j < sizes.size() && sizes[j] == 0;
+      if (hole == (whence == SEEK_HOLE)) return (void)fuse_reply_lseek(req, off_t(std::max(uint64_t(off), j * bs)));
+      if (j >= sizes.size()) break;  // the fragment tail: data up to the end
+    }
+    if (whence == SEEK_HOLE) return (void)fuse_reply_lseek(req, off_t(size));
+    fuse_reply_err(req, ENXIO);
+  } catch (...) {
+    fs.report(req, "lseek", ino);
+  }
+}
+
 const fuse_lowlevel_ops& Filesystem::operations() {
   static const fuse_lowlevel_ops ops = [] {
     fuse_lowlevel_ops o;
@@ -581,6 +605,7 @@ const fuse_lowlevel_ops& Filesystem::operations() {
     o.statfs = op_statfs;
     o.getxattr = op_getxattr;
     o.listxattr = op_listxattr;
+    o.lseek = op_lseek;
     return o;
   }();
   return ops;

@@ -106,6 +106,7 @@ class Filesystem {
   static void op_statfs(fuse_req_t req, fuse_ino_t ino);
   static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size);
   static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size);
+  static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, fuse_file_info* fi);
   void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi, bool plus);
 
   std::unique_ptr<reader::Image> image_;

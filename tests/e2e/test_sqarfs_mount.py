@@ -68,6 +68,59 @@ def check_uring_not_offered(sqarfs, img, src, mnt):
     return problems
 
 
+def data_regions(path):
+    """[(start, end)] of data by SEEK_DATA / SEEK_HOLE."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size, off, out = os.fstat(fd).st_size, 0, []
+        while off < size:
+            try:
+                start = os.lseek(fd, off, os.SEEK_DATA)
+            except OSError:  # ENXIO: only a hole is left
+                break
+            off = os.lseek(fd, start, os.SEEK_HOLE)
+            out.append((start, off))
+        return out
+    finally:
+        os.close(fd)
+
+
+def holes_match_the_kernel(tmp):
+    """SEEK_DATA / SEEK_HOLE through sqarfs give the regions the kernel's squashfs gives for
+    the same image (cp --sparse=auto and tar then skip the holes). Returns failures."""
+    src, mnt, kmnt = f"{tmp}/holes-src", f"{tmp}/holes-mnt", f"{tmp}/holes-kernel"
+    os.makedirs(src)
+    layouts = {"islands": [(1 << 30, b"data"), (3 << 30, b"end")], "dense": [(0, os.urandom(300000))],
+               "head-only": [(0, b"head")], "all-hole": [], "tail-data": [(5 << 20, b"tail")]}
+    for name, writes in layouts.items():
+        with open(f"{src}/{name}", "wb") as f:
+            for off, data in writes:
+                f.seek(off)
+                f.write(data)
+            f.truncate(max([off + len(d) for off, d in writes] + [4 << 30 if name == "islands" else 6 << 20]))
+    img = f"{tmp}/holes.sqfs"
+    sqar = sqar_create_works()
+    if sqar:
+        run([sqar, "create", "-q", src, img])
+    else:
+        mksquashfs(src, img)
+    os.makedirs(kmnt, exist_ok=True)
+    run(["mount", "-t", "squashfs", "-o", "loop,ro", img, kmnt])
+    failures = []
+    try:
+        with Mount(img, mnt):
+            for name in layouts:
+                ours, kernel = data_regions(f"{mnt}/{name}"), data_regions(f"{kmnt}/{name}")
+                if ours != kernel:
+                    failures.append(f"holes of {name}: sqarfs {ours}, kernel {kernel}")
+            if not data_regions(f"{mnt}/islands") or data_regions(f"{mnt}/islands")[0][0] == 0:
+                failures.append("islands: no hole reported before the first island")
+    finally:
+        run(["umount", kmnt])
+    print(f"SEEK_DATA/SEEK_HOLE: {'same as the kernel' if not failures else failures}")
+    return failures
+
+
 def main():
     require_fuse()
     sqarfs = sqarfs_binary()
@@ -117,6 +170,7 @@ def main():
             failures.append(f"-o uring=maybe: exit {r.returncode}, stderr {r.stderr!r}")
         if URING == "on":
             failures += check_uring_not_offered(sqarfs, img, src, mnt)
+        failures += holes_match_the_kernel(tmp)
         help_text = run([sqarfs, "--help"]).stdout.decode()
         if "fuse.sqarfs" not in help_text or "cache=" not in help_text or "uring=" not in help_text:
             failures.append("--help lacks the fstab example or options")
