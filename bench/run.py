@@ -936,7 +936,7 @@ def create_table(ds, results, limits):
             fs = sq_runs[0].fs_size / 2**20
             vs = f", {fs / peer[3]:.3f}x mksquashfs" if peer else ""
             notes.append(f"- {label}: sqar's SquashFS part alone (without the {sq[3] - fs:.1f} MiB manifest trailer "
-                         f"of per-file XXH3-128 hashes) is {fs:.1f} MiB{vs}")
+                         f"of content XXH3-128 hashes) is {fs:.1f} MiB{vs}")
         lim = limits.get(label)
         if isinstance(lim, tuple):
             secs, speed, how = lim

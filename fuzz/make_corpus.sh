@@ -79,8 +79,9 @@ for img in sorted(glob.glob(f"{work}/*.sqfs")):
         open(f"{out}/fuzz_codec/{base}-{name}", "wb").write(bytes([index[name]]) + block)
     trailer = (bytes_used + 4095) // 4096 * 4096
     if data[trailer:trailer + 8] == b"SQARMNF1":
-        count, = struct.unpack_from("<Q", data, trailer + 16)
-        t = data[trailer:trailer + 40 + 20 * count]
+        version, field, count = struct.unpack_from("<IIQ", data, trailer + 8)
+        payload = {1: 20 * count, 2: (field + 7) // 8 + 16 * count}.get(version, 20 * count + 16 * field)
+        t = data[trailer:trailer + 40 + payload]
         for sel in (0, 1):
             open(f"{out}/fuzz_manifest/{os.path.basename(img)}-{sel}", "wb").write(bytes([sel]) + t)
 # lzma (read-only codec): an lzma-alone stream, like old SquashFS images.

@@ -68,7 +68,7 @@ const char kHelp[] =
     "                          itself (with --force), or made by mksquashfs or with --no-manifest\n"
     "                          (its files are then decoded and hashed first). -c, -l and -b\n"
     "                          default to OLD's\n"
-    "      --no-manifest       omit the trailer with per-file XXH3-128 hashes (used by sqar verify)\n"
+    "      --no-manifest       omit the trailer of content XXH3-128 hashes (used by sqar verify)\n"
     "      --no-export         omit the NFS export table\n"
     "\n"
     "Output:\n"

@@ -24,7 +24,7 @@ const char kHelp[] =
     "\n"
     "Describe a SquashFS image: compressor and its options, block size, entry counts by type,\n"
     "sizes and compression ratio, how much file content is shared between files (dedup),\n"
-    "fragments, flags, and whether sqar's manifest trailer (per-file XXH3-128) is present.\n"
+    "fragments, flags, and whether sqar's manifest trailer (content XXH3-128s) is present.\n"
     "Reads metadata only, never file data: a fraction of a second even for 200k entries.\n"
     "\n"
     "Options:\n"
@@ -147,9 +147,10 @@ int info_main(int argc, char** argv) {
                   (unsigned long long)sb.bytes_used, (unsigned long long)image->file_size(),
                   (unsigned long long)s.file_bytes, (unsigned long long)s.sparse_bytes, ratio,
                   (unsigned long long)s.shared_bytes, (unsigned long long)s.shared_files, sb.fragment_count);
-      std::printf("\"manifest\":%s,\"manifest_entries\":%llu,\"exportable\":%s,\"xattrs\":%s,\"entries_with_xattrs\":%llu,"
+      std::printf("\"manifest\":%s,\"manifest_entries\":%llu,\"manifest_fragment_digests\":%llu,\"exportable\":%s,\"xattrs\":%s,\"entries_with_xattrs\":%llu,"
                   "\"flags\":%u}\n",
-                  manifest ? "true" : "false", (unsigned long long)(manifest ? manifest->size() : 0),
+                  manifest ? "true" : "false", (unsigned long long)(manifest ? manifest->files.size() : 0),
+                  (unsigned long long)(manifest ? manifest->fragment_digests.size() : 0),
                   image->has_export_table() ? "true" : "false", has_xattrs ? "true" : "false",
                   (unsigned long long)s.xattr_entries, sb.flags);
       return 0;
@@ -189,8 +190,14 @@ int info_main(int argc, char** argv) {
     std::printf("Exportable:       %s\n", image->has_export_table() ? "yes (NFS export table)" : "no");
     std::printf("Xattrs:           %s\n",
                 has_xattrs ? ("yes, on " + counted(s.xattr_entries, "entry", "entries")).c_str() : "no");
-    std::printf("Manifest trailer: %s\n",
-                manifest ? ("yes, XXH3-128 of " + counted(manifest->size(), "file", "files")).c_str() : "no");
+    std::string trailer = "no";
+    if (manifest) {
+      trailer = "yes, XXH3-128 of " + counted(manifest->files.size(), "file", "files");
+      if (manifest->has_fragment_digests())
+        trailer += " and a digest of the small files of each of " +
+                   counted(manifest->fragment_digests.size(), "fragment block", "fragment blocks");
+    }
+    std::printf("Manifest trailer: %s\n", trailer.c_str());
     return 0;
   });
 }

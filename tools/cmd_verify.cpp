@@ -17,6 +17,8 @@
 #include "data_key.h"
 #include "common/error.h"
 #include "common/hash.h"
+#include "format/manifest.h"
+#include "format/squashfs.h"
 #include "parallel.h"
 #include "read_common.h"
 #include "status_line.h"
@@ -30,9 +32,10 @@ const char kHelp[] =
     "Check an image end to end: every metadata block (inodes, directories, ids, xattrs, export\n"
     "table), every data block and fragment a file uses is read and decompressed, and each\n"
     "file's size is checked. When the image carries sqar's manifest trailer, every file's\n"
-    "XXH3-128 is compared with it, which also catches damage a codec cannot detect. Files are\n"
-    "checked in parallel. Works on images made by any tool (without a manifest, only what the\n"
-    "codecs and the format can detect is caught).\n"
+    "XXH3-128 is compared with it, which also catches damage a codec cannot detect (files\n"
+    "smaller than a block are checked together, per fragment block: a mismatch names every\n"
+    "file of that block). Files are checked in parallel. Works on images made by any tool\n"
+    "(without a manifest, only what the codecs and the format can detect is caught).\n"
     "\n"
     "Options:\n"
     "  -j, --threads N     worker threads (default: all cores)\n"
@@ -105,6 +108,7 @@ class Verifier {
     bytes_total_ = total;
     phase_ = 1;
     check_contents(files);
+    check_fragment_digests(files);
     files_ = files.size();
     return problems_;
   }
@@ -150,7 +154,8 @@ class Verifier {
       auto m = img_.manifest();
       if (!m) return;
       had_manifest_ = true;
-      for (const auto& e : *m) manifest_.emplace(e.inode_number, e.hash);
+      for (const auto& e : m->files) manifest_.emplace(e.inode_number, e.hash);
+      if (m->has_fragment_digests()) fragment_digests_ = std::move(m->fragment_digests);
     } catch (const std::exception& e) {
       problem("", std::string("manifest trailer: ") + e.what());
     }
@@ -218,9 +223,21 @@ class Verifier {
           std::lock_guard lock(outcomes_mu_);
           outcomes_.emplace(id, *seen);
         }
-        if (!seen->error.empty()) return problem(f.path, seen->error);
+        if (!seen->error.empty()) {
+          if (fragment_digests_ && ino.fragment_index != fmt::kNoFragment) {
+            std::lock_guard lock(members_mu_);
+            undecodable_fragments_.insert(ino.fragment_index);
+          }
+          return problem(f.path, seen->error);
+        }
         bytes += ino.size;
         if (!had_manifest_) return;
+        if (fragment_digests_ && covered_by_fragment_digest(ino.size, img_.super().block_size, ino.fragment_index)) {
+          std::lock_guard lock(members_mu_);
+          members_.push_back({ino.fragment_index, f.inode_number, seen->digest});
+          member_files_.push_back(i);
+          return;
+        }
         // The writer lists each stored content once: duplicates (same data key) take the hash
         // of the listed inode, and empty files need none.
         std::optional<Hash128> expected;
@@ -242,6 +259,34 @@ class Verifier {
     bytes_ = bytes;
   }
 
+  // Version 3 manifests: the files that lie in a fragment block alone are checked together, by
+  // the block's digest over their (inode number, XXH3-128) (format/manifest.h). A block with a
+  // file that did not decode is not compared (that file is named already).
+  void check_fragment_digests(const std::vector<FileJob>& files) {
+    if (!fragment_digests_) return;
+    const std::vector<Hash128>& expected = *fragment_digests_;
+    if (expected.size() != img_.super().fragment_count)
+      problem("", "manifest trailer has " + std::to_string(expected.size()) + " fragment digests for " +
+                      std::to_string(img_.super().fragment_count) + " fragment blocks");
+    std::vector<FragmentMember> members;
+    for (const FragmentMember& m : members_)
+      if (m.fragment_index < expected.size()) members.push_back(m);
+    const std::vector<Hash128> seen = fragment_digests(members, uint32_t(expected.size()));
+    std::map<uint32_t, std::vector<const std::string*>> paths_of;  // mismatching block -> its files
+    for (size_t k = 0; k < members_.size(); ++k) {
+      const uint32_t fragment = members_[k].fragment_index;
+      if (fragment < expected.size() && !(seen[fragment] == expected[fragment]) && !undecodable_fragments_.count(fragment))
+        paths_of[fragment].push_back(&files[member_files_[k]].path);
+    }
+    for (auto& [fragment, paths] : paths_of) {
+      std::sort(paths.begin(), paths.end(), [](const std::string* a, const std::string* b) { return *a < *b; });
+      const std::string why = "content differs from the manifest: the digest of fragment block " +
+                              std::to_string(fragment) + " over its " + std::to_string(paths.size()) +
+                              " small files does not match (this file or another of them is damaged)";
+      for (const std::string* path : paths) problem(*path, why);
+    }
+  }
+
   reader::Image& img_;
   unsigned jobs_;
   std::mutex mu_;
@@ -251,6 +296,11 @@ class Verifier {
   bool export_table_broken_ = false;
   std::unordered_map<uint32_t, Hash128> manifest_;  // inode number -> content hash
   std::map<DataKey, Hash128> by_key_;               // stored data of listed inodes -> hash
+  std::optional<std::vector<Hash128>> fragment_digests_;  // version 3 manifests
+  std::mutex members_mu_;
+  std::vector<FragmentMember> members_;  // files the fragment digests cover
+  std::vector<size_t> member_files_;     // their index in the file list, in the same order
+  std::unordered_set<uint32_t> undecodable_fragments_;
   std::mutex outcomes_mu_;
   std::unordered_map<Hash128, Outcome, Hash128Hasher> outcomes_;  // fingerprint of stored data -> what it gave
   std::atomic<int> phase_{0};  // 0 metadata, 1 file contents

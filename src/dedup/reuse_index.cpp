@@ -82,8 +82,10 @@ void ReuseIndex::index_files(reader::Image& image) {
   const bool has_manifest = manifest.has_value();
   std::unordered_map<uint32_t, Hash128> hash_of;  // inode number -> content hash
   if (manifest) {
-    hash_of.reserve(manifest->size());
-    for (const ManifestEntry& e : *manifest) hash_of.emplace(e.inode_number, e.hash);
+    // Every file with a full block has its own entry (small files are covered per fragment
+    // block, format/manifest.h, and fragment blocks are indexed by content below).
+    hash_of.reserve(manifest->files.size());
+    for (const ManifestEntry& e : manifest->files) hash_of.emplace(e.inode_number, e.hash);
     manifest.reset();
   }
   // Without a manifest (mksquashfs, --no-manifest) each file's content is decoded and hashed

@@ -306,7 +306,7 @@ std::optional<InodeRef> ImageImpl::inode_ref_by_number(uint32_t n) {
   return load_le64(e);
 }
 
-std::optional<std::vector<ManifestEntry>> ImageImpl::manifest() {
+std::optional<Manifest> ImageImpl::manifest() {
   const uint64_t at = offset_ + fmt::align_up(sb_.bytes_used, fmt::kDeviceAlign);
   if (at >= file_size_ || file_size_ - at < kManifestHeaderSize) return std::nullopt;
   uint8_t h[kManifestHeaderSize];
@@ -327,7 +327,7 @@ std::optional<std::vector<ManifestEntry>> ImageImpl::manifest() {
     if (header->payload_size > room) fail("manifest trailer is truncated");
     std::vector<uint8_t> payload(size_t(header->payload_size));
     pread_all(at + kManifestHeaderSize, payload.data(), payload.size());
-    return decode_manifest_entries(*header, payload.data(), payload.size());
+    return decode_manifest(*header, payload.data(), payload.size());
   } catch (const Error& e) {
     std::string msg = e.what();
     if (msg.rfind(path_, 0) == 0) throw;

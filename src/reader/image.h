@@ -207,7 +207,7 @@ class Image {
 
   // The sqar manifest trailer at align_up(bytes_used, 4096); nullopt when absent.
   // Throws when present but damaged.
-  virtual std::optional<std::vector<ManifestEntry>> manifest() = 0;
+  virtual std::optional<Manifest> manifest() = 0;
 
   virtual CacheStats cache_stats() const = 0;
 };

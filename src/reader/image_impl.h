@@ -70,7 +70,7 @@ class ImageImpl final : public Image {
   std::optional<InodeRef> inode_ref_by_number(uint32_t inode_number) override;
 
   void walk(const std::function<bool(const std::string&, const Inode&)>& fn) override;
-  std::optional<std::vector<ManifestEntry>> manifest() override;
+  std::optional<Manifest> manifest() override;
   CacheStats cache_stats() const override;
 
   // ---- internals used across the reader's files ----

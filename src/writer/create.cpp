@@ -71,6 +71,24 @@ void count_entries(const Tree& tree, CreateStats& s) {
   }
 }
 
+
+// The manifest trailer (format/manifest.h): an entry for each data-owning file with a full block
+// (or no fragment), and a digest per fragment block over the small files that lie in it alone.
+std::vector<uint8_t> encode_manifest_of(const Tree& tree, const DataResult& data,
+                                        const std::vector<uint32_t>& inode_numbers, uint32_t block_size) {
+  std::vector<ManifestEntry> entries;
+  std::vector<FragmentMember> members;
+  for (size_t i = 0; i < tree.files.size(); ++i) {
+    const Node& node = tree.nodes[tree.files[i]];
+    const FileLocation& loc = data.files[i];
+    if (node.omitted || node.size == 0) continue;
+    if (covered_by_fragment_digest(node.size, block_size, loc.fragment))
+      members.push_back({loc.fragment, inode_numbers[i], loc.hash});  // duplicates too: each inode is bound
+    else if (loc.same_as == kNoNode)
+      entries.push_back({inode_numbers[i], loc.hash});
+  }
+  return encode_manifest(std::move(entries), fragment_digests(std::move(members), uint32_t(data.fragments.size())));
+}
 }  // namespace
 
 CreateStats create_image(CreateOptions opt, CreateProgress* progress) {
@@ -199,13 +217,7 @@ CreateStats create_image(CreateOptions opt, CreateProgress* progress) {
   if (sqfs_super_write(&super, out.as_sqfs_file()) != 0) throw Error(opt.image + ": writing the superblock failed");
 
   if (opt.manifest) {
-    std::vector<ManifestEntry> entries;
-    for (size_t i = 0; i < tree.files.size(); ++i) {
-      if (tree.nodes[tree.files[i]].omitted || data.files[i].same_as != kNoNode) continue;
-      if (tree.nodes[tree.files[i]].size == 0) continue;
-      entries.push_back({meta.file_inode_numbers[i], data.files[i].hash});
-    }
-    auto blob = encode_manifest(std::move(entries));
+    auto blob = encode_manifest_of(tree, data, meta.file_inode_numbers, opt.codec.block_size);
     out.append(blob.data(), blob.size());
   }
   out.commit();

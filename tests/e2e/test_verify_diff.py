@@ -1,5 +1,6 @@
 """sqar verify and sqar diff agree with reality: clean images pass, a flipped byte in a data
 block makes verify fail naming the file, and diff reports exactly the changes made to a tree."""
+import json
 import os
 import shutil
 import stat
@@ -92,6 +93,40 @@ def test_verify_names_every_file_sharing_a_damaged_block():
         log(f"ok: both files sharing a damaged block are named ({len(made)} images)")
 
 
+def test_verify_damaged_raw_fragment_block():
+    """Small files are checked per fragment block (manifest version 3). Random files make the
+    fragment blocks incompressible, so they are stored raw and a flipped byte decodes without
+    complaint: only the manifest can catch it, and verify must name every file of that block
+    (the duplicate too) and no file of another block."""
+    with tempdir() as d:
+        names = [f"f{i:02d}" for i in range(12)]
+        content = {n: pseudo_random(1500, n) for n in names}
+        for n in names:
+            write(f"{d}/src/{n}", content[n])
+        write(f"{d}/src/zz/copy-of-f05", content["f05"])  # shares f05's tail
+        img = f"{d}/img.sqfs"
+        sqar("create", "-q", "-c", "lz4", "-b", "4K", f"{d}/src", img)
+        info = json.loads(sqar("info", "--json", img).stdout)
+        if info["manifest_fragment_digests"] != info["fragments"] or info["fragments"] < 4:
+            raise AssertionError(f"expected one digest per fragment block: {info}")
+        if info["manifest_entries"] != 0:
+            raise AssertionError(f"small files got entries of their own: {info}")
+        out = sqar("verify", img).stdout
+        if "OK" not in out or "manifest" not in out:
+            raise AssertionError(f"clean image: {out}")
+        data = open(img, "rb").read()
+        at = data.find(content["f05"][:64])
+        if at < 0 or data.count(content["f05"][:64]) != 1:
+            raise AssertionError("f05 is not stored raw exactly once")
+        flip(img, at + 700)
+        p = expect_fail(["verify", img], 1, img, ": f05: ", ": zz/copy-of-f05: ", "fragment block")
+        named = {ln.split(": ")[2] for ln in p.stderr.splitlines() if ln.startswith("sqar verify: ") and "fragment block" in ln}
+        # 4 KiB blocks hold two 1500-byte tails: f05, its block mate and f05's duplicate.
+        if not 2 <= len(named) <= 3 or {"f00", "f11"} & named:
+            raise AssertionError(f"named the wrong files: {sorted(named)}\n{p.stderr}")
+        log(f"ok: a flipped byte in a raw fragment block names {sorted(named)}")
+
+
 def test_verify_progress_and_errors_on_a_terminal():
     with tempdir() as d:
         one_big_file_tree(f"{d}/src")
@@ -118,9 +153,7 @@ def test_verify_bad_manifest():
         img = f"{d}/img.sqfs"
         if not sqar_create_works(f"{d}/src", img):
             return
-        info = sqar("info", "--json", img).stdout
-        import json
-        bytes_used = json.loads(info)["image_bytes"]
+        bytes_used = json.loads(sqar("info", "--json", img).stdout)["image_bytes"]
         manifest_at = (bytes_used + 4095) // 4096 * 4096
         flip(img, manifest_at + 40 + 4 + 3)  # a byte of the first entry's hash
         expect_fail(["verify", img], 1, img, "manifest")
@@ -279,6 +312,6 @@ def test_diff_after_extract_roundtrip():
 
 if __name__ == "__main__":
     main([test_verify_clean_images, test_verify_flipped_data_byte_mksquashfs, test_verify_flipped_data_byte_sqar,
-          test_verify_names_every_file_sharing_a_damaged_block,
+          test_verify_names_every_file_sharing_a_damaged_block, test_verify_damaged_raw_fragment_block,
           test_verify_progress_and_errors_on_a_terminal, test_verify_bad_manifest, test_verify_export_table_mismatch, test_diff, test_diff_subtrees_types_links_devices,
           test_diff_after_extract_roundtrip])

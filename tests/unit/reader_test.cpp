@@ -206,7 +206,7 @@ TEST(Reader, ImageAtOffsetAndManifestTrailer) {
     // Trailer at align_up(bytes_used, 4096), i.e. right after mksquashfs' 4 KiB padding.
     ASSERT_EQ(raw.size(), sqar::fmt::align_up(image->super().bytes_used, 4096));
   }
-  auto trailer = sqar::encode_manifest({{1, {11, 22}}, {2, {33, 44}}});
+  auto trailer = sqar::encode_manifest({{1, {11, 22}}, {2, {33, 44}}}, {});
   fs::path with = f.tmp.path() / "with-offset.bin";
   std::string junk(12345, 'J');
   write_file(with, junk + raw + std::string(trailer.begin(), trailer.end()));
@@ -218,8 +218,8 @@ TEST(Reader, ImageAtOffsetAndManifestTrailer) {
   EXPECT_EQ(std::string(buf, 5), "alpha");
   auto m = image->manifest();
   ASSERT_TRUE(m);
-  ASSERT_EQ(m->size(), 2u);
-  EXPECT_EQ((*m)[1].hash.high, 44u);
+  ASSERT_EQ(m->files.size(), 2u);
+  EXPECT_EQ(m->files[1].hash.high, 44u);
   EXPECT_THROW(Image::open(with), sqar::Error);  // no superblock at offset 0
 }
 
