@@ -192,10 +192,13 @@ int info_main(int argc, char** argv) {
                 has_xattrs ? ("yes, on " + counted(s.xattr_entries, "entry", "entries")).c_str() : "no");
     std::string trailer = "no";
     if (manifest) {
-      trailer = "yes, XXH3-128 of " + counted(manifest->files.size(), "file", "files");
-      if (manifest->has_fragment_digests())
-        trailer += " and a digest of the small files of each of " +
-                   counted(manifest->fragment_digests.size(), "fragment block", "fragment blocks");
+      if (!manifest->has_fragment_digests()) {
+        trailer = "yes, XXH3-128 of " + counted(manifest->files.size(), "file", "files");
+      } else {
+        trailer = "yes, XXH3-128 of " + counted(manifest->files.size(), "file", "files") +
+                  " with full blocks, and of the small files in each of " +
+                  counted(manifest->fragment_digests.size(), "fragment block", "fragment blocks");
+      }
     }
     std::printf("Manifest trailer: %s\n", trailer.c_str());
     return 0;
