@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "common/hash.h"
+#include "format/squashfs.h"
 
 namespace sqar {
 
@@ -56,7 +57,7 @@ struct Manifest {
 
 // Does the fragment block's digest cover this file (version 3) rather than an entry of its own?
 inline bool covered_by_fragment_digest(uint64_t file_size, uint64_t block_size, uint32_t fragment_index) {
-  return fragment_index != 0xFFFFFFFFu && file_size < block_size;
+  return fragment_index != fmt::kNoFragment && file_size < block_size;
 }
 
 // A file covered by a fragment digest: the writer and `sqar verify` both build the digests from

@@ -71,7 +71,6 @@ void count_entries(const Tree& tree, CreateStats& s) {
   }
 }
 
-
 // The manifest trailer (format/manifest.h): an entry for each data-owning file with a full block
 // (or no fragment), and a digest per fragment block over the small files that lie in it alone.
 std::vector<uint8_t> encode_manifest_of(const Tree& tree, const DataResult& data,
@@ -89,6 +88,7 @@ std::vector<uint8_t> encode_manifest_of(const Tree& tree, const DataResult& data
   }
   return encode_manifest(std::move(entries), fragment_digests(std::move(members), uint32_t(data.fragments.size())));
 }
+
 }  // namespace
 
 CreateStats create_image(CreateOptions opt, CreateProgress* progress) {
