@@ -31,6 +31,18 @@ mode_t dtype_mode(reader::FileKind k) {
   return 0;
 }
 
+// Names one block of one file in the table of recent pushes; never 0 (an empty slot). Node ids
+// are inode positions (up to 48 bits) and indexes up to 32 bits, so the two are mixed rather
+// than packed: an earlier `(ino << 24 ^ index) | 1` gave blocks 2k and 2k+1 of a file one key,
+// so the second was never pushed and all its pages cost a READ each.
+uint64_t push_key(uint64_t ino, uint64_t index) {
+  uint64_t k = ino * 0x9E3779B97F4A7C15ull ^ (index + 1) * 0xC2B2AE3D27D4EB4Full;
+  k ^= k >> 29;
+  k *= 0xBF58476D1CE4E5B9ull;
+  k ^= k >> 32;
+  return k ? k : 1;
+}
+
 uint64_t now_ms() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
@@ -172,7 +184,7 @@ void Filesystem::register_mate(fuse_ino_t ino, const reader::Inode& inode) {
     s.count -= victim->second.size() + kFragmentCharge;
     victim = s.by_fragment.erase(victim);
   }
-  v.push_back({tail_start, uint32_t(ino), inode.fragment_offset, uint32_t(tail_len)});
+  v.push_back({tail_start, ino, inode.fragment_offset, uint32_t(tail_len)});
   ++s.count;
 }
 
@@ -372,8 +384,8 @@ void Filesystem::push_rest_of_block(fuse_ino_t ino, const FileNode& f, uint64_t 
   const uint64_t block_start = index * bs;
   const uint64_t block_end = std::min(block_start + bs, f.inode.size);
   if (off == block_start && off + len >= block_end) return;  // the reply covered it all
-  const uint64_t key = ((uint64_t(ino) << 24) ^ index) | 1;
-  const size_t slot = size_t((key * 0x9E3779B97F4A7C15ull) >> 52) % kPushSlots;
+  const uint64_t key = push_key(ino, index);
+  const size_t slot = size_t(key >> 52) % kPushSlots;
   const uint64_t now = now_ms();
   if (pushed_key_[slot].exchange(key, std::memory_order_relaxed) == key &&
       now - pushed_ms_[slot].load(std::memory_order_relaxed) < 1000)

@@ -174,6 +174,12 @@ class Mount:
 def resident_pages(path):
     """(pages of PATH in the page cache, pages in all) by mincore(2), without reading the file:
     a read through a FUSE mount would send a request for every page that is not resident."""
+    flags = resident_map(path)
+    return sum(flags), len(flags)
+
+
+def resident_map(path):
+    """One bool per page of PATH: is it in the page cache? (mincore(2); reads nothing.)"""
     import ctypes
     libc = ctypes.CDLL(None, use_errno=True)
     libc.mmap.restype = ctypes.c_void_p
@@ -184,7 +190,7 @@ def resident_pages(path):
     page = os.sysconf("SC_PAGE_SIZE")
     pages = (size + page - 1) // page
     if pages == 0:
-        return 0, 0
+        return []
     fd = os.open(path, os.O_RDONLY)
     try:
         PROT_READ, MAP_SHARED = 1, 1
@@ -195,7 +201,7 @@ def resident_pages(path):
             vec = ctypes.create_string_buffer(pages)
             if libc.mincore(addr, size, vec) != 0:
                 raise OSError(ctypes.get_errno(), f"mincore {path}")
-            return sum(b & 1 for b in vec.raw), pages
+            return [bool(b & 1) for b in vec.raw]
         finally:
             libc.munmap(addr, size)
     finally:
