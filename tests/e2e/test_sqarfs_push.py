@@ -18,7 +18,7 @@ import struct
 import sys
 import time
 
-from sqarfs_common import TempDir, mksquashfs, require_fuse, resident_map, resident_pages, sqarfs_binary
+from sqarfs_common import TempDir, mksquashfs, require_fuse, resident_map, sqarfs_binary
 from sqarfs_foreground import ForegroundMount
 
 BLOCK = 131072
@@ -38,7 +38,7 @@ def wait_resident(paths, timeout=10.0):
     """Waits until every page of PATHS is resident; returns the paths that are not."""
     deadline = time.monotonic() + timeout
     while True:
-        missing = [p for p in paths if resident_pages(p)[0] < resident_pages(p)[1]]
+        missing = [p for p in paths if not all(resident_map(p))]
         if not missing or time.monotonic() > deadline:
             return missing
         time.sleep(0.01)
