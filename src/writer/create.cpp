@@ -36,9 +36,10 @@ void validate(const CreateOptions& opt) {
 
 // Metadata blocks are 8 KiB and compressed one after another (each inode's reference depends on
 // the compressed size of every block before it), so their level costs wall time that no thread
-// can hide. Above zstd level 9 the gain on 8 KiB blocks is small: on the ports set (270k entries)
-// zstd-15 metadata took 1.45 s for an image 0.4% smaller than with level 9 (0.48 s). DESIGN.md.
-constexpr int kMetadataZstdLevelCap = 9;
+// can hide. On 8 KiB blocks zstd gains little above level 6: on the ports set (270k entries,
+// zstd-15 data) metadata took 0.21 s at level 6, 0.42 s at 9, 1.6 s at 15, for images of
+// 12.804, 12.791 and 12.724 MB (level 5: 0.15 s, 12.852 MB). DESIGN.md.
+constexpr int kMetadataZstdLevelCap = 6;
 
 CodecConfig metadata_codec(CodecConfig cfg) {
   if (cfg.id == CodecId::zstd && cfg.level > kMetadataZstdLevelCap) cfg.level = kMetadataZstdLevelCap;
