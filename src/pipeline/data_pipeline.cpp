@@ -140,6 +140,20 @@ class DataPipeline {
     tree_.nodes[tree_.files[file]].omitted = true;
   }
 
+  // "PATH" or "PATH (xattr KEY)" for an error while reading a file or one of its attributes.
+  std::string path_with_xattr(const Node& n, const std::string& failed_key) const {
+    return failed_key.empty() ? tree_.path_of(n) : tree_.path_of(n) + " (xattr " + failed_key + ")";
+  }
+
+  // Keeps the attributes a reader found (read_file_xattrs). Main thread only: nothing else
+  // touches Tree::xattrs during the data phase.
+  void store_xattrs(uint32_t file, XattrList& found) {
+    if (opt_.warn)
+      for (const std::string& key : found.unstorable)
+        opt_.warn(tree_.path_of(node_of(file)) + ": xattr " + key + " cannot be stored in SquashFS, skipped");
+    if (!found.stored.empty()) tree_.xattrs[tree_.files[file]] = std::move(found.stored);
+  }
+
   // ---- planning (main thread, before the workers start) ----
   void classify() {
     std::unordered_map<uint64_t, uint32_t> per_size;
@@ -177,11 +191,14 @@ class DataPipeline {
     prehash_.resize(kinds_.size());
     std::vector<int> errs(todo.size(), 0);
     std::vector<std::string> changed(todo.size());
+    std::vector<XattrList> xattrs(opt_.read_file_xattrs ? todo.size() : 0);
+    std::vector<std::string> xattr_keys(todo.size());
     std::atomic<size_t> next{0};
     auto work = [&] {
       for (size_t k; (k = next.fetch_add(1)) < todo.size() && !failed_;) {
         const Node& n = node_of(todo[k]);
-        errs[k] = hash_source_file(tree_.path_of(n), n.size, prehash_[todo[k]], changed[k]);
+        errs[k] = hash_source_file(tree_.path_of(n), n.size, prehash_[todo[k]], changed[k],
+                                   opt_.read_file_xattrs ? &xattrs[k] : nullptr, &xattr_keys[k]);
         if (opt_.bytes_done) opt_.bytes_done->fetch_add(n.size, std::memory_order_relaxed);
       }
     };
@@ -195,10 +212,11 @@ class DataPipeline {
       const Node& n = node_of(f);
       stats_.bytes_read += n.size;
       if (errs[k]) {
-        skip_file(f, errno_message(tree_.path_of(n), errs[k]));
+        skip_file(f, errno_message(path_with_xattr(n, xattr_keys[k]), errs[k]));
         continue;
       }
       if (!changed[k].empty()) throw Error(tree_.path_of(n) + ": " + changed[k]);
+      if (opt_.read_file_xattrs) store_xattrs(f, xattrs[k]);
       locs_[f].hash = prehash_[f];
       if (!share_if_duplicate(f, n.size, prehash_[f])) look_up_reuse(f, n.size, prehash_[f]);
     }
@@ -265,6 +283,10 @@ class DataPipeline {
     std::vector<uint8_t> data;
     int err = 0;
     std::string changed;
+    // The file's attributes, read with its first unit (read_file_xattrs), and the attribute
+    // that could not be read when err came from that.
+    XattrList xattrs;
+    std::string xattr_key;
     // Set by the reader (release) once data/err/changed are final; cleared by the sequencer.
     std::atomic<bool> ready{false};
   };
@@ -345,7 +367,11 @@ class DataPipeline {
       return n.parent == 0 ? std::string() : tree_.rel_path_of(tree_.nodes[n.parent]);
     });
     if (dirfd < 0) return errno;
-    return read.start(dirfd, tree_.name_cstr(n), u.offset, u.len, u.last, s.data, s.changed);
+    s.xattr_key.clear();
+    // A prehashed file had its attributes read with its hash.
+    const bool xattrs = opt_.read_file_xattrs && u.offset == 0 && kinds_[u.file] != FileKind::kPrehashed;
+    return read.start(dirfd, tree_.name_cstr(n), u.offset, u.len, u.last, s.data, s.changed,
+                      xattrs ? &s.xattrs : nullptr, &s.xattr_key);
   }
 
   // ---- sequencer (main thread) ----
@@ -384,11 +410,12 @@ class DataPipeline {
     const Node& n = node_of(f);
     if (s.err) {
       if (u.offset != 0) throw Error(errno_message(tree_.path_of(n), s.err));
-      skip_file(f, errno_message(tree_.path_of(n), s.err));
+      skip_file(f, errno_message(path_with_xattr(n, s.xattr_key), s.err));
       return;
     }
     if (!s.changed.empty())
       throw Error(tree_.path_of(n) + ": " + s.changed + " (" + std::to_string(n.size) + " bytes when scanned)");
+    if (opt_.read_file_xattrs && u.offset == 0 && kinds_[f] != FileKind::kPrehashed) store_xattrs(f, s.xattrs);
     stats_.bytes_read += u.len;
     // Prehashed files were counted once by the hashing pass; progress measures source bytes.
     if (opt_.bytes_done && kinds_[f] != FileKind::kPrehashed)

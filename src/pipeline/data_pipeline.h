@@ -29,6 +29,9 @@ struct DataOptions {
   bool verify_dedup = false;  // byte-compare files before sharing their data
   bool skip_unreadable = false;
   bool detect_incompressible = true;
+  // The scan left the attributes of regular files with content to the data phase
+  // (ScanOptions::file_xattrs_later): read them from each file as it is opened, into Tree::xattrs.
+  bool read_file_xattrs = false;
   // --reuse OLD: full blocks of files whose content OLD holds, and fragment blocks OLD has
   // with the same content, are copied from OLD (after checking they decode to the source
   // bytes) instead of compressed. Not owned.

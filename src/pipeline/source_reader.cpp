@@ -77,10 +77,18 @@ SourceRead::~SourceRead() {
 }
 
 int SourceRead::start(int dirfd, const char* name, uint64_t offset, uint64_t len, bool expect_eof,
-                      std::vector<uint8_t>& out, std::string& changed) {
+                      std::vector<uint8_t>& out, std::string& changed, XattrList* xattrs,
+                      std::string* xattrs_failed_key) {
   if (fd_ >= 0) close(fd_);
   fd_ = open_source(dirfd, name);
   if (fd_ < 0) return errno;
+  if (xattrs) {
+    if (int err = read_xattrs_of_fd(fd_, *xattrs, *xattrs_failed_key)) {
+      close(fd_);
+      fd_ = -1;
+      return err;
+    }
+  }
   offset_ = offset;
   len_ = len;
   expect_eof_ = expect_eof;
@@ -120,9 +128,13 @@ int SourceRead::finish(std::vector<uint8_t>& out, std::string& changed, int64_t 
   return check_range_read(n, offset_, len_, expect_eof_, out, changed);
 }
 
-int hash_source_file(const std::string& path, uint64_t expected_size, Hash128& out, std::string& changed) {
+int hash_source_file(const std::string& path, uint64_t expected_size, Hash128& out, std::string& changed,
+                     XattrList* xattrs, std::string* xattrs_failed_key) {
   Fd f{open_source(path)};
   if (f.fd < 0) return errno;
+  if (xattrs) {
+    if (int err = read_xattrs_of_fd(f.fd, *xattrs, *xattrs_failed_key)) return err;
+  }
   posix_fadvise(f.fd, 0, 0, POSIX_FADV_SEQUENTIAL);
   StreamHasher hasher;
   std::vector<uint8_t> buf(kStreamChunk);

@@ -7,6 +7,7 @@
 
 #include "common/hash.h"
 #include "scan/directory_cursor.h"
+#include "scan/xattr_reader.h"
 
 namespace sqar {
 
@@ -29,8 +30,10 @@ class SourceRead {
   ~SourceRead();
 
   // Returns 0 (done), an errno value, or kReadPending (call finish() with the same out/changed).
+  // With `xattrs`, the file's attributes are read from it once it is open (an error is
+  // returned as errno; `xattrs_failed_key` then names the attribute, or is empty).
   int start(int dirfd, const char* name, uint64_t offset, uint64_t len, bool expect_eof, std::vector<uint8_t>& out,
-            std::string& changed);
+            std::string& changed, XattrList* xattrs = nullptr, std::string* xattrs_failed_key = nullptr);
   // Completes a pending read (blocking); returns 0 or an errno value.
   int finish(std::vector<uint8_t>& out, std::string& changed);
 
@@ -65,7 +68,9 @@ class DirectoryHandle {
 };
 
 // Streams a whole file through XXH3-128 with a bounded buffer. Returns 0 or an errno value.
-int hash_source_file(const std::string& path, uint64_t expected_size, Hash128& out, std::string& changed);
+// With `xattrs`, also reads the file's attributes (as SourceRead::start does).
+int hash_source_file(const std::string& path, uint64_t expected_size, Hash128& out, std::string& changed,
+                     XattrList* xattrs = nullptr, std::string* xattrs_failed_key = nullptr);
 
 // Byte comparison of two source files (for --verify-dedup). Returns true when identical.
 bool source_files_identical(const std::string& a, const std::string& b, uint64_t size);

@@ -5,7 +5,6 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
-#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,14 +21,10 @@
 #include "common/error.h"
 #include "format/squashfs.h"
 #include "scan/directory_cursor.h"
+#include "scan/xattr_reader.h"
 
 namespace sqar {
 namespace {
-
-// SquashFS can store only these xattr namespaces.
-bool storable_xattr(const std::string& key) {
-  return key.rfind("user.", 0) == 0 || key.rfind("trusted.", 0) == 0 || key.rfind("security.", 0) == 0;
-}
 
 // One directory entry as a worker found it: everything the tree needs, read without locks.
 struct Entry {
@@ -51,83 +46,19 @@ struct DirTask {
   bool ready = false;
 };
 
-// listxattrat(2) (Linux 6.13) names the entry relative to its directory; llistxattr needs the
-// full path, and walking it again cost a path lookup per component for every entry (the
-// largest kernel cost of the scan on the ports set). Older kernels answer ENOSYS: then the
-// path is used. The number is the same on every architecture with the generic syscall table.
-#ifndef SYS_listxattrat
-#define SYS_listxattrat 465
-#endif
-std::atomic<bool> have_listxattrat{true};
-// SQAR_TEST_NO_LISTXATTRAT=1 makes the call fail as a kernel before 6.13 does (for the tests).
-const bool simulate_no_listxattrat = std::getenv("SQAR_TEST_NO_LISTXATTRAT") != nullptr;
-
 // `path` is built only when needed: on 10^5 entries the string work alone shows in profiles.
 using PathFn = std::function<std::string()>;
 
-// The name the path-based xattr calls use for `name` in the directory open as dirfd:
-// /proc/self/fd/DIRFD/NAME reaches it through our descriptor, so it works however deep the tree
-// (a full path can exceed PATH_MAX) and the l* calls do not follow a final symlink, as
-// extraction does it. (AT_FDCWD: `name` is the source path itself.)
-std::string at_path(int dirfd, const char* name) {
-  return dirfd == AT_FDCWD ? std::string(name) : "/proc/self/fd/" + std::to_string(dirfd) + "/" + name;
-}
-
-// Fills `call_path` (when still empty) before any path-based call.
-ssize_t list_xattr_names(int dirfd, const char* name, std::string& call_path, char* buf, size_t size) {
-  if (have_listxattrat.load(std::memory_order_relaxed)) {
-    errno = ENOSYS;
-    long r = simulate_no_listxattrat ? -1 : syscall(SYS_listxattrat, dirfd, name, AT_SYMLINK_NOFOLLOW, buf, size);
-    if (r >= 0 || errno != ENOSYS) return ssize_t(r);
-    have_listxattrat.store(false, std::memory_order_relaxed);
-  }
-  if (call_path.empty()) call_path = at_path(dirfd, name);
-  return llistxattr(call_path.c_str(), buf, size);
-}
-
+// The entry's storable attributes; a warning names each one SquashFS cannot hold.
 Xattrs read_xattrs(int dirfd, const char* name, const PathFn& path_of, const ScanOptions& opt) {
-  Xattrs found;
-  std::string call_path;  // for the path-based calls, built on first need
-  char small[256];
-  ssize_t len = list_xattr_names(dirfd, name, call_path, small, sizeof small);
-  if (len < 0 && errno == ERANGE) len = list_xattr_names(dirfd, name, call_path, nullptr, 0);
-  if (len < 0) {
-    const int err = errno;
-    if (err == ENOTSUP || err == ENODATA) return found;
-    throw_errno(path_of(), err);
-  }
-  if (len == 0) return found;
-  if (call_path.empty()) call_path = at_path(dirfd, name);
-  std::string names(size_t(len), '\0');
-  if (size_t(len) <= sizeof small) {
-    names.assign(small, size_t(len));
-  } else {
-    len = llistxattr(call_path.c_str(), names.data(), names.size());
-    if (len < 0) {
-      const int err = errno;
-      throw_errno(path_of(), err);
-    }
-    names.resize(size_t(len));
-  }
-  for (size_t pos = 0; pos < names.size();) {
-    std::string key(names.c_str() + pos);
-    pos += key.size() + 1;
-    if (key.empty()) continue;
-    if (!storable_xattr(key)) {
-      if (opt.warn) opt.warn(path_of() + ": xattr " + key + " cannot be stored in SquashFS, skipped");
-      continue;
-    }
-    auto fail = [&](int err) { throw_errno(path_of() + " (xattr " + key + ")", err); };
-    ssize_t vlen = lgetxattr(call_path.c_str(), key.c_str(), nullptr, 0);
-    if (vlen < 0) fail(errno);
-    std::string value(size_t(vlen), '\0');
-    vlen = lgetxattr(call_path.c_str(), key.c_str(), value.data(), value.size());
-    if (vlen < 0) fail(errno);
-    value.resize(size_t(vlen));
-    found.emplace_back(std::move(key), std::move(value));
-  }
-  std::sort(found.begin(), found.end());
-  return found;
+  XattrList found;
+  std::string failed_key;
+  if (int err = read_xattrs_at(dirfd, name, found, failed_key))
+    throw_errno(failed_key.empty() ? path_of() : path_of() + " (xattr " + failed_key + ")", err);
+  if (opt.warn)
+    for (const std::string& key : found.unstorable)
+      opt.warn(path_of() + ": xattr " + key + " cannot be stored in SquashFS, skipped");
+  return std::move(found.stored);
 }
 
 std::string read_symlink(int dirfd, const char* name, const PathFn& path_of, size_t hint) {
@@ -170,7 +101,10 @@ bool describe_entry(int dirfd, const std::string& dir_path, const std::string& r
   }
   e.name = name;
   if (S_ISLNK(e.st.st_mode)) e.symlink_target = read_symlink(dirfd, name.c_str(), path, size_t(e.st.st_size));
-  if (opt.xattrs) e.xattrs = read_xattrs(dirfd, name.c_str(), path, opt);
+  // A regular file with content is opened by create's readers anyway, which then read its
+  // attributes from the open file (file_xattrs_later): no second path lookup here.
+  const bool later = opt.file_xattrs_later && S_ISREG(e.st.st_mode) && e.st.st_size > 0;
+  if (opt.xattrs && !later) e.xattrs = read_xattrs(dirfd, name.c_str(), path, opt);
   return true;
 }
 

@@ -18,6 +18,9 @@ struct ScanOptions {
   ExcludeList excludes;
   bool one_file_system = false;
   bool xattrs = true;
+  // Leave the attributes of regular files with content to whoever reads the content (create's
+  // readers: pipeline/source_reader.h), which reads them from the open file.
+  bool file_xattrs_later = false;
   bool skip_unreadable = false;
   unsigned threads = 1;  // directories listed in parallel; the tree is the same for any count
   // Listers added while listing waits on the disk (a tree not in the cache), up to this many

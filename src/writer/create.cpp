@@ -131,6 +131,7 @@ CreateStats create_image(CreateOptions opt, CreateProgress* progress) {
   scan.excludes = opt.excludes;
   scan.one_file_system = opt.one_file_system;
   scan.xattrs = opt.xattrs;
+  scan.file_xattrs_later = opt.xattrs;  // the data phase reads them from the open files
   scan.skip_unreadable = opt.skip_unreadable;
   // Listing is system calls, not CPU the codecs need yet: two listers per worker thread scanned
   // the ports set (270k entries) in 0.39 s on 2 cores, against 0.63 s with one and 0.68 s with
@@ -175,6 +176,7 @@ CreateStats create_image(CreateOptions opt, CreateProgress* progress) {
   data_opt.verify_dedup = opt.verify_dedup;
   data_opt.skip_unreadable = opt.skip_unreadable;
   data_opt.detect_incompressible = opt.detect_incompressible;
+  data_opt.read_file_xattrs = opt.xattrs;
   data_opt.warn = opt.warn;
   data_opt.reuse = reuse ? &*reuse : nullptr;
   if (progress) data_opt.bytes_done = &progress->bytes_done;

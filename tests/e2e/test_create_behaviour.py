@@ -11,7 +11,7 @@ import subprocess
 import time
 
 from sqartest import (SQAR, compare_trees, image_in_progress, kernel_mount, leftovers, log, main, make_full_tree,
-                      need_root, pseudo_random, run, sqar_create, tempdir, unsquashfs_extract, write)
+                      need_root, pseudo_random, run, sqar_create, tempdir, unsquashfs_extract, write, xattrs_of)
 
 
 def test_duplicates_are_never_compressed():
@@ -77,6 +77,39 @@ def test_xattrs_read_the_same_without_listxattrat():
         out = f"{d}/out"
         unsquashfs_extract(f"{d}/old.sqfs", out)
         compare_trees(src, out, "unsquashfs(path-based xattrs)")
+
+
+def test_xattrs_of_files_are_read_from_the_open_file():
+    # The scan leaves the attributes of regular files with content to the data phase, which
+    # reads them from the file it opens anyway (first read unit, or the hashing pass of large
+    # files that share a size). Every file keeps its own attributes, duplicates included.
+    with tempdir() as d:
+        src = f"{d}/src"
+        big = pseudo_random(3 << 20, 7)
+        write(f"{src}/big-a.bin", big)  # same size and content: hashed first, b shares a's data
+        write(f"{src}/big-b.bin", big)
+        write(f"{src}/big-c.bin", pseudo_random(3 << 20, 8))  # same size, other content
+        write(f"{src}/unique.bin", pseudo_random((5 << 20) + 3, 9))  # several read units
+        write(f"{src}/sub/small-a", b"same")  # small duplicates: hashed in memory
+        write(f"{src}/sub/small-b", b"same")
+        write(f"{src}/sub/empty", b"")  # no content: its attributes come from the scan
+        values = {"big-a.bin": b"a", "big-b.bin": b"b", "big-c.bin": b"c", "unique.bin": b"u" * 300,
+                  "sub/small-a": b"", "sub/small-b": b"sb", "sub/empty": b"e"}
+        for name, value in values.items():
+            os.setxattr(f"{src}/{name}", "user.which", value)
+        for i in range(12):  # a name list longer than the first 256-byte try
+            os.setxattr(f"{src}/sub/small-b", f"trusted.a-rather-long-attribute-name-number-{i:02d}", b"%d" % i)
+        st = sqar_create(src, f"{d}/a.sqfs", "-j", "2")
+        assert st["dedup_files"] == 2, st  # big-b and small-b
+        unsquashfs_extract(f"{d}/a.sqfs", f"{d}/out")
+        compare_trees(src, f"{d}/out", "unsquashfs (attributes read from open files)")
+        for name, value in values.items():
+            assert os.getxattr(f"{d}/out/{name}", "user.which") == value, name
+        sqar_create(src, f"{d}/none.sqfs", "--no-xattrs")
+        unsquashfs_extract(f"{d}/none.sqfs", f"{d}/none")
+        for name in values:
+            assert not xattrs_of(f"{d}/none/{name}"), f"--no-xattrs stored attributes of {name}"
+        log("ok: 7 files' attributes, duplicates and large files included; none with --no-xattrs")
 
 
 def test_existing_image_is_never_overwritten_without_force():
@@ -399,6 +432,7 @@ if __name__ == "__main__":
     main([test_duplicates_are_never_compressed, test_large_duplicates_are_hashed_not_compressed,
           test_output_is_identical_for_any_thread_count, test_existing_image_is_never_overwritten_without_force,
           test_image_inside_its_source_is_not_packed, test_xattrs_read_the_same_without_listxattrat,
+          test_xattrs_of_files_are_read_from_the_open_file,
           test_bad_usage_is_explained, test_unreadable_file_names_path_and_cause,
           test_no_space_left_is_reported_and_cleaned_up, test_interrupt_leaves_no_partial_image,
           test_file_size_limit_is_an_error_not_a_kill, test_image_mode_follows_umask_and_the_replaced_image,
