@@ -140,17 +140,16 @@ class DataPipeline {
     tree_.nodes[tree_.files[file]].omitted = true;
   }
 
-  // "PATH" or "PATH (xattr KEY)" for an error while reading a file or one of its attributes.
-  std::string path_with_xattr(const Node& n, const std::string& failed_key) const {
-    return failed_key.empty() ? tree_.path_of(n) : tree_.path_of(n) + " (xattr " + failed_key + ")";
+  // Whether the read of this unit also reads the file's attributes (read_file_xattrs): with
+  // its first unit, unless the hashing pass already did.
+  bool reads_xattrs(const Unit& u) const {
+    return opt_.read_file_xattrs && u.offset == 0 && kinds_[u.file] != FileKind::kPrehashed;
   }
 
-  // Keeps the attributes a reader found (read_file_xattrs). Main thread only: nothing else
-  // touches Tree::xattrs during the data phase.
+  // Keeps the attributes a reader found. Main thread only: nothing else touches Tree::xattrs
+  // during the data phase.
   void store_xattrs(uint32_t file, XattrList& found) {
-    if (opt_.warn)
-      for (const std::string& key : found.unstorable)
-        opt_.warn(tree_.path_of(node_of(file)) + ": xattr " + key + " cannot be stored in SquashFS, skipped");
+    if (!found.unstorable.empty()) warn_unstorable_xattrs(found, tree_.path_of(node_of(file)), opt_.warn);
     if (!found.stored.empty()) tree_.xattrs[tree_.files[file]] = std::move(found.stored);
   }
 
@@ -212,7 +211,7 @@ class DataPipeline {
       const Node& n = node_of(f);
       stats_.bytes_read += n.size;
       if (errs[k]) {
-        skip_file(f, errno_message(path_with_xattr(n, xattr_keys[k]), errs[k]));
+        skip_file(f, errno_message(xattr_error_subject(tree_.path_of(n), xattr_keys[k]), errs[k]));
         continue;
       }
       if (!changed[k].empty()) throw Error(tree_.path_of(n) + ": " + changed[k]);
@@ -368,10 +367,8 @@ class DataPipeline {
     });
     if (dirfd < 0) return errno;
     s.xattr_key.clear();
-    // A prehashed file had its attributes read with its hash.
-    const bool xattrs = opt_.read_file_xattrs && u.offset == 0 && kinds_[u.file] != FileKind::kPrehashed;
     return read.start(dirfd, tree_.name_cstr(n), u.offset, u.len, u.last, s.data, s.changed,
-                      xattrs ? &s.xattrs : nullptr, &s.xattr_key);
+                      reads_xattrs(u) ? &s.xattrs : nullptr, &s.xattr_key);
   }
 
   // ---- sequencer (main thread) ----
@@ -410,12 +407,12 @@ class DataPipeline {
     const Node& n = node_of(f);
     if (s.err) {
       if (u.offset != 0) throw Error(errno_message(tree_.path_of(n), s.err));
-      skip_file(f, errno_message(path_with_xattr(n, s.xattr_key), s.err));
+      skip_file(f, errno_message(xattr_error_subject(tree_.path_of(n), s.xattr_key), s.err));
       return;
     }
     if (!s.changed.empty())
       throw Error(tree_.path_of(n) + ": " + s.changed + " (" + std::to_string(n.size) + " bytes when scanned)");
-    if (opt_.read_file_xattrs && u.offset == 0 && kinds_[f] != FileKind::kPrehashed) store_xattrs(f, s.xattrs);
+    if (reads_xattrs(u)) store_xattrs(f, s.xattrs);
     stats_.bytes_read += u.len;
     // Prehashed files were counted once by the hashing pass; progress measures source bytes.
     if (opt_.bytes_done && kinds_[f] != FileKind::kPrehashed)

@@ -53,11 +53,8 @@ using PathFn = std::function<std::string()>;
 Xattrs read_xattrs(int dirfd, const char* name, const PathFn& path_of, const ScanOptions& opt) {
   XattrList found;
   std::string failed_key;
-  if (int err = read_xattrs_at(dirfd, name, found, failed_key))
-    throw_errno(failed_key.empty() ? path_of() : path_of() + " (xattr " + failed_key + ")", err);
-  if (opt.warn)
-    for (const std::string& key : found.unstorable)
-      opt.warn(path_of() + ": xattr " + key + " cannot be stored in SquashFS, skipped");
+  if (int err = read_xattrs_at(dirfd, name, found, failed_key)) throw_errno(xattr_error_subject(path_of(), failed_key), err);
+  if (!found.unstorable.empty()) warn_unstorable_xattrs(found, path_of(), opt.warn);
   return std::move(found.stored);
 }
 

@@ -132,4 +132,14 @@ int read_xattrs_of_fd(int fd, XattrList& out, std::string& failed_key) {
   return read_xattrs(src, out, failed_key);
 }
 
+std::string xattr_error_subject(const std::string& path, const std::string& failed_key) {
+  return failed_key.empty() ? path : path + " (xattr " + failed_key + ")";
+}
+
+void warn_unstorable_xattrs(const XattrList& found, const std::string& path,
+                            const std::function<void(const std::string&)>& warn) {
+  if (!warn) return;
+  for (const std::string& key : found.unstorable) warn(path + ": xattr " + key + " cannot be stored in SquashFS, skipped");
+}
+
 }  // namespace sqar

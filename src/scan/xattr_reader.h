@@ -27,4 +27,11 @@ int read_xattrs_at(int dirfd, const char* name, XattrList& out, std::string& fai
 // The same for an open file.
 int read_xattrs_of_fd(int fd, XattrList& out, std::string& failed_key);
 
+// What an error message names: "PATH", or "PATH (xattr KEY)" when reading that attribute failed.
+std::string xattr_error_subject(const std::string& path, const std::string& failed_key);
+
+// Warns "PATH: xattr KEY cannot be stored in SquashFS, skipped" for each attribute left out.
+void warn_unstorable_xattrs(const XattrList& found, const std::string& path,
+                            const std::function<void(const std::string&)>& warn);
+
 }  // namespace sqar
