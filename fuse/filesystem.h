@@ -81,13 +81,15 @@ class Filesystem {
   reader::InodeRef ref_of(fuse_ino_t ino) const;
   reader::Inode inode_of(fuse_ino_t ino, bool with_blocks = false);
   void make_stat(const reader::Inode& inode, struct stat* st) const;
-  void fill_entry(const reader::Inode& inode, fuse_entry_param* e);
+  // How the kernel came to know an entry: a lookup is nearly always an open about to read.
+  enum class Known { looked_up, listed };
+  void fill_entry(const reader::Inode& inode, fuse_entry_param* e, Known how);
   std::shared_ptr<FileNode> file_node(fuse_ino_t ino);
   std::shared_ptr<DirNode> dir_node(fuse_ino_t ino, std::optional<reader::Inode> inode = std::nullopt);
   void readahead(const std::shared_ptr<FileNode>& f, uint64_t end);
   void release_delivered(const FileNode& f, uint64_t off, uint64_t end);
   void push_rest_of_block(fuse_ino_t ino, const FileNode& f, uint64_t off, size_t len);
-  void register_mate(fuse_ino_t ino, const reader::Inode& inode);
+  void register_mate(fuse_ino_t ino, const reader::Inode& inode, Known how);
   void push_mates(fuse_ino_t reader, uint32_t fragment);
   void report(fuse_req_t req, const char* op, fuse_ino_t ino);
 
@@ -161,6 +163,7 @@ class Filesystem {
     fuse_ino_t ino;
     uint32_t fragment_offset;
     uint32_t tail_len;
+    uint32_t looked_up_us;  // when a lookup registered it (clock_us32); 0: listed by readdirplus
   };
   struct MateShard {
     std::mutex mu;
@@ -171,6 +174,9 @@ class Filesystem {
   static constexpr size_t kMatesPerShard = (8u << 20) / kShards / sizeof(Mate);
   static constexpr size_t kFragmentCharge = 3;
   static constexpr size_t kMatesPerFragment = 512;
+  // A mate looked up less than this long before the push is left to its own READ, which is
+  // nearly always on its way: see push_mates.
+  static constexpr uint32_t kFreshLookupUs = 1000;
   MateShard mate_shards_[kShards];
   // Recently pushed (node, block) pairs: a block is pushed again only after 1 s, so the
   // reads that race with a push do not push the same block once each.
