@@ -10,7 +10,9 @@
 // each request finds the next one of a busy client without being woken: 3.0-3.3 s.
 //
 // Threads take turns as the listener (leader/followers; the others wait on a mutex, not on
-// /dev/fuse, so a request wakes nobody). The listener passes its role on before a request
+// /dev/fuse, so a request wakes nobody). With several CPUs the threads form one such group
+// per CPU, pinned to it; the extra groups listen only while several client threads send
+// requests, so each client is answered on its own CPU (RequestLoop::groups_). The listener passes its role on before a request
 // decompresses a block (yield_listener_role), so slow reads of concurrent clients run in
 // parallel. With handoff_on_queue it also does whenever more requests are queued, so cached
 // requests of many clients run in parallel too; each hand-off wakes a sleeping thread, which

@@ -5,7 +5,9 @@ the spinning leader/followers loop (default, with 1 and 16 threads) and libfuse'
 end cleanly on unmount, SIGTERM and SIGINT (mount gone, exit 0, no sanitizer report), use
 no CPU while the mount is idle (the spin must stop) and little under a client too slow for
 spinning to pay (the spin window must adapt). Both hand-off modes serve concurrent readers.
-Bad spin and handoff values are refused."""
+With two or more CPUs the request threads form one listener group per CPU, each pinned to it:
+the extra groups listen only while several client threads send requests, so a single client
+never wakes them. Bad spin and handoff values are refused."""
 import os
 import random
 import signal
@@ -13,7 +15,7 @@ import subprocess
 import sys
 import time
 
-from sqarfs_common import (TempDir, compare_trees, is_mounted, make_tree, mksquashfs, rand_bytes,
+from sqarfs_common import (URING, TempDir, compare_trees, is_mounted, make_tree, mksquashfs, rand_bytes,
                            require_fuse, sqarfs_binary, transport_args)
 from sqarfs_foreground import ForegroundMount
 from test_sqarfs_threads import hammer
@@ -33,6 +35,75 @@ def cpu_seconds(pid):
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+def pinned_threads(pid):
+    """{thread id: CPU} of the daemon's threads allowed on exactly one CPU."""
+    pins = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{tid}/status") as f:
+            allowed = next(line.split(":", 1)[1].strip() for line in f if line.startswith("Cpus_allowed_list"))
+        if allowed.isdigit():
+            pins[int(tid)] = int(allowed)
+    return pins
+
+
+def thread_run_seconds(pid, tids):
+    """Time the threads have run, from the scheduler's exact count (/proc/.../sched, present
+    with CONFIG_SCHED_DEBUG); None where the kernel does not show it."""
+    total = 0.0
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/sched") as f:
+                ms = next(line.split(":", 1)[1] for line in f if line.startswith("se.sum_exec_runtime"))
+        except (OSError, StopIteration):
+            return None
+        total += float(ms) / 1000
+    return total
+
+
+def check_listener_groups(sqarfs, img, mnt, src, contents):
+    """The extra listener groups: pinned one per CPU, asleep for a single client, listening
+    for several. Returns failures."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if URING != "off":
+        print("listener groups: skipped (this variant serves requests over io_uring, not /dev/fuse)")
+        return []
+    if len(cpus) < 2:
+        print(f"listener groups: skipped: this test may only use CPU {cpus}, so sqarfs makes one group")
+        return []
+    failures = []
+    # A fresh mount per phase, so the reads reach the daemon instead of the page cache.
+    with ForegroundMount([sqarfs, img, mnt], mnt) as m:
+        if not m.mounted:
+            return [f"listener groups: did not mount: {m.stderr[-500:]}"]
+        pins = pinned_threads(m.proc.pid)
+        extra = [t for t, c in pins.items() if c != cpus[0]]
+        if len(set(pins.values())) < 2 or not any(c == cpus[0] for c in pins.values()):
+            failures.append(f"listener groups: request threads are not pinned one group per CPU: {pins}")
+        before = thread_run_seconds(m.proc.pid, extra)
+        problems, seen = compare_trees(src, mnt)  # one client thread
+        single = None if before is None else thread_run_seconds(m.proc.pid, extra) - before
+        failures += [f"listener groups, one client: {p}" for p in problems]
+    with ForegroundMount([sqarfs, img, mnt], mnt) as m:
+        if not m.mounted:
+            return failures + [f"listener groups: did not mount: {m.stderr[-500:]}"]
+        extra = [t for t, c in pinned_threads(m.proc.pid).items() if c != cpus[0]]
+        before = thread_run_seconds(m.proc.pid, extra)
+        errs = hammer(mnt, contents, threads=8, reads=100)
+        several = None if before is None else thread_run_seconds(m.proc.pid, extra) - before
+        failures += [f"listener groups, 8 clients: {e}" for e in errs]
+    if single is None or several is None:
+        print(f"listener groups: pinned {pins}; run times not checked: no /proc/PID/task/TID/sched here")
+        return failures
+    print(f"listener groups: pinned {pins}; extra groups ran {single * 1000:.1f} ms during a walk of "
+          f"{seen} entries by one client, {several * 1000:.1f} ms while 8 clients read")
+    # The gate may open once, for its 10 ms hold, when the walk's thread follows the mount's.
+    if single > 0.05:
+        failures.append(f"listener groups: the extra groups ran {single:.3f} s for a single client (should sleep)")
+    if several <= 0:
+        failures.append("listener groups: the extra groups never ran while 8 clients read")
+    return failures
 
 
 def wait_gone(proc, mnt, timeout=20):
@@ -85,6 +156,8 @@ def main():
                 failures.append(f"{label}: {idle_cpu:.2f} s of CPU in 1 s while idle (spinning never stopped)")
             if ended:
                 failures.append(f"{label}: {ended}")
+
+        failures += check_listener_groups(sqarfs, img, mnt, src, contents)
 
         # A client that asks every millisecond: longer than the spin window, so spinning would
         # only burn CPU. The window must shrink away (a fixed 500 us spin used 43% of a core).
