@@ -64,9 +64,9 @@ class RequestLoop {
   // Notes which client thread sent the request; two taking turns open the other groups.
   void note_client(const fuse_buf& buf, int64_t now);
   bool several_clients(int64_t now) const { return now < several_until_ns_.load(std::memory_order_relaxed); }
-  // An extra group's listener, with no second client about: sleeps until one shows up or
-  // the loop ends. Returns false when the loop is over.
-  bool wait_for_several_clients();
+  // An extra group's listener with nothing to take: sleeps until the epoch moves on from
+  // `seen` (the next call) or the loop ends. Returns false when the loop is over.
+  bool sleep_until_called(uint32_t seen);
   void announce_exit();
 
   bool more_queued() const;
@@ -95,15 +95,22 @@ class RequestLoop {
   // take CPU from it (one reader 5.4 -> 6.6 s when they always listened), so they wait until
   // a second client thread shows up (FUSE names the sender of each request), and go back to
   // sleep 10 ms after the clients stop taking turns: one reader 5.63 / 5.60 s, a walk
-  // 3.25 / 3.14 s without and with the groups (medians of 6-7).
+  // 3.25 / 3.14 s without and with the groups (medians of 6-7). An extra listener on a CPU
+  // where no client runs takes nothing: after 1 ms without a request it sleeps until the
+  // next call, which comes every 10 ms while the clients go on, in case one moved there.
+  // Groups form only when every allowed CPU gets one (threads >= 2 per CPU, the default up
+  // to 8 CPUs): pinning 16 threads to 8 of 64 CPUs would confine their decompression.
   static constexpr int64_t kSeveralClientsHoldNs = 10'000'000;
+  static constexpr int64_t kExtraIdleNs = 1'000'000;
+  static constexpr int64_t kRecallNs = 10'000'000;
   struct Group {
     std::mutex listen_mu;  // held by the one thread of the group that reads /dev/fuse
   };
   std::vector<Group> groups_;
   std::atomic<uint32_t> last_client_{0};  // thread id of the last request's sender
   std::atomic<int64_t> several_until_ns_{0};
-  std::atomic<uint32_t> several_epoch_{0};  // bumped to wake the extra groups' listeners
+  std::atomic<uint32_t> several_epoch_{0};  // bumped to call the extra groups' listeners
+  std::atomic<int64_t> last_call_ns_{0};
   std::atomic<bool> exiting_{false};
 };
 
@@ -126,9 +133,9 @@ int RequestLoop::run(unsigned threads) {
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, &old);
   // Groups of at least two threads (a listener and one to take over during slow requests),
-  // one per allowed CPU; a single group (and no pinning) on one CPU or with few threads.
+  // one per allowed CPU; a single unpinned group on one CPU or with fewer threads than that.
   const std::vector<int> cpus = allowed_cpus();
-  const size_t ngroups = std::max<size_t>(1, std::min<size_t>(cpus.size(), threads / 2));
+  const size_t ngroups = cpus.size() > 1 && threads / 2 >= cpus.size() ? cpus.size() : 1;
   groups_ = std::vector<Group>(ngroups);
   std::vector<std::thread> pool;
   try {
@@ -190,11 +197,17 @@ void RequestLoop::worker(unsigned group, int cpu) {
 
 int RequestLoop::next_request(fuse_buf& buf, unsigned group) {
   bool slept = false;
+  int64_t give_up_ns = now_ns() + kExtraIdleNs;  // extra groups: stop polling after this
   for (;;) {
     if (fuse_session_exited(se_) || exiting_.load(std::memory_order_relaxed)) return 0;
-    if (group > 0 && !several_clients(now_ns())) {
-      if (!wait_for_several_clients()) return 0;
-      continue;
+    if (group > 0) {
+      const uint32_t epoch = several_epoch_.load();
+      const int64_t now = now_ns();
+      if (!several_clients(now) || now > give_up_ns) {
+        if (!sleep_until_called(epoch)) return 0;
+        give_up_ns = now_ns() + kExtraIdleNs;
+        continue;
+      }
     }
     int r = fuse_session_receive_buf(se_, &buf);
     if (r > 0) {
@@ -210,8 +223,8 @@ int RequestLoop::next_request(fuse_buf& buf, unsigned group) {
       log_error(std::string("reading /dev/fuse: ") + strerror(-r));
       return 0;
     }
-    // The extra groups keep polling while several clients are about (the check above ends
-    // it); group 0 for the adaptive window after the last request.
+    // The extra groups keep polling while several clients are about and requests come their
+    // way (the check above ends it); group 0 for the adaptive window after the last request.
     if (group > 0 ||
         now_ns() - last_request_ns_.load(std::memory_order_relaxed) < spin_ns_.load(std::memory_order_relaxed)) {
       // Spin politely: a client thread that is runnable on this core goes first.
@@ -242,17 +255,16 @@ void RequestLoop::note_client(const fuse_buf& buf, int64_t now) {
   if (before == 0 || before == pid) return;
   const bool were_waiting = !several_clients(now);
   several_until_ns_.store(now + kSeveralClientsHoldNs, std::memory_order_relaxed);
-  if (were_waiting) {
+  if (were_waiting || now - last_call_ns_.load(std::memory_order_relaxed) >= kRecallNs) {
+    last_call_ns_.store(now, std::memory_order_relaxed);
     several_epoch_.fetch_add(1);
     several_epoch_.notify_all();
   }
 }
 
-bool RequestLoop::wait_for_several_clients() {
-  const uint32_t epoch = several_epoch_.load();
+bool RequestLoop::sleep_until_called(uint32_t seen) {
   if (exiting_.load()) return false;
-  if (several_clients(now_ns())) return true;
-  several_epoch_.wait(epoch);
+  several_epoch_.wait(seen);
   return !exiting_.load();
 }
 
