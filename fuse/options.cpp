@@ -176,7 +176,10 @@ Options:
   -o offset=N       the image starts N bytes into IMAGE (e.g. appended to a binary)
   -o cache=SIZE     cache of decompressed blocks shared by all threads (default 64M;
                     suffixes K, M, G). Bigger helps random reads of large files.
-  -o threads=N      maximum threads serving requests (default 2 per core, 4..16)
+  -o threads=N      maximum threads serving requests (default 2 per core, 4..16). With
+                    at least 2 per CPU they form one group per CPU, pinned to it, and
+                    while several client threads read, each CPU's group answers the
+                    clients running there (no wake-up of another CPU per request)
   -o readahead=N    data blocks to decompress ahead of a sequential reader (default 2);
                     0 also stops decompressing a file's first block when it is looked up
   -o spin=USEC      after a request, keep polling for the next one up to this long before

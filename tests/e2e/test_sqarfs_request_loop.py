@@ -41,11 +41,26 @@ def pinned_threads(pid):
     """{thread id: CPU} of the daemon's threads allowed on exactly one CPU."""
     pins = {}
     for tid in os.listdir(f"/proc/{pid}/task"):
-        with open(f"/proc/{pid}/task/{tid}/status") as f:
-            allowed = next(line.split(":", 1)[1].strip() for line in f if line.startswith("Cpus_allowed_list"))
+        try:
+            with open(f"/proc/{pid}/task/{tid}/status") as f:
+                allowed = next(line.split(":", 1)[1].strip() for line in f if line.startswith("Cpus_allowed_list"))
+        except FileNotFoundError:
+            continue  # the thread ended meanwhile
         if allowed.isdigit():
             pins[int(tid)] = int(allowed)
     return pins
+
+
+def wait_for_pinned_groups(pid, cpus, timeout=10.0):
+    """The request threads pin themselves as they start, which may trail the mount (slowly
+    under sanitizers): waits until the threads are pinned to at least two CPUs, the first
+    allowed one among them. Returns the last {thread id: CPU} seen."""
+    deadline = time.monotonic() + timeout
+    while True:
+        pins = pinned_threads(pid)
+        if (len(set(pins.values())) >= 2 and cpus[0] in pins.values()) or time.monotonic() > deadline:
+            return pins
+        time.sleep(0.02)
 
 
 def thread_run_seconds(pid, tids):
@@ -77,7 +92,7 @@ def check_listener_groups(sqarfs, img, mnt, src, contents):
     with ForegroundMount([sqarfs, img, mnt], mnt) as m:
         if not m.mounted:
             return [f"listener groups: did not mount: {m.stderr[-500:]}"]
-        pins = pinned_threads(m.proc.pid)
+        pins = wait_for_pinned_groups(m.proc.pid, cpus)
         extra = [t for t, c in pins.items() if c != cpus[0]]
         if len(set(pins.values())) < 2 or not any(c == cpus[0] for c in pins.values()):
             failures.append(f"listener groups: request threads are not pinned one group per CPU: {pins}")
@@ -88,7 +103,7 @@ def check_listener_groups(sqarfs, img, mnt, src, contents):
     with ForegroundMount([sqarfs, img, mnt], mnt) as m:
         if not m.mounted:
             return failures + [f"listener groups: did not mount: {m.stderr[-500:]}"]
-        extra = [t for t, c in pinned_threads(m.proc.pid).items() if c != cpus[0]]
+        extra = [t for t, c in wait_for_pinned_groups(m.proc.pid, cpus).items() if c != cpus[0]]
         before = thread_run_seconds(m.proc.pid, extra)
         errs = hammer(mnt, contents, threads=8, reads=100)
         several = None if before is None else thread_run_seconds(m.proc.pid, extra) - before
