@@ -11,6 +11,7 @@
 #include "common/error.h"
 #include "format/squashfs.h"
 #include "log.h"
+#include "resident_code.h"
 
 namespace sqar::fuse {
 
@@ -106,6 +107,13 @@ void Filesystem::start_background_threads(fuse_session* se) {
   session_ = se;
   if (options_.readahead_blocks > 0) prefetcher_.start(2);
   pusher_.start(1);
+  // Off the mount's path, on the pusher, before any push can be queued (resident_code.h).
+  pusher_.submit([] {
+    try {
+      keep_code_resident();
+    } catch (...) {
+    }
+  });
 }
 void Filesystem::stop_background_threads() {
   prefetcher_.stop();

@@ -121,6 +121,41 @@ def check_listener_groups(sqarfs, img, mnt, src, contents):
     return failures
 
 
+def code_pages(pid):
+    """(resident KiB, size KiB) of the daemon's executable code mappings, from smaps."""
+    exe = os.readlink(f"/proc/{pid}/exe")
+    rss = size = 0
+    inside = False
+    with open(f"/proc/{pid}/smaps") as f:
+        for line in f:
+            fields = line.split()
+            if "-" in fields[0] and len(fields) >= 5:  # a mapping's header line
+                inside = len(fields) >= 6 and fields[1][2] == "x" and fields[5] == exe
+            elif inside and fields[0] == "Size:":
+                size += int(fields[1])
+            elif inside and fields[0] == "Rss:":
+                rss += int(fields[1])
+    return rss, size
+
+
+def check_code_resident(sqarfs, img, mnt):
+    """The daemon maps all of its code after mounting (fuse/resident_code.h), so dropping the
+    page cache cannot send its first requests to the disk for it. Returns failures."""
+    with ForegroundMount([sqarfs, img, mnt], mnt) as m:
+        if not m.mounted:
+            return [f"code residency: did not mount: {m.stderr[-500:]}"]
+        deadline = time.monotonic() + 10
+        while code_pages(m.proc.pid)[0] < code_pages(m.proc.pid)[1] and time.monotonic() < deadline:
+            time.sleep(0.02)
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3\n")
+        rss, size = code_pages(m.proc.pid)
+    print(f"code residency: {rss} of {size} KiB of the daemon's code mapped after drop_caches")
+    if size == 0 or rss < size:
+        return [f"code residency: only {rss} of {size} KiB of the daemon's code stayed mapped after drop_caches"]
+    return []
+
+
 def wait_gone(proc, mnt, timeout=20):
     try:
         proc.wait(timeout=timeout)
@@ -173,6 +208,7 @@ def main():
                 failures.append(f"{label}: {ended}")
 
         failures += check_listener_groups(sqarfs, img, mnt, src, contents)
+        failures += check_code_resident(sqarfs, img, mnt)
 
         # A client that asks every millisecond: longer than the spin window, so spinning would
         # only burn CPU. The window must shrink away (a fixed 500 us spin used 43% of a core).
