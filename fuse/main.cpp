@@ -17,6 +17,7 @@
 #include "filesystem.h"
 #include "log.h"
 #include "request_loop.h"
+#include "sqar_version.h"
 #include "uring_transport.h"
 
 using namespace sqar;
@@ -47,7 +48,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (o.version) {
-    printf("sqarfs 0.1.0 (libfuse %s)\n", fuse_pkgversion());
+    printf("sqarfs %s (libfuse %s)\n", SQAR_VERSION, fuse_pkgversion());
     return 0;
   }
   for (const auto& w : o.warnings) fprintf(stderr, "sqarfs: warning: %s\n", w.c_str());

@@ -5,6 +5,7 @@
 #include <exception>
 
 #include "command.h"
+#include "sqar_version.h"
 
 namespace sqar::cli {
 std::vector<Command>& command_registry() {
@@ -23,7 +24,7 @@ void print_usage(FILE* out) {
                "sqar - deduplicating SquashFS archiver\n\n"
                "Usage: sqar COMMAND [OPTIONS] ...\n\nCommands:\n");
   for (const auto& c : commands) std::fprintf(out, "  %-9s %s\n", c.name, c.summary);
-  std::fprintf(out, "\nRun 'sqar COMMAND --help' for the options of one command.\n");
+  std::fprintf(out, "\nRun 'sqar COMMAND --help' for a command's options; 'sqar --version' (-V) prints the version.\n");
 }
 
 }  // namespace
@@ -37,8 +38,8 @@ int main(int argc, char** argv) {
     print_usage(stdout);
     return 0;
   }
-  if (!std::strcmp(argv[1], "--version")) {
-    std::printf("sqar 0.1.0\n");
+  if (!std::strcmp(argv[1], "--version") || !std::strcmp(argv[1], "-V")) {
+    std::printf("sqar %s\n", SQAR_VERSION);
     return 0;
   }
   for (const auto& c : sqar::cli::command_registry()) {
