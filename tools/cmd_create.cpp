@@ -20,7 +20,7 @@ namespace sqar::cli {
 namespace {
 
 // zstd level 9: smaller images than mksquashfs' default gzip-9 on logs and source trees at about
-// 2x its speed (numbers in docs/DESIGN.md).
+// 2x its speed (numbers in docs/architecture.md).
 constexpr int kDefaultZstdLevel = 9;
 
 const char kHelp[] =

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """With SQAR_STATIC_LIBS (the default), the binaries must need no shared library but the C
 library: sqarfs is started at boot with a cold page cache, where each shared library cost a
-cold disk read (~15 ms of a 25 ms mount, see docs/DESIGN.md "Cold start"). A dependency that
+cold disk read (~15 ms of a 25 ms mount, see docs/architecture.md "Cold start"). A dependency that
 slips back in (a new -l, a libm call in reader code) shows up here.
 
 usage: check_linked_libraries.py BINARY ALLOWED_SONAME...
