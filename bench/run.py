@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""sqar benchmark (issue 6): sqar against the SquashFS and tar tools installed from Debian.
+"""sqar benchmark: sqar against the SquashFS and tar tools installed from Debian.
 
     python3 bench/run.py [--quick|--full] [--sets log,movie,ports] [--runs N]
 
