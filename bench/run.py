@@ -8,8 +8,7 @@ What it does, per data set (generated once by ../shared/bench/gen_data.py, cache
            level and block size (zstd-15, zstd-3, gzip-9; 128 KiB blocks), on all cores;
   extract  sqar extract vs unsquashfs -d (same image) vs tar -x;
   list     sqar list -l vs unsquashfs -lls and sqar info vs unsquashfs -s (same image: metadata only);
-  mount    kernel loop mount vs squashfuse vs squashfuse_ll vs sqarfs (through /dev/fuse, and with
-           -o uring=on through FUSE over io_uring when the kernel has it) on one image: mount time,
+  mount    kernel loop mount vs squashfuse vs squashfuse_ll vs sqarfs on one image: mount time,
            reading every file, random 4 KiB reads with 4 threads, walk + lstat of every entry.
 Every tool runs once as a warm-up whose output is checked (round trip against the source tree)
 before its timed runs count; timed runs are interleaved round-robin so drift hits all tools alike.
@@ -645,8 +644,6 @@ class Mounted:
         self.reader, self.mnt, self.proc, self.pid = reader, mnt, None, None
         if reader == "kernel":
             cmd = ["mount", "-t", "squashfs", "-o", "loop,ro", image, mnt]
-        elif reader == SQARFS_URING:
-            cmd = [tools.paths["sqarfs"], image, mnt, "-o", "uring=on"]
         else:
             cmd = [tools.paths[reader], image, mnt]
         t0 = time.perf_counter()
@@ -714,68 +711,18 @@ def write_lists(ds, mnt):
     return all_list, rand_list
 
 
-# sqarfs with requests through FUSE over io_uring (-o uring=on, when the kernel offers it: see
-# FuseUring), beside the default "sqarfs" row (/dev/fuse).
-SQARFS_URING = "sqarfs -o uring=on"
-
-
-class FuseUring:
-    """`with FuseUring(wanted):` sets the fuse module's enable_uring to Y for the mount benchmark
-    (root, kernel 6.14+) and puts the old value back; .state says what the uring row used.
-    Only a daemon that asks for io_uring in its INIT reply is affected: the kernel driver and
-    squashfuse (libfuse 3.14) are not."""
-    PARAM = "/sys/module/fuse/parameters/enable_uring"
-
-    def __init__(self, wanted):
-        self.wanted, self.old, self.state = wanted, None, "off (--fuse-uring off)"
-
-    def __enter__(self):
-        if not self.wanted:
-            return self
-        try:
-            with open(self.PARAM) as f:
-                self.old = f.read().strip()
-            if self.old != "Y":
-                with open(self.PARAM, "w") as f:
-                    f.write("Y")
-            self.state = "on (enable_uring set to Y for the run)" if self.old != "Y" else "on (enable_uring was Y)"
-        except OSError as e:
-            self.old = None
-            self.state = f"off ({self.PARAM}: {e.strerror})"
-        return self
-
-    def __exit__(self, *exc):
-        if self.old not in (None, "Y"):
-            with open(self.PARAM, "w") as f:
-                f.write(self.old)
-        return False
-
-
-def uses_io_uring(pid):
-    """Whether the process holds an io_uring (sqarfs's queues), from its open files."""
-    try:
-        return any(os.readlink(f"/proc/{pid}/fd/{fd}") == "anon_inode:[io_uring]" for fd in os.listdir(f"/proc/{pid}/fd"))
-    except OSError:
-        return False
-
-
 def bench_mounts(ds, tools, args, mode, image):
     """Returns ({reader: {op: [values]} or failure string}, whether caches were dropped,
-    operations started on a busy machine, how the sqarfs row's requests travelled)."""
-    readers = ["kernel", "squashfuse", "squashfuse_ll", "sqarfs", SQARFS_URING]
+    operations started on a busy machine)."""
+    readers = ["kernel", "squashfuse", "squashfuse_ll", "sqarfs"]
     results = {}
     for r in readers:
         if r == "kernel":
             ok = os.geteuid() == 0 and tools.have("mount")
             results[r] = {} if ok else "n/a (needs root for mount -o loop)"
         else:
-            results[r] = {} if tools.have("sqarfs" if r == SQARFS_URING else r) else "n/a (not installed)"
-    with FuseUring(args.fuse_uring == "auto") as uring:
-        res = mount_rounds(ds, tools, args, mode, image, readers, results)
-        transport = uring.state
-    if res[2] is not None:
-        transport += f"; its daemons {'held' if res[2] else 'did NOT hold'} io_uring queues"
-    return res[0], res[1], res[3], transport
+            results[r] = {} if tools.have(r) else "n/a (not installed)"
+    return mount_rounds(ds, tools, args, mode, image, readers, results)
 
 
 def mount_rounds(ds, tools, args, mode, image, readers, results):
@@ -787,7 +734,6 @@ def mount_rounds(ds, tools, args, mode, image, readers, results):
     all_list, rand_list = write_lists(ds, mnt)
     dropped = True
     busy_runs = 0
-    had_uring = None
     ops = ["read all", "random 4K", "walk+lstat"]
     for run in range(args.runs + 1):
         for op in ops:
@@ -798,12 +744,9 @@ def mount_rounds(ds, tools, args, mode, image, readers, results):
                 try:
                     m = Mounted(reader, tools, image, mnt)
                     try:
-                        # The first request waits for a FUSE daemon's INIT (after which sqarfs sets
-                        # up its rings); every reader gets the same stat of its root.
+                        # The first request waits for a FUSE daemon's INIT; every reader gets the
+                        # same stat of its root.
                         os.stat(mnt)
-                        if reader == SQARFS_URING and m.pid:
-                            time.sleep(0.05)
-                            had_uring = uses_io_uring(m.pid) if had_uring is None else had_uring and uses_io_uring(m.pid)
                         if run == 0 and op == ops[0]:
                             log(f"[{ds.name}] mount {reader}: checking every file through the mount ...")
                             compare_trees(ds.reference, mnt)
@@ -828,7 +771,7 @@ def mount_rounds(ds, tools, args, mode, image, readers, results):
                     log(f"[{ds.name}] mount {reader}: {e}")
     if busy_runs:
         log(f"[{ds.name}] {busy_runs} mount operations started on a busy machine (idle wait timed out)")
-    return results, dropped, had_uring, busy_runs
+    return results, dropped, busy_runs
 
 
 def mount_op(op, mnt, helper, all_list, rand_list, args, mode):
@@ -1012,10 +955,6 @@ def parse_args():
     p.add_argument("--cold-create", action="store_true",
                    help="drop the page, dentry and inode caches before every create run (root): the source "
                         "tree is read from disk, as when packing a tree nobody read lately")
-    p.add_argument("--fuse-uring", choices=("auto", "off"), default="auto",
-                   help="auto (default): as root on a kernel that has it, set the fuse module's enable_uring "
-                        "to Y for the mount benchmark (restored after) so the 'sqarfs -o uring=on' row uses "
-                        "FUSE over io_uring; off: leave it alone")
     p.add_argument("--idle-wait", type=float, default=0, metavar="SECONDS",
                    help="before each mount operation, wait up to SECONDS for 1 s of idle CPUs (shared machines)")
     a = p.parse_args()
@@ -1057,7 +996,7 @@ def main():
               + (f" --configs {','.join(args.configs)}" if args.configs else "")
               + (" --cold-create" if args.cold_create else "")
               + (f" --idle-wait {args.idle_wait:g}" if args.idle_wait else "")
-              + (" --fuse-uring off" if args.fuse_uring == "off" else "") + "`", "",
+              + "`", "",
               machine_description(tools), "",
               "Method: every tool runs once as a warm-up (its output is then unpacked with unsquashfs or tar "
               "and compared with the source tree: paths, types, permissions, sizes, content hashes, link "
@@ -1103,7 +1042,7 @@ def main():
                        simple_table(res["info"], "sqar info", None, 3), ""]
         if "mount" not in args.skip:
             if image:
-                res, dropped, busy_runs, transport = bench_mounts(ds, tools, args, mode, image)
+                res, dropped, busy_runs = bench_mounts(ds, tools, args, mode, image)
                 cache_note = ("Page, dentry and inode caches were dropped (`echo 3 > /proc/sys/vm/drop_caches`) "
                               "after each mount and before each measured operation; every operation runs on a "
                               "fresh mount, so the image itself is read cold from disk by every reader."
@@ -1117,8 +1056,7 @@ def main():
                            f"random files in random order, each page once, readahead off (POSIX_FADV_RANDOM), for at "
                            f"most {mode['rand_seconds']:g} s, after opening them all (untimed; \"with the opens\" "
                            f"counts that time too); walk+lstat = os.walk + lstat of every "
-                           "entry. " + cache_note + f" sqarfs serves through /dev/fuse (its default); the "
-                           f"\"{SQARFS_URING}\" row through FUSE over io_uring: {transport}.",
+                           "entry. " + cache_note,
                            "", mount_table(res), ""]
             else:
                 report += ["### reads through a mount", "", "n/a (no image: create skipped or failed)", ""]

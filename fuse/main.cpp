@@ -18,7 +18,6 @@
 #include "log.h"
 #include "request_loop.h"
 #include "sqar_version.h"
-#include "uring_transport.h"
 
 using namespace sqar;
 using namespace sqar::fuse;
@@ -108,10 +107,6 @@ int main(int argc, char** argv) {
   if (!o.foreground) log_to_syslog(true);
 
   fs->start_background_threads(se);
-  const UringMode uring_mode = o.uring == Options::Uring::off  ? UringMode::off
-                               : o.uring == Options::Uring::on ? UringMode::on
-                                                               : UringMode::automatic;
-  std::unique_ptr<UringTransport> uring = install_uring_transport(se, uring_mode);
   if (o.spin.count() > 0) {
     const bool handoff_on_queue = o.handoff == Options::Handoff::queued ||
                                   (o.handoff == Options::Handoff::automatic && std::thread::hardware_concurrency() > 2);
@@ -126,7 +121,6 @@ int main(int argc, char** argv) {
     ret = fuse_session_loop_mt(se, cfg) < 0 ? 1 : 0;  // > 0: the signal that ended it
     fuse_loop_cfg_destroy(cfg);
   }
-  if (uring) uring->stop();
   fs->stop_background_threads();
   fuse_session_unmount(se);
   fuse_remove_signal_handlers(se);

@@ -57,11 +57,6 @@ void apply_option(Options& o, const std::string& opt) {
     uint64_t n = parse_number(key, value);
     if (n > 10000) throw Error("option spin=" + value + ": expected 0..10000 microseconds");
     o.spin = std::chrono::microseconds(n);
-  } else if (key == "uring") {
-    if (value == "auto") o.uring = Options::Uring::automatic;
-    else if (value == "on") o.uring = Options::Uring::on;
-    else if (value == "off") o.uring = Options::Uring::off;
-    else throw Error("option uring=" + value + ": expected auto, on or off");
   } else if (key == "handoff") {
     if (value == "auto") o.handoff = Options::Handoff::automatic;
     else if (value == "queued") o.handoff = Options::Handoff::queued;
@@ -191,12 +186,6 @@ Options:
                     before decompressing a block, `queued` also whenever more requests
                     wait (parallel cached requests, at the price of a wake-up each);
                     `auto` (default): queued with more than 2 CPUs, slow otherwise
-  -o uring=MODE     FUSE over io_uring: requests are answered on the CPU that made them,
-                    which saves a cross-CPU wake-up per request: faster for several
-                    concurrent readers, slower for a single one. `off` (default): always
-                    /dev/fuse; `auto`: used when the kernel offers it (6.14+, and an
-                    administrator has set /sys/module/fuse/parameters/enable_uring to Y);
-                    `on`: the same, and log why not when it is not offered
   -o uid=N,gid=N    present every file as owned by this user / group
   -o allow_other    let other users see the files (needs user_allow_other in
                     /etc/fuse.conf when not mounting as root)

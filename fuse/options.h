@@ -31,9 +31,6 @@ struct Options {
   // Whether the listener also hands its role on when requests are queued (not only before a
   // slow one); auto = only with more than 2 CPUs (see request_loop.h).
   enum class Handoff { automatic, queued, slow } handoff = Handoff::automatic;
-  // FUSE over io_uring (see uring_transport.h). Off by default: several concurrent readers
-  // gain, but a single reader is slower than through /dev/fuse (docs/DESIGN.md).
-  enum class Uring { automatic, on, off } uring = Uring::off;
   std::optional<uint32_t> uid, gid;
   bool foreground = false;
   bool debug = false;

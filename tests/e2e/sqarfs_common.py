@@ -3,7 +3,6 @@
 Every mount made here is unmounted in a finally block by the caller via Mount's context
 manager, so a failing test never leaves a mount behind.
 """
-import atexit
 import hashlib
 import os
 import random
@@ -36,43 +35,6 @@ def require_fuse():
         skip("/dev/fuse is missing")
     if not shutil.which("fusermount3"):
         skip("fusermount3 is not installed")
-    enable_uring_for_this_test()
-
-
-# Which transport the sqarfs mounts of a test use: "off" (/dev/fuse, the default variant of
-# each test) or "on" (FUSE over io_uring: the `.uring` variants ctest registers). Every mount
-# made through Mount or ForegroundMount checks that its daemon really uses that transport.
-URING = os.environ.get("SQARFS_URING", "off")
-URING_PARAM = "/sys/module/fuse/parameters/enable_uring"
-
-
-def transport_args():
-    return ["-o", f"uring={URING}"]
-
-
-def enable_uring_for_this_test():
-    """For the io_uring variant: the kernel only offers FUSE over io_uring while the fuse
-    module's enable_uring is Y, so set it for the test and put the old value back at exit.
-    (ctest serialises the io_uring variants with a resource lock; the /dev/fuse variants
-    mount with uring=off and are unaffected.)"""
-    if URING != "on":
-        return
-    if not os.path.exists(URING_PARAM):
-        skip(f"this kernel has no FUSE over io_uring ({URING_PARAM} is missing; needs 6.14+ "
-             "with CONFIG_FUSE_IO_URING)")
-    with open(URING_PARAM) as f:
-        old = f.read().strip()
-    if old != "Y":
-        try:
-            with open(URING_PARAM, "w") as f:
-                f.write("Y")
-        except OSError as e:
-            skip(f"cannot enable FUSE over io_uring ({URING_PARAM}: {e.strerror})")
-
-        def restore():
-            with open(URING_PARAM, "w") as f:
-                f.write(old)
-        atexit.register(restore)
 
 
 def daemon_pids(mnt):
@@ -90,38 +52,6 @@ def daemon_pids(mnt):
         if argv and os.path.basename(argv[0]) == "sqarfs" and any(os.path.realpath(a) == real for a in argv[1:] if a):
             pids.append(int(pid))
     return pids
-
-
-def io_uring_fds(pid):
-    n = 0
-    try:
-        for fd in os.listdir(f"/proc/{pid}/fd"):
-            try:
-                if os.readlink(f"/proc/{pid}/fd/{fd}") == "anon_inode:[io_uring]":
-                    n += 1
-            except OSError:
-                pass
-    except OSError:
-        pass
-    return n
-
-
-def check_transport(mnt):
-    """Raises unless the daemon of mnt serves through the transport this variant tests. The
-    queue threads set up their rings right after INIT, which the mount itself waits for."""
-    deadline = time.monotonic() + 5
-    while True:
-        pids = daemon_pids(mnt)
-        rings = sum(io_uring_fds(p) for p in pids)
-        if URING == "on" and rings > 0:
-            return
-        if URING != "on" and pids:
-            if rings:
-                raise AssertionError(f"sqarfs on {mnt} uses io_uring although started with uring={URING}")
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"sqarfs on {mnt} (pids {pids}) does not serve through io_uring")
-        time.sleep(0.02)
 
 
 def run(cmd, **kw):
@@ -147,7 +77,7 @@ class Mount:
 
     def __init__(self, image, mnt, opts=None, extra=None):
         self.image, self.mnt = image, mnt
-        self.cmd = [sqarfs_binary(), image, mnt] + (["-o", opts] if opts else []) + transport_args() + (extra or [])
+        self.cmd = [sqarfs_binary(), image, mnt] + (["-o", opts] if opts else []) + (extra or [])
 
     def __enter__(self):
         os.makedirs(self.mnt, exist_ok=True)
@@ -158,11 +88,6 @@ class Mount:
             raise AssertionError(f"sqarfs failed ({r.returncode}): {r.stderr}")
         if not is_mounted(self.mnt):
             raise AssertionError("sqarfs exited 0 but nothing is mounted")
-        try:
-            check_transport(self.mnt)
-        except AssertionError:
-            unmount(self.mnt)
-            raise
         return self
 
     def __exit__(self, *exc):

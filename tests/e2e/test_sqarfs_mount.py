@@ -5,8 +5,8 @@ import os
 import sys
 import time
 
-from sqarfs_common import (URING, URING_PARAM, Mount, TempDir, compare_trees, daemon_pids, io_uring_fds, is_mounted,
-                           make_tree, mksquashfs, require_fuse, sqar_create_works, sqarfs_binary, run, unmount)
+from sqarfs_common import (Mount, TempDir, compare_trees, make_tree, mksquashfs, require_fuse, sqar_create_works,
+                           sqarfs_binary, run)
 
 
 def check(img, src, mnt, label, opts=None):
@@ -29,42 +29,6 @@ def check(img, src, mnt, label, opts=None):
         print(f"{label}: {seen} entries compared, mount took {m.mount_seconds * 1000:.1f} ms")
     if problems:
         print(f"FAIL {label}:\n  " + "\n  ".join(problems[:30]))
-    return problems
-
-
-def check_uring_not_offered(sqarfs, img, src, mnt):
-    """uring=on on a kernel that does not offer io_uring (enable_uring N): the mount works
-    through /dev/fuse and the log says why. Run by the io_uring variant, which holds the lock
-    on the switch, so flipping it here cannot disturb another test."""
-    import subprocess
-    problems = []
-    with open(URING_PARAM, "w") as f:
-        f.write("N")
-    try:
-        with open(f"{mnt}.log", "w+") as err:
-            proc = subprocess.Popen([sqarfs, img, mnt, "-f", "-o", "uring=on"], stdout=subprocess.DEVNULL, stderr=err)
-            deadline = time.monotonic() + 30
-            while not is_mounted(mnt) and proc.poll() is None and time.monotonic() < deadline:
-                time.sleep(0.01)
-            try:
-                found, _ = compare_trees(src, mnt)
-                problems += [f"uring=on without io_uring: {p}" for p in found]
-                if sum(io_uring_fds(p) for p in daemon_pids(mnt)):
-                    problems.append("uring=on with enable_uring N: the daemon holds io_uring queues")
-            finally:
-                unmount(mnt)
-                rc = proc.wait(timeout=30)
-            err.seek(0)
-            log = err.read()
-        if rc != 0:
-            problems.append(f"uring=on without io_uring: sqarfs exited {rc}: {log}")
-        if "enable_uring is N" not in log:
-            problems.append(f"uring=on without io_uring: no log line saying why: {log!r}")
-        first = log.strip().splitlines()[0] if log.strip() else "(nothing)"
-        print(f"uring=on with enable_uring N: served through /dev/fuse; logged: {first}")
-    finally:
-        with open(URING_PARAM, "w") as f:
-            f.write("Y")
     return problems
 
 
@@ -164,15 +128,13 @@ def main():
             if r.returncode == 0 or not r.stderr.strip():
                 failures.append(f"{why}: exit {r.returncode}, stderr {r.stderr!r}")
                 run(["fusermount3", "-u", mnt]) if r.returncode == 0 else None
-        r = subprocess.run([sqarfs, img, mnt, "-o", "uring=maybe"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        r = subprocess.run([sqarfs, img, mnt, "-o", "handoff=maybe"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            text=True, timeout=30)
-        if r.returncode == 0 or "uring=maybe" not in r.stderr:
-            failures.append(f"-o uring=maybe: exit {r.returncode}, stderr {r.stderr!r}")
-        if URING == "on":
-            failures += check_uring_not_offered(sqarfs, img, src, mnt)
+        if r.returncode == 0 or "handoff=maybe" not in r.stderr:
+            failures.append(f"-o handoff=maybe: exit {r.returncode}, stderr {r.stderr!r}")
         failures += holes_match_the_kernel(tmp)
         help_text = run([sqarfs, "--help"]).stdout.decode()
-        if "fuse.sqarfs" not in help_text or "cache=" not in help_text or "uring=" not in help_text:
+        if "fuse.sqarfs" not in help_text or "cache=" not in help_text or "spin=" not in help_text:
             failures.append("--help lacks the fstab example or options")
     if failures:
         print(f"{len(failures)} problems")

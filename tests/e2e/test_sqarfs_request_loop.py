@@ -15,8 +15,8 @@ import subprocess
 import sys
 import time
 
-from sqarfs_common import (URING, TempDir, compare_trees, is_mounted, make_tree, mksquashfs, rand_bytes,
-                           require_fuse, sqarfs_binary, transport_args)
+from sqarfs_common import (TempDir, compare_trees, is_mounted, make_tree, mksquashfs, rand_bytes,
+                           require_fuse, sqarfs_binary)
 from sqarfs_foreground import ForegroundMount
 from test_sqarfs_threads import hammer
 
@@ -81,9 +81,6 @@ def check_listener_groups(sqarfs, img, mnt, src, contents):
     """The extra listener groups: pinned one per CPU, asleep for a single client, listening
     for several. Returns failures."""
     cpus = sorted(os.sched_getaffinity(0))
-    if URING != "off":
-        print("listener groups: skipped (this variant serves requests over io_uring, not /dev/fuse)")
-        return []
     if len(cpus) < 2:
         print(f"listener groups: skipped: this test may only use CPU {cpus}, so sqarfs makes one group")
         return []
@@ -235,7 +232,7 @@ def main():
         assert len(both_loops) == 2
         for label, opts in both_loops:
             for sig in (signal.SIGTERM, signal.SIGINT):
-                proc = subprocess.Popen([sqarfs, img, mnt, "-f"] + opts + transport_args(), stdout=subprocess.DEVNULL,
+                proc = subprocess.Popen([sqarfs, img, mnt, "-f"] + opts, stdout=subprocess.DEVNULL,
                                         stderr=subprocess.PIPE, text=True)
                 deadline = time.monotonic() + 20
                 while not is_mounted(mnt) and time.monotonic() < deadline and proc.poll() is None:
