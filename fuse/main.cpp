@@ -50,7 +50,6 @@ int main(int argc, char** argv) {
     printf("sqarfs %s (libfuse %s)\n", SQAR_VERSION, fuse_pkgversion());
     return 0;
   }
-  for (const auto& w : o.warnings) fprintf(stderr, "sqarfs: warning: %s\n", w.c_str());
 
   char resolved[PATH_MAX];
   std::string image_path = realpath(o.image.c_str(), resolved) ? std::string(resolved) : o.image;
@@ -62,8 +61,15 @@ int main(int argc, char** argv) {
     fprintf(stderr, "sqarfs: %s\n", e.what());
     return 1;
   }
+  // Absolute: the daemon changes to / when it goes to the background, and a relative path
+  // would then name nothing when it unmounts on SIGTERM, leaving a dead mount.
+  if (!realpath(o.mountpoint.c_str(), resolved)) {
+    fprintf(stderr, "sqarfs: mount point %s: %s\n", o.mountpoint.c_str(), strerror(errno));
+    return 1;
+  }
+  const std::string mountpoint = resolved;
   struct stat st;
-  if (stat(o.mountpoint.c_str(), &st) != 0) {
+  if (stat(mountpoint.c_str(), &st) != 0) {
     fprintf(stderr, "sqarfs: mount point %s: %s\n", o.mountpoint.c_str(), strerror(errno));
     return 1;
   }
@@ -92,12 +98,13 @@ int main(int argc, char** argv) {
     fuse_session_destroy(se);
     return 1;
   }
-  if (fuse_session_mount(se, o.mountpoint.c_str()) != 0) {
+  if (fuse_session_mount(se, mountpoint.c_str()) != 0) {
     fprintf(stderr, "sqarfs: cannot mount on %s\n", o.mountpoint.c_str());
     fuse_remove_signal_handlers(se);
     fuse_session_destroy(se);
     return 1;
   }
+  if (o.rw_requested) log_info(mountpoint + ": mounted read-only (SquashFS images cannot be written)");
   if (fuse_daemonize(o.foreground ? 1 : 0) != 0) {
     fuse_session_unmount(se);
     fuse_remove_signal_handlers(se);

@@ -11,15 +11,19 @@ namespace sqar::fuse {
 namespace {
 // Kernel mount flags libfuse understands: passed through unchanged.
 const char* const kForwarded[] = {"allow_other", "allow_root", "auto_unmount", "default_permissions", "ro", "dev",
-                                  "nodev", "suid", "nosuid", "exec", "noexec", "atime", "noatime", "relatime",
-                                  "norelatime", "diratime", "nodiratime", "strictatime", "lazytime", "nolazytime",
-                                  "sync", "async", "dirsync"};
+                                  "nodev", "suid", "nosuid", "exec", "noexec", "atime", "noatime", "sync", "async",
+                                  "dirsync"};
 const char* const kForwardedPrefixes[] = {"fsname=", "subtype=", "max_read=", "context=", "fscontext=",
                                           "defcontext=", "rootcontext="};
-// Options only mount(8), mount.fuse3 or fstab care about: accepted and ignored.
+// Options only mount(8), mount.fuse3 or fstab care about, and flags that mean nothing on a
+// read-only mount but that mount.fuse3 forwards and libfuse would refuse (the atime
+// variants, iversion, nosymfollow): accepted and ignored.
 const char* const kIgnored[] = {"defaults", "noauto", "auto", "nofail", "_netdev", "user", "users", "nouser",
-                                "owner", "group", "nosymfollow", "loop", "kernel_cache"};
-const char* const kIgnoredPrefixes[] = {"x-", "comment=", "setuid=", "drop_privileges", "helper="};
+                                "owner", "group", "relatime", "norelatime", "diratime", "nodiratime", "strictatime",
+                                "nostrictatime", "lazytime", "nolazytime", "nosymfollow", "symfollow", "iversion",
+                                "noiversion", "mand", "nomand", "silent", "loud", "loop", "kernel_cache",
+                                "drop_privileges"};
+const char* const kIgnoredPrefixes[] = {"x-", "comment=", "setuid=", "helper="};
 
 bool in(const char* const* list, size_t n, const std::string& s) {
   return std::any_of(list, list + n, [&](const char* x) { return s == x; });
@@ -71,8 +75,8 @@ void apply_option(Options& o, const std::string& opt) {
     const uint64_t id = parse_number(key, value);
     if (id >= UINT32_MAX) throw Error("option " + opt + ": expected 0..4294967294");
     (key == "uid" ? o.uid : o.gid) = uint32_t(id);
-  } else if (key == "rw") {
-    throw Error("option rw: SquashFS images are read-only; mount with ro (the default)");
+  } else if (opt == "rw") {
+    o.rw_requested = true;  // mount(8)'s default: mounted read-only all the same
   } else if (key == "debug") {
     o.debug = true;
   } else if (in(kForwarded, std::size(kForwarded), opt) || has_prefix_in(kForwardedPrefixes, std::size(kForwardedPrefixes), opt)) {
@@ -80,7 +84,7 @@ void apply_option(Options& o, const std::string& opt) {
   } else if (in(kIgnored, std::size(kIgnored), opt) || has_prefix_in(kIgnoredPrefixes, std::size(kIgnoredPrefixes), opt)) {
     // handled by mount(8) / mount.fuse3
   } else {
-    o.warnings.push_back("unknown mount option '" + opt + "' ignored");
+    throw Error("unknown mount option -o " + opt + " (see sqarfs --help)");
   }
 }
 
@@ -165,7 +169,7 @@ The image is opened and checked before mounting, so a bad image or mount point i
 reported here with a non-zero exit status. Mounting takes milliseconds whatever the
 image size: nothing is read until it is needed. sqarfs then runs in the background
 (use -f to stay in the foreground) until unmounted with `fusermount3 -u MOUNTPOINT`
-or `umount MOUNTPOINT`.
+or `umount MOUNTPOINT`, or until SIGTERM, SIGINT or SIGHUP, on which it unmounts.
 
 Options:
   -o offset=N       the image starts N bytes into IMAGE (e.g. appended to a binary)
@@ -190,8 +194,10 @@ Options:
   -o allow_other    let other users see the files (needs user_allow_other in
                     /etc/fuse.conf when not mounting as root)
   -o ro, dev, suid, noatime, ...  kernel mount flags, passed on
-  -o noauto, nofail, _netdev, defaults, user, x-...  fstab options, accepted and ignored
-  -o rw             refused: images are read-only
+  -o noauto, nofail, _netdev, defaults, user, x-...  fstab options, accepted and ignored,
+                    as are flags meaningless on a read-only mount (relatime, iversion, ...)
+  -o rw             mount(8)'s default: accepted; the mount is read-only all the same
+                    (logged once). Any other option is an error: nothing is mounted.
   -f                stay in the foreground (errors go to stderr, not syslog)
   -d                debug: foreground and log every FUSE request
   -s                single-threaded (for debugging)
@@ -200,6 +206,9 @@ Options:
 Permissions are checked by the kernel against the stored modes (default_permissions).
 A damaged block makes that read fail with EIO and logs one line (syslog when in the
 background); everything else stays readable.
+
+Exit status: 0 mounted (or, with -f, unmounted cleanly); 1 not mounted: bad option,
+image or mount point (the message names the cause).
 
 Examples:
   sqarfs backup.sqfs /mnt/backup

@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """fstab mounts: `fuse.sqarfs` through mount(8) -> mount.fuse3 -> sqarfs, and the same
-image through the kernel's squashfs driver; both must show the source tree."""
+image through the kernel's squashfs driver; both must show the source tree. Every option
+form a user writes in fstab mounts read-only (mount(8) passes rw unless told ro); a
+misspelled option mounts nothing."""
 import os
 import shutil
 import subprocess
@@ -10,30 +12,64 @@ from sqarfs_common import (TempDir, compare_trees, is_mounted, make_tree, mksqua
                            sqar_create_works, run, skip, unmount)
 
 
-def fstab_mount(fstab, mnt, env):
-    r = subprocess.run(["mount", "-T", fstab, mnt], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                       timeout=60)
+READ_ONLY_NOTE = "mounted read-only"
+
+
+def mount_cmd(args, env):
+    r = subprocess.run(["mount", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, timeout=60)
     return r.returncode, r.stderr.strip()
 
 
-def check_fstab(label, line, src, mnt, tmp, env, problems, may_skip=False):
-    fstab = f"{tmp}/fstab"
-    with open(fstab, "w") as f:
-        f.write(line + "\n")
-    rc, err = fstab_mount(fstab, mnt, env)
+def mount_options(mnt):
+    """The per-mount options of mnt in /proc/self/mountinfo (field 6), or None."""
+    real = os.path.realpath(mnt)
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields = line.split()
+            if fields[4] == real:
+                return fields[5].split(",")
+    return None
+
+
+def check_mount(label, args, src, mnt, env, problems, may_skip=False, rw_note=False):
+    """Mounts with `mount ARGS`, compares the tree, checks the mount is read-only and that the
+    read-only note was logged exactly when asked for (rw_note), then unmounts."""
+    rc, err = mount_cmd(args, env)
     if rc != 0:
         if may_skip:
             print(f"NOTE: {label}: kernel mount unavailable here ({err}); skipped")
             return
-        problems.append(f"{label}: mount -T failed ({rc}): {err}")
+        problems.append(f"{label}: mount {' '.join(args)} failed ({rc}): {err}")
         return
     try:
         diffs, seen = compare_trees(src, mnt)
         problems += [f"{label}: {d}" for d in diffs]
-        print(f"{label}: {seen} entries compared")
+        if not os.statvfs(mnt).f_flag & os.ST_RDONLY or "ro" not in (mount_options(mnt) or []):
+            problems.append(f"{label}: not mounted read-only: {mount_options(mnt)}")
+        if not may_skip and err.count(READ_ONLY_NOTE) != (1 if rw_note else 0):
+            problems.append(f"{label}: expected the read-only note {'once' if rw_note else 'never'}, got: {err!r}")
+        print(f"{label}: {seen} entries compared, read-only" + (f"; said: {err}" if err else ""))
     finally:
         if not unmount(mnt):
             problems.append(f"{label}: unmount failed")
+
+
+def check_fstab(label, line, src, mnt, tmp, env, problems, may_skip=False, rw_note=False):
+    fstab = f"{tmp}/fstab"
+    with open(fstab, "w") as f:
+        f.write(line + "\n")
+    check_mount(label, ["-T", fstab, mnt], src, mnt, env, problems, may_skip, rw_note)
+
+
+def check_refused(label, args, mnt, env, problems):
+    """`mount ARGS` with a misspelled option: fails, names the option, mounts nothing."""
+    rc, err = mount_cmd(args, env)
+    if rc == 0 or "bogus=1" not in err or "unknown mount option" not in err:
+        problems.append(f"{label}: expected a failure naming the unknown option, got exit {rc}: {err!r}")
+    if is_mounted(mnt):
+        problems.append(f"{label}: something was mounted")
+        unmount(mnt)
+    print(f"{label}: exit {rc}: {err.splitlines()[0] if err else ''}")
 
 
 def main():
@@ -85,6 +121,20 @@ def main():
                             mnt, tmp, env, problems)
                 check_fstab(f"{label} via kernel squashfs", f"{image} {mnt} squashfs ro,loop 0 0", src, mnt, tmp, env, problems,
                             may_skip=True)
+            # The forms users write. mount(8) passes rw unless the line says ro; sqarfs mounts
+            # read-only all the same and says so once, as the kernel's drivers do.
+            image = images[-1][1]
+            for opts, rw_note in (("defaults", True), ("ro", False), ("rw", True), ("noauto,user", True),
+                                  ("nofail", True), ("relatime,x-systemd.automount,comment=x", True)):
+                check_fstab(f"fstab {opts}", f"{image} {mnt} fuse.sqarfs {opts} 0 0", src, mnt, tmp, env, problems,
+                            rw_note=rw_note)
+            check_mount("mount -t fuse.sqarfs without -o", ["-t", "fuse.sqarfs", image, mnt], src, mnt, env, problems,
+                        rw_note=True)
+            with open(f"{tmp}/fstab", "w") as f:
+                f.write(f"{image} {mnt} fuse.sqarfs ro,bogus=1 0 0\n")
+            check_refused("fstab ro,bogus=1", ["-T", f"{tmp}/fstab", mnt], mnt, env, problems)
+            check_refused("mount -t fuse.sqarfs -o bogus=1", ["-t", "fuse.sqarfs", "-o", "bogus=1", image, mnt], mnt, env,
+                          problems)
         finally:
             if made_link:
                 os.unlink(system_link)

@@ -120,7 +120,7 @@ def main():
 
         # Errors are reported before daemonizing, with a non-zero exit.
         for args, why in (([f"{tmp}/missing.sqfs", mnt], "missing image"), ([src + "/text", mnt], "not an image"),
-                          ([img, f"{tmp}/no-such-dir"], "missing mount point"), ([img, mnt, "-o", "rw"], "rw"),
+                          ([img, f"{tmp}/no-such-dir"], "missing mount point"), ([img, mnt, "-o", "bogus=1"], "unknown option"),
                           ([img, mnt, "-o", "uid=4294967296"], "uid past 32 bits (it wrapped to 0: root)"),
                           ([img, mnt, "-o", "gid=4294967295"], "gid -1"), ([img, mnt, "-o", "threads=0"], "threads=0")):
             import subprocess
