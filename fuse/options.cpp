@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "common/error.h"
+#include "common/parse_size.h"
 
 namespace sqar::fuse {
 
@@ -98,27 +99,6 @@ void apply_option_list(Options& o, const std::string& list) {
   }
 }
 }  // namespace
-
-std::optional<uint64_t> parse_size(const std::string& s) {
-  if (s.empty()) return std::nullopt;
-  size_t digits = s.find_first_not_of("0123456789");
-  if (digits == 0) return std::nullopt;
-  uint64_t n;
-  try {
-    n = std::stoull(s.substr(0, digits));
-  } catch (...) {
-    return std::nullopt;
-  }
-  std::string unit = digits == std::string::npos ? "" : s.substr(digits);
-  uint64_t mul = 1;
-  if (unit.empty() || unit == "B") mul = 1;
-  else if (unit == "K" || unit == "k" || unit == "KiB" || unit == "KB") mul = 1ull << 10;
-  else if (unit == "M" || unit == "m" || unit == "MiB" || unit == "MB") mul = 1ull << 20;
-  else if (unit == "G" || unit == "g" || unit == "GiB" || unit == "GB") mul = 1ull << 30;
-  else return std::nullopt;
-  if (n > (~0ull) / mul) return std::nullopt;
-  return n * mul;
-}
 
 unsigned default_threads() { return std::clamp(2 * std::max(1u, std::thread::hardware_concurrency()), 4u, 16u); }
 

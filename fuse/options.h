@@ -43,8 +43,6 @@ struct Options {
 
 // Throws sqar::Error with a user-facing message on invalid input.
 Options parse_options(int argc, char** argv);
-// "64M", "1G", "512K", "1048576" -> bytes.
-std::optional<uint64_t> parse_size(const std::string& s);
 const char* help_text();
 
 }  // namespace sqar::fuse

@@ -6,22 +6,6 @@
 
 namespace sqar::cli {
 
-std::optional<uint64_t> parse_size(const std::string& text) {
-  if (text.empty()) return std::nullopt;
-  char* end = nullptr;
-  errno = 0;
-  unsigned long long v = std::strtoull(text.c_str(), &end, 10);
-  if (errno || end == text.c_str() || text[0] == '-') return std::nullopt;
-  std::string suffix(end);
-  uint64_t mult = 1;
-  if (suffix.empty() || suffix == "B") mult = 1;
-  else if (suffix == "K" || suffix == "k" || suffix == "KiB") mult = 1ull << 10;
-  else if (suffix == "M" || suffix == "m" || suffix == "MiB") mult = 1ull << 20;
-  else if (suffix == "G" || suffix == "g" || suffix == "GiB") mult = 1ull << 30;
-  else return std::nullopt;
-  return uint64_t(v) * mult;
-}
-
 std::optional<int64_t> parse_int(const std::string& text) {
   if (text.empty()) return std::nullopt;
   char* end = nullptr;

@@ -1,4 +1,5 @@
-// Small helpers shared by the sqar sub-commands: option values and human-readable numbers.
+// Small helpers shared by the sqar sub-commands: option values and human-readable numbers
+// (byte counts: common/parse_size.h).
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -6,8 +7,6 @@
 
 namespace sqar::cli {
 
-// "128K", "1M", "4096" -> bytes; nullopt when malformed.
-std::optional<uint64_t> parse_size(const std::string& text);
 std::optional<int64_t> parse_int(const std::string& text);
 std::string human_bytes(uint64_t bytes);  // "1.2 GiB"
 // "1 file", "0 files", "2 files": a count with its noun in the right number.

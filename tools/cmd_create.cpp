@@ -12,6 +12,7 @@
 #include "command.h"
 #include "status_line.h"
 #include "common/error.h"
+#include "common/parse_size.h"
 #include "reader/image.h"
 #include "writer/create.h"
 #include "writer/image_file.h"

@@ -6,6 +6,7 @@
 
 #include "cli_util.h"
 #include "common/error.h"
+#include "common/parse_size.h"
 #include "status_line.h"
 
 namespace sqar::cli {

@@ -11,6 +11,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "common/all_zero.h"
 #include "common/error.h"
 #include "dedup/dedup_index.h"
 #include "dedup/reuse_index.h"
@@ -51,8 +52,6 @@ struct Job {
   uint32_t size_word = 0;
   bool done = false;
 };
-
-bool all_zero(const uint8_t* p, size_t n) { return n == 0 || (p[0] == 0 && std::memcmp(p, p + 1, n - 1) == 0); }
 
 class DataPipeline {
  public:
