@@ -14,12 +14,14 @@
 #pragma once
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "ops/problem.h"
 #include "reader/image.h"
 
-namespace sqar::cli {
+namespace sqar::ops {
 
 // Counters a progress display reads while extraction runs.
 struct ExtractProgress {
@@ -38,10 +40,23 @@ struct ExtractOptions {
   bool same_owner = false;  // restore uid/gid (default when running as root)
   bool xattrs = true;
   ExtractProgress* progress = nullptr;  // updated when set
+  ProblemSink problems;                 // each failed entry and each warning; none when empty
 };
 
-// Returns the number of entries that failed (each already reported on stderr as
-// "sqar extract: IMAGE: PATH: cause"). Throws sqar::Error when nothing could be extracted.
-size_t extract_image(reader::Image& image, const ExtractOptions& options);
+class Extractor {
+ public:
+  Extractor(reader::Image& image, const ExtractOptions& options);
+  ~Extractor();
+  Extractor(const Extractor&) = delete;
+  Extractor& operator=(const Extractor&) = delete;
 
-}  // namespace sqar::cli
+  // Extracts once. Returns the number of entries that failed (each passed to
+  // options.problems as an error). Throws sqar::Error when nothing could be extracted.
+  size_t run();
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace sqar::ops

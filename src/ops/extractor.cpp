@@ -1,4 +1,4 @@
-#include "extractor.h"
+#include "ops/extractor.h"
 
 #include <fcntl.h>
 #include <fnmatch.h>
@@ -16,12 +16,10 @@
 #include <unordered_map>
 
 #include "common/error.h"
-#include "parallel.h"
-#include "read_common.h"
-#include "safe_dir.h"
-#include "status_line.h"
+#include "ops/parallel.h"
+#include "ops/safe_dir.h"
 
-namespace sqar::cli {
+namespace sqar::ops {
 namespace {
 
 using reader::FileKind;
@@ -77,10 +75,12 @@ void pwrite_all(int fd, const uint8_t* p, size_t n, uint64_t off) {
 
 [[noreturn]] void sys_fail(const std::string& what) { throw Error(what + ": " + strerror(errno)); }
 
-class Extractor {
+}  // namespace
+
+class Extractor::Impl {
  public:
-  Extractor(reader::Image& image, const ExtractOptions& opt) : img_(image), opt_(opt) {}
-  ~Extractor() {
+  Impl(reader::Image& image, const ExtractOptions& opt) : img_(image), opt_(opt) {}
+  ~Impl() {
     if (root_fd_ >= 0) ::close(root_fd_);
     if (umask_cleared_) ::umask(umask_);
   }
@@ -222,11 +222,12 @@ class Extractor {
     if (msg.rfind(img_.path() + ": ", 0) == 0) msg.erase(0, img_.path().size() + 2);
     std::lock_guard lock(mu_);
     ++errors_;
-    report("extract", img_.path(), (path.empty() ? "." : path) + ": " + msg);
+    if (opt_.problems) opt_.problems(Severity::error, path.empty() ? "." : path, msg);
   }
 
   void warn(const std::string& path, const std::string& why) {
-    print_message("sqar extract: warning: " + path + ": " + why);
+    std::lock_guard lock(mu_);
+    if (opt_.problems) opt_.problems(Severity::warning, path, why);
   }
 
   // Removes an existing non-directory so it can be replaced (--overwrite); never a directory.
@@ -741,7 +742,7 @@ class Extractor {
   }
 
   reader::Image& img_;
-  const ExtractOptions& opt_;
+  const ExtractOptions opt_;
   std::vector<Item> items_;
   std::string names_;  // every entry's name, back to back (see Item)
   std::vector<bool> hit_;
@@ -757,11 +758,9 @@ class Extractor {
   size_t errors_ = 0;
 };
 
-}  // namespace
+Extractor::Extractor(reader::Image& image, const ExtractOptions& options)
+    : impl_(std::make_unique<Impl>(image, options)) {}
+Extractor::~Extractor() = default;
+size_t Extractor::run() { return impl_->run(); }
 
-size_t extract_image(reader::Image& image, const ExtractOptions& options) {
-  Extractor ex(image, options);
-  return ex.run();
-}
-
-}  // namespace sqar::cli
+}  // namespace sqar::ops
