@@ -5,12 +5,14 @@
 //      directory loops), so a malicious image is rejected before anything is written;
 //   2. directories and files, symlinks, devices, fifos, sockets in one parallel pass, in
 //      batches of one directory's entries, each batch once its directory exists (content,
-//      owner, mode, xattrs, mtime; a directory gets its final mode at mkdir when we can
-//      still write into it, else 0700);
+//      owner, mode, xattrs, mtime; every directory is made 0700, so no other user can
+//      rename or plant entries in it while we work there);
 //   3. hard links, once their first name exists;
-//   4. directory metadata last, so writing contents does not bump a restored mtime and a
-//      read-only mode does not lock us out.
-// Every filesystem call is relative to a directory descriptor and never follows symlinks.
+//   4. directory metadata once its content is written (directories others may write into,
+//      and those with hard links, at the very end), so writing contents does not bump a
+//      restored mtime and a read-only mode does not lock us out.
+// Every filesystem call is relative to a directory descriptor and never follows symlinks;
+// metadata goes through a descriptor of the entry itself (ops/entry_meta.h).
 #pragma once
 #include <atomic>
 #include <cstdint>
