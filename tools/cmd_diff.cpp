@@ -5,8 +5,8 @@
 #include <string>
 
 #include "command.h"
+#include "ops/tree_compare.h"
 #include "read_common.h"
-#include "tree_compare.h"
 
 namespace sqar::cli {
 namespace {
@@ -48,7 +48,7 @@ int diff_main(int argc, char** argv) {
             {"no-xattrs", no_argument, nullptr, kNoXattrs}, {"threads", required_argument, nullptr, 'j'},
             {"offset", required_argument, nullptr, kOffset}, {"help", no_argument, nullptr, 'h'},
             {nullptr, 0, nullptr, 0}};
-        CompareOptions opt;
+        ops::CompareOptions opt;
         opt.jobs = default_jobs();
         uint64_t offset = 0;
         optind = 1;
@@ -68,7 +68,7 @@ int diff_main(int argc, char** argv) {
         if (argc - optind != 2) throw UsageError("need IMAGE and DIR");
         std::string image_path = argv[optind], root = argv[optind + 1];
         auto image = open_image(image_path, offset, streaming_cache_bytes(opt.jobs));
-        const CompareResult result = compare_image_with_tree(*image, root, opt);
+        const ops::CompareResult result = ops::compare_image_with_tree(*image, root, opt);
         if (!result.errors.empty()) {
           for (const auto& e : result.errors) report("diff", image_path, e);
           return 2;

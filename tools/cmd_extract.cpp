@@ -9,7 +9,7 @@
 
 #include "cli_util.h"
 #include "command.h"
-#include "extractor.h"
+#include "ops/extractor.h"
 #include "read_common.h"
 #include "status_line.h"
 
@@ -52,7 +52,7 @@ const char kHelp[] =
     "Exit status: 0 when everything was extracted, 1 when an entry or the image failed, 2 on\n"
     "bad usage. Errors read \"sqar extract: IMAGE: PATH: cause\".\n";
 
-std::string extract_status(const ExtractProgress& p, double secs) {
+std::string extract_status(const ops::ExtractProgress& p, double secs) {
   switch (p.phase.load()) {
     case 0: return "reading the image's directories...";
     case 1:
@@ -71,7 +71,7 @@ int extract_main(int argc, char** argv) {
         {"no-xattrs", no_argument, nullptr, kNoXattrs},   {"offset", required_argument, nullptr, kOffset},
         {"quiet", no_argument, nullptr, 'q'},             {"progress", no_argument, nullptr, kProgress},
         {"help", no_argument, nullptr, 'h'},              {nullptr, 0, nullptr, 0}};
-    ExtractOptions opt;
+    ops::ExtractOptions opt;
     opt.jobs = default_jobs();
     opt.same_owner = geteuid() == 0;
     uint64_t offset = 0;
@@ -105,7 +105,7 @@ int extract_main(int argc, char** argv) {
     }
     if (opt.dest.empty()) throw UsageError("empty -C directory");
     auto image = open_image(image_path, offset, streaming_cache_bytes(opt.jobs));
-    ExtractProgress progress;
+    ops::ExtractProgress progress;
     size_t failed;
     const bool show = want_progress(quiet, force_progress);
     const auto start = std::chrono::steady_clock::now();
@@ -115,7 +115,11 @@ int extract_main(int argc, char** argv) {
         opt.progress = &progress;
         bar = std::make_unique<StatusLine>([&progress](double secs) { return extract_status(progress, secs); });
       }
-      failed = extract_image(*image, opt);
+      opt.problems = [&](ops::Severity severity, const std::string& path, const std::string& message) {
+        if (severity == ops::Severity::error) report("extract", image_path, path + ": " + message);
+        else print_message("sqar extract: warning: " + path + ": " + message);
+      };
+      failed = ops::Extractor(*image, opt).run();
     }
     if (show) {
       const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -12,7 +12,7 @@
 
 #include "cli_util.h"
 #include "command.h"
-#include "data_key.h"
+#include "ops/data_key.h"
 #include "format/squashfs.h"
 #include "read_common.h"
 
@@ -52,7 +52,7 @@ struct Stats {
 Stats collect(reader::Image& image) {
   Stats s;
   std::unordered_set<uint32_t> seen_inodes;
-  std::map<DataKey, int> data_seen;
+  std::map<ops::DataKey, int> data_seen;
   std::map<std::tuple<uint32_t, uint32_t, uint64_t>, int> tail_seen;
   const uint64_t block = image.super().block_size;
   image.walk([&](const std::string&, const reader::Inode& ino) {
@@ -68,7 +68,7 @@ Stats collect(reader::Image& image) {
     bool stores_data = ino.fragment_index != fmt::kNoFragment;
     for (uint32_t w : ino.block_sizes) stores_data |= w != 0;
     if (!stores_data) return true;  // empty or all-sparse files share nothing
-    DataKey key(ino);
+    ops::DataKey key(ino);
     if (data_seen[key]++) {
       s.shared_bytes += ino.size;
       ++s.shared_files;

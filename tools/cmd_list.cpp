@@ -5,7 +5,7 @@
 #include <string>
 
 #include "command.h"
-#include "entry_format.h"
+#include "ops/entry_format.h"
 #include "read_common.h"
 
 namespace sqar::cli {
@@ -38,16 +38,16 @@ void print_entry(reader::Image& image, const std::string& path, const reader::In
     return;
   }
   std::string owner = numeric ? std::to_string(ino.uid) + "/" + std::to_string(ino.gid)
-                              : user_name(ino.uid) + "/" + group_name(ino.gid);
+                              : ops::user_name(ino.uid) + "/" + ops::group_name(ino.gid);
   std::string size = (ino.kind == reader::FileKind::block_device || ino.kind == reader::FileKind::char_device)
                          ? std::to_string(ino.rdev_major) + "," + std::to_string(ino.rdev_minor)
                          : std::to_string(ino.size);
-  std::string line = mode_string(ino.mode) + " " + owner + " ";
+  std::string line = ops::mode_string(ino.mode) + " " + owner + " ";
   // Pad owner+size to a common width like tar does, so columns line up.
   size_t width = 26;
   size_t used = owner.size() + 1 + size.size();
   if (used < width) line.append(width - used, ' ');
-  line += size + " " + format_mtime(ino.mtime) + " " + path;
+  line += size + " " + ops::format_mtime(ino.mtime) + " " + path;
   if (ino.is_symlink()) line += " -> " + image.read_symlink(ino);
   std::printf("%s\n", line.c_str());
 }

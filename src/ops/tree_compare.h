@@ -11,7 +11,7 @@
 
 #include "reader/image.h"
 
-namespace sqar::cli {
+namespace sqar::ops {
 
 struct CompareOptions {
   bool times = true, owners = true, xattrs = true;
@@ -32,4 +32,4 @@ struct CompareResult {
 // directory graph is damaged.
 CompareResult compare_image_with_tree(reader::Image& image, const std::string& root, const CompareOptions& opt);
 
-}  // namespace sqar::cli
+}  // namespace sqar::ops

@@ -5,21 +5,25 @@
 //      directory loops), so a malicious image is rejected before anything is written;
 //   2. directories and files, symlinks, devices, fifos, sockets in one parallel pass, in
 //      batches of one directory's entries, each batch once its directory exists (content,
-//      owner, mode, xattrs, mtime; a directory gets its final mode at mkdir when we can
-//      still write into it, else 0700);
+//      owner, mode, xattrs, mtime; every directory is made 0700, so no other user can
+//      rename or plant entries in it while we work there);
 //   3. hard links, once their first name exists;
-//   4. directory metadata last, so writing contents does not bump a restored mtime and a
-//      read-only mode does not lock us out.
-// Every filesystem call is relative to a directory descriptor and never follows symlinks.
+//   4. directory metadata once its content is written (directories others may write into,
+//      and those with hard links, at the very end), so writing contents does not bump a
+//      restored mtime and a read-only mode does not lock us out.
+// Every filesystem call is relative to a directory descriptor and never follows symlinks;
+// metadata goes through a descriptor of the entry itself (ops/entry_meta.h).
 #pragma once
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "ops/problem.h"
 #include "reader/image.h"
 
-namespace sqar::cli {
+namespace sqar::ops {
 
 // Counters a progress display reads while extraction runs.
 struct ExtractProgress {
@@ -38,10 +42,23 @@ struct ExtractOptions {
   bool same_owner = false;  // restore uid/gid (default when running as root)
   bool xattrs = true;
   ExtractProgress* progress = nullptr;  // updated when set
+  ProblemSink problems;                 // each failed entry and each warning; none when empty
 };
 
-// Returns the number of entries that failed (each already reported on stderr as
-// "sqar extract: IMAGE: PATH: cause"). Throws sqar::Error when nothing could be extracted.
-size_t extract_image(reader::Image& image, const ExtractOptions& options);
+class Extractor {
+ public:
+  Extractor(reader::Image& image, const ExtractOptions& options);
+  ~Extractor();
+  Extractor(const Extractor&) = delete;
+  Extractor& operator=(const Extractor&) = delete;
 
-}  // namespace sqar::cli
+  // Extracts once. Returns the number of entries that failed (each passed to
+  // options.problems as an error). Throws sqar::Error when nothing could be extracted.
+  size_t run();
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace sqar::ops

@@ -1,4 +1,4 @@
-#include "tree_compare.h"
+#include "ops/tree_compare.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -15,13 +15,13 @@
 #include <unordered_set>
 
 #include "common/error.h"
-#include "entry_format.h"
+#include "ops/entry_format.h"
 #include "format/squashfs.h"
-#include "parallel.h"
-#include "safe_dir.h"
+#include "ops/parallel.h"
+#include "ops/safe_dir.h"
 #include "scan/scanner.h"
 
-namespace sqar::cli {
+namespace sqar::ops {
 namespace {
 
 const char* type_word(uint32_t mode) {
@@ -308,4 +308,4 @@ CompareResult compare_image_with_tree(reader::Image& image, const std::string& r
   return TreeComparer(image, tree, dir, opt).run();
 }
 
-}  // namespace sqar::cli
+}  // namespace sqar::ops

@@ -8,7 +8,7 @@
 
 #include "reader/image.h"
 
-namespace sqar::cli {
+namespace sqar::ops {
 
 struct DataKey {
   uint64_t blocks_start = 0;
@@ -25,4 +25,4 @@ struct DataKey {
   }
 };
 
-}  // namespace sqar::cli
+}  // namespace sqar::ops

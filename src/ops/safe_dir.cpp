@@ -1,4 +1,4 @@
-#include "safe_dir.h"
+#include "ops/safe_dir.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -8,7 +8,7 @@
 
 #include "common/error.h"
 
-namespace sqar::cli {
+namespace sqar::ops {
 
 std::pair<std::string_view, std::string_view> split_parent(std::string_view path) {
   size_t slash = path.rfind('/');
@@ -55,4 +55,4 @@ int DirStack::open(std::string_view dir) {
   return stack_.empty() ? root_ : stack_.back().second;
 }
 
-}  // namespace sqar::cli
+}  // namespace sqar::ops

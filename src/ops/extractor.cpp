@@ -1,4 +1,4 @@
-#include "extractor.h"
+#include "ops/extractor.h"
 
 #include <fcntl.h>
 #include <fnmatch.h>
@@ -16,12 +16,11 @@
 #include <unordered_map>
 
 #include "common/error.h"
-#include "parallel.h"
-#include "read_common.h"
-#include "safe_dir.h"
-#include "status_line.h"
+#include "ops/entry_meta.h"
+#include "ops/parallel.h"
+#include "ops/safe_dir.h"
 
-namespace sqar::cli {
+namespace sqar::ops {
 namespace {
 
 using reader::FileKind;
@@ -77,10 +76,12 @@ void pwrite_all(int fd, const uint8_t* p, size_t n, uint64_t off) {
 
 [[noreturn]] void sys_fail(const std::string& what) { throw Error(what + ": " + strerror(errno)); }
 
-class Extractor {
+}  // namespace
+
+class Extractor::Impl {
  public:
-  Extractor(reader::Image& image, const ExtractOptions& opt) : img_(image), opt_(opt) {}
-  ~Extractor() {
+  Impl(reader::Image& image, const ExtractOptions& opt) : img_(image), opt_(opt) {}
+  ~Impl() {
     if (root_fd_ >= 0) ::close(root_fd_);
     if (umask_cleared_) ::umask(umask_);
   }
@@ -222,11 +223,12 @@ class Extractor {
     if (msg.rfind(img_.path() + ": ", 0) == 0) msg.erase(0, img_.path().size() + 2);
     std::lock_guard lock(mu_);
     ++errors_;
-    report("extract", img_.path(), (path.empty() ? "." : path) + ": " + msg);
+    if (opt_.problems) opt_.problems(Severity::error, path.empty() ? "." : path, msg);
   }
 
   void warn(const std::string& path, const std::string& why) {
-    print_message("sqar extract: warning: " + path + ": " + why);
+    std::lock_guard lock(mu_);
+    if (opt_.problems) opt_.problems(Severity::warning, path, why);
   }
 
   // Removes an existing non-directory so it can be replaced (--overwrite); never a directory.
@@ -253,17 +255,20 @@ class Extractor {
     bool finish_at_end = false;
   };
 
-  // Directories get their final permission bits at mkdir when the owner can still write into
-  // them and there are no special bits (the kernel drops set-gid at mkdir; chown would need
-  // to come first); the umask is 0 while we run. Otherwise 0700 until finish_dirs.
-  static bool dir_mode_at_create(const InodeSummary& ino) { return !(ino.mode & 07000) && (ino.mode & 0700) == 0700; }
+  // Directories are made 0700 and get their final mode once their content is written (as
+  // tar and unsquashfs do): a directory writable by others from the start would let any local
+  // user rename entries in it while we set their metadata.
+  static constexpr mode_t kDirCreateMode = 0700;
+  // Directories that others may write into keep 0700 until everything is extracted, so none
+  // of their descendants can be renamed or replaced while we still work below them.
+  static bool others_may_write(const InodeSummary& ino) { return (ino.mode & 0022) != 0; }
 
   // Creates directory `it` in `dfd` (its parent, state `parent`) and publishes its state.
   void make_dir(int dfd, const Item& it, const DirState& parent) {
     DirState& ds = dir_state_[size_t(it.dir_slot)];
     try {
       std::string name(name_of(it));
-      const mode_t mode = dir_mode_at_create(it.inode) ? mode_t(it.inode.mode & 0777) : 0700;
+      const mode_t mode = kDirCreateMode;
       bool made = ::mkdirat(dfd, name.c_str(), mode) == 0;
       struct stat st;
       if (made) {
@@ -395,13 +400,15 @@ class Extractor {
       st.has_batches = true;
     }
     // Directories whose metadata waits for the end: the root (only when we made it), those
-    // that get hard links later (a link bumps the mtime), and, without root, those whose
-    // mode would keep us from opening them on the way to their subdirectories.
+    // that get hard links later (a link bumps the mtime), those others may write into (see
+    // others_may_write) and, without root, those whose mode would keep us from opening them
+    // on the way to their subdirectories.
     dir_state_[size_t(items_[0].dir_slot)].finish_at_end = true;
     for (const Item& it : items_) {
       if (!it.keep) continue;
       if (it.link_to >= 0) dir_state_[size_t(items_[size_t(it.parent)].dir_slot)].finish_at_end = true;
-      if (it.inode.is_dir() && needs_late_finish(it.inode)) dir_state_[size_t(it.dir_slot)].finish_at_end = true;
+      if (it.inode.is_dir() && (needs_late_finish(it.inode) || others_may_write(it.inode)))
+        dir_state_[size_t(it.dir_slot)].finish_at_end = true;
     }
     if (opt_.progress) opt_.progress->phase = 1;
     unsigned jobs = std::max(1u, opt_.jobs);
@@ -615,24 +622,16 @@ class Extractor {
     if (::futimens(fd, ts) != 0) sys_fail("set mtime");
   }
 
+  // Symlinks, devices, fifos and sockets have no descriptor to write through: the entry is
+  // pinned by an O_PATH descriptor and checked to be what we created, so a name swapped for a
+  // symlink (possible while its directory is writable by others) never redirects a call.
   void set_meta_at(int dfd, const std::string& name, const Item& it, bool owned) {
     const InodeSummary& ino = it.inode;
-    if (opt_.same_owner && !owned && ::fchownat(dfd, name.c_str(), ino.uid, ino.gid, AT_SYMLINK_NOFOLLOW) != 0)
-      sys_fail("chown");
-    // No fd-based call sets xattrs on a symlink or device; /proc/self/fd/N/NAME resolves the
-    // directory through our own descriptor and lsetxattr does not follow the final name.
-    if (has_xattrs(it)) {
-      std::string at = "/proc/self/fd/" + std::to_string(dfd) + "/" + name;
-      set_xattrs(it, [&](const char* k, const std::string& v) { return ::lsetxattr(at.c_str(), k, v.data(), v.size(), 0); });
-    }
-    if (!ino.is_symlink() && ::fchmodat(dfd, name.c_str(), ino.mode & 07777, AT_SYMLINK_NOFOLLOW) != 0) {
-      // Older C libraries lack AT_SYMLINK_NOFOLLOW for fchmodat; the entry is one we just
-      // created and not a symlink, so plain fchmodat is safe here.
-      if (errno != ENOTSUP && errno != EOPNOTSUPP) sys_fail("chmod");
-      if (::fchmodat(dfd, name.c_str(), ino.mode & 07777, 0) != 0) sys_fail("chmod");
-    }
-    struct timespec ts[2] = {{time_t(ino.mtime), 0}, {time_t(ino.mtime), 0}};
-    if (::utimensat(dfd, name.c_str(), ts, AT_SYMLINK_NOFOLLOW) != 0) sys_fail("set mtime");
+    PinnedEntry entry(dfd, name, mode_t(ino.mode & S_IFMT));
+    if (opt_.same_owner && !owned) entry.chown(ino.uid, ino.gid);
+    if (has_xattrs(it)) set_xattrs(it, [&](const char* k, const std::string& v) { return entry.set_xattr(k, v); });
+    if (!entry.is_symlink()) entry.chmod(ino.mode & 07777);
+    entry.set_mtime(ino.mtime);
   }
 
   void make_links() {
@@ -703,8 +702,7 @@ class Extractor {
     const DirState& self = dir_state_[size_t(it.dir_slot)];
     const DirState& parent = dir_state_[size_t(items_[size_t(it.parent)].dir_slot)];
     // A directory made in a set-gid one inherits the bit: then chmod clears it.
-    return {self.created && owned_when_new(it.inode, parent),
-            self.created && dir_mode_at_create(it.inode) && !parent.setgid};
+    return {self.created && owned_when_new(it.inode, parent), self.created && (it.inode.mode & 07777) == kDirCreateMode && !parent.setgid};
   }
 
   // Through the directory's own descriptor.
@@ -717,31 +715,22 @@ class Extractor {
     }
   }
 
-  // By name in its parent dfd: a directory we made with its final mode and owner needs just
-  // one utimensat.
+  // By name in its parent dfd, through a descriptor that cannot be a symlink.
   void finish_dir_at(int dfd, const std::string& name, const Item& it) {
-    const InodeSummary& ino = it.inode;
     auto [owned, mode_set] = dir_owned_mode_set(it);
-    if (!mode_set || has_xattrs(it)) {
-      int fd = ::openat(dfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-      if (fd < 0) sys_fail("open");
-      try {
-        set_meta_fd(fd, it, owned, mode_set);
-      } catch (...) {
-        ::close(fd);
-        throw;
-      }
+    int fd = ::openat(dfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) sys_fail("open");
+    try {
+      set_meta_fd(fd, it, owned, mode_set);
+    } catch (...) {
       ::close(fd);
-      return;
+      throw;
     }
-    if (opt_.same_owner && !owned && ::fchownat(dfd, name.c_str(), ino.uid, ino.gid, AT_SYMLINK_NOFOLLOW) != 0)
-      sys_fail("chown");
-    struct timespec ts[2] = {{time_t(ino.mtime), 0}, {time_t(ino.mtime), 0}};
-    if (::utimensat(dfd, name.c_str(), ts, AT_SYMLINK_NOFOLLOW) != 0) sys_fail("set mtime");
+    ::close(fd);
   }
 
   reader::Image& img_;
-  const ExtractOptions& opt_;
+  const ExtractOptions opt_;
   std::vector<Item> items_;
   std::string names_;  // every entry's name, back to back (see Item)
   std::vector<bool> hit_;
@@ -757,11 +746,9 @@ class Extractor {
   size_t errors_ = 0;
 };
 
-}  // namespace
+Extractor::Extractor(reader::Image& image, const ExtractOptions& options)
+    : impl_(std::make_unique<Impl>(image, options)) {}
+Extractor::~Extractor() = default;
+size_t Extractor::run() { return impl_->run(); }
 
-size_t extract_image(reader::Image& image, const ExtractOptions& options) {
-  Extractor ex(image, options);
-  return ex.run();
-}
-
-}  // namespace sqar::cli
+}  // namespace sqar::ops

@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-namespace sqar::cli {
+namespace sqar::ops {
 
 // Splits "a/b/c" into its parent "a/b" and name "c" ("" parent for top-level names).
 std::pair<std::string_view, std::string_view> split_parent(std::string_view path);
@@ -34,4 +34,4 @@ class DirStack {
   std::string cur_;  // the path of stack_'s top ("" is the root)
 };
 
-}  // namespace sqar::cli
+}  // namespace sqar::ops

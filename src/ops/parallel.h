@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-namespace sqar::cli {
+namespace sqar::ops {
 
 template <typename Fn>
 void parallel_for(size_t n, unsigned threads, Fn&& fn) {
@@ -28,4 +28,4 @@ void parallel_for(size_t n, unsigned threads, Fn&& fn) {
   }
 }
 
-}  // namespace sqar::cli
+}  // namespace sqar::ops

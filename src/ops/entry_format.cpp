@@ -1,4 +1,4 @@
-#include "entry_format.h"
+#include "ops/entry_format.h"
 
 #include <grp.h>
 #include <pwd.h>
@@ -9,7 +9,7 @@
 #include <mutex>
 #include <unordered_map>
 
-namespace sqar::cli {
+namespace sqar::ops {
 
 std::string mode_string(uint32_t mode) {
   std::string s = "?---------";
@@ -79,4 +79,4 @@ std::string octal_mode(uint32_t mode) {
   return buf;
 }
 
-}  // namespace sqar::cli
+}  // namespace sqar::ops

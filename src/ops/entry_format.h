@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <string>
 
-namespace sqar::cli {
+namespace sqar::ops {
 
 // "drwxr-xr-x", "-rwsr-xr-x", "crw-rw-rw-" ... from a full st_mode.
 std::string mode_string(uint32_t mode);
@@ -15,4 +15,4 @@ std::string format_mtime(uint32_t seconds);
 // Octal permission bits including set-id and sticky: "0644", "4755".
 std::string octal_mode(uint32_t mode);
 
-}  // namespace sqar::cli
+}  // namespace sqar::ops
