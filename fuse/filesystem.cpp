@@ -104,7 +104,7 @@ Filesystem::Filesystem(std::unique_ptr<reader::Image> image, const Options& opti
 }
 
 void Filesystem::start_background_threads(fuse_session* se) {
-  session_ = se;
+  fuse_session_ = se;
   if (options_.readahead_blocks > 0) prefetcher_.start(2);
   pusher_.start(1);
   // Off the mount's path, on the pusher, before any push can be queued (resident_code.h).
@@ -175,7 +175,7 @@ void Filesystem::fill_entry(const reader::Inode& inode, fuse_entry_param* e, Kno
   e->attr_timeout = kForever;
   e->entry_timeout = kForever;
   make_stat(inode, &e->attr);
-  if (inode.is_regular() && inode.fragment_index != fmt::kNoFragment && session_) register_mate(e->ino, inode, how);
+  if (inode.is_regular() && inode.fragment_index != fmt::kNoFragment && fuse_session_) register_mate(e->ino, inode, how);
 }
 
 void Filesystem::register_mate(fuse_ino_t ino, const reader::Inode& inode, Known how) {
@@ -217,14 +217,10 @@ void Filesystem::push_mates(fuse_ino_t reader, uint32_t fragment) {
     s.by_fragment.erase(it);
   }
   // Each registered file is pushed once (one listed again later registers again). The reader
-  // itself has its reply. A file looked up a moment ago is being opened to be read by its own client, whose READ is
-  // about to arrive (when several clients read a tree in order, each READ finds the file
-  // another one has just looked up). Pushing it would race that READ, and the hand-off to the
-  // pusher costs a wake-up of another thread: 26k of them reading every file of ports (scale
-  // 0.5) with two readers, for pushes that rarely won. Leaving such mates to their READs:
-  // 81k -> 1.4k futex calls in the daemon, read all 4.19 -> 3.93 s (medians of 8 fresh
-  // mounts in ABBA order), 2000 random files opened then read 12.7 -> 10.6 ms (their lookups
-  // are old by then, so they are still pushed).
+  // itself has its reply. A file looked up a moment ago is being opened by its own client,
+  // whose READ is about to arrive: pushing it would race that READ and cost a wake-up of the
+  // pusher for a push that rarely wins (docs/architecture.md, "Pushing pages the kernel will
+  // ask for").
   const uint32_t now = clock_us32();
   std::erase_if(mates, [&](const Mate& m) {
     return m.ino == reader || (m.looked_up_us != 0 && now - m.looked_up_us < kFreshLookupUs);
@@ -242,7 +238,7 @@ void Filesystem::push_mates(fuse_ino_t reader, uint32_t fragment) {
       fuse_bufvec bv = FUSE_BUFVEC_INIT(m.tail_len);
       bv.buf[0].mem = const_cast<uint8_t*>(block.data + m.fragment_offset);
       // ENOENT when the kernel has forgotten the inode meanwhile: harmless.
-      fuse_lowlevel_notify_store(session_, m.ino, off_t(m.tail_start), &bv, fuse_buf_copy_flags(0));
+      fuse_lowlevel_notify_store(fuse_session_, m.ino, off_t(m.tail_start), &bv, fuse_buf_copy_flags(0));
     }
   });
 }
@@ -322,10 +318,9 @@ void Filesystem::op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) 
       fuse_reply_entry(req, &e);
       // A lookup of a file is usually an open about to read it: its first block (for most
       // files of a source tree the fragment block holding the whole file) is decompressed on
-      // a read-ahead thread while the reply travels and the client comes back with a READ.
-      // Ports, 2000 files opened then read at random: 45 -> 12 ms for the reads; stat of
-      // every file by path (lookups only) unchanged, 3.3 s. A hint after the reply: nothing
-      // here may answer the request again.
+      // a read-ahead thread while the reply travels and the client comes back with a READ
+      // (docs/architecture.md, "Read-ahead at lookup"). A hint after the reply: nothing here
+      // may answer the request again.
       try {
         if (fs.options_.readahead_blocks > 0 && fs.image_->would_load_first_block(f->inode))
           fs.prefetcher_.submit([&fs, f] { fs.image_->prefetch_first_block(f->inode); });
@@ -428,7 +423,7 @@ void Filesystem::push_rest_of_block(fuse_ino_t ino, const FileNode& f, uint64_t 
       fuse_bufvec bv = FUSE_BUFVEC_INIT(size_t(to - from));
       bv.buf[0].mem = const_cast<uint8_t*>(whole.data + (from - block_start));
       // Fails harmlessly (ENOENT) when the kernel has forgotten the inode meanwhile.
-      fuse_lowlevel_notify_store(session_, ino, off_t(from), &bv, fuse_buf_copy_flags(0));
+      fuse_lowlevel_notify_store(fuse_session_, ino, off_t(from), &bv, fuse_buf_copy_flags(0));
     };
     store(block_start, skip_from);
     store(skip_to, block_end);
@@ -438,8 +433,8 @@ void Filesystem::push_rest_of_block(fuse_ino_t ino, const FileNode& f, uint64_t 
 // Full blocks that one reply covered from start to end are in the kernel's page cache now
 // (keep_cache), so it will not ask for them again while it keeps them: the daemon's copy
 // would only push out blocks other readers still need. Sequential readers get whole blocks
-// (the kernel's read-ahead asks for 256 KiB at a time); reading the log set's 372 MB held the
-// whole 64 MiB cache. Partly read blocks stay cached for the rest of them.
+// (the kernel's read-ahead asks for 256 KiB at a time), which would otherwise fill the whole
+// cache (docs/architecture.md). Partly read blocks stay cached for the rest of them.
 void Filesystem::release_delivered(const FileNode& f, uint64_t off, uint64_t end) {
   const uint64_t bs = image_->super().block_size;
   for (uint64_t k = (off + bs - 1) / bs; k * bs < f.inode.size && std::min((k + 1) * bs, f.inode.size) <= end; ++k)
@@ -472,8 +467,8 @@ void Filesystem::op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     // Hints only, after the reply: a failure here (a damaged neighbouring block) must not
     // answer the request a second time, which would use a request libfuse has freed.
     try {
-      if (from_cache && n > 0 && fs.session_) fs.push_rest_of_block(ino, *f, uoff, n);
-      if (n > 0 && fs.session_ && f->inode.fragment_index != fmt::kNoFragment &&
+      if (from_cache && n > 0 && fs.fuse_session_) fs.push_rest_of_block(ino, *f, uoff, n);
+      if (n > 0 && fs.fuse_session_ && f->inode.fragment_index != fmt::kNoFragment &&
           uoff + n > f->inode.size / fs.image_->super().block_size * fs.image_->super().block_size)
         fs.push_mates(ino, f->inode.fragment_index);
       const uint64_t end = uoff + n;

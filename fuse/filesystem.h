@@ -1,7 +1,7 @@
 // The FUSE low-level operations over the reader core.
 //
-// Inode numbers: FUSE node ids are the image's own inode numbers, except that the root
-// must be 1, so the root's number and 1 swap places. Numbers are stable across mounts.
+// Node ids are inode positions (Filesystem::node_id); st_ino is the image's own inode number,
+// stable across mounts.
 // The image is immutable, so entries and attributes are cached by the kernel for a long
 // time, file contents are kept in the page cache (keep_cache) and forget needs no work.
 //
@@ -146,12 +146,11 @@ class Filesystem {
   // each parse the whole listing again.
   LastTwo<DirNode> big_dirs_;
   // Files of ~87k+ blocks (11 GiB at 128 KiB blocks, 340 MiB at 4 KiB): each read would
-  // otherwise parse the whole block list again (a random 4 KiB read of a 5 GiB file at 4 KiB
-  // blocks took 29 ms, against 0.2 ms for the kernel).
+  // otherwise parse the whole block list again (docs/architecture.md, "Large files and holes").
   LastTwo<FileNode> big_files_;
   Prefetcher prefetcher_;
   Prefetcher pusher_{256};
-  fuse_session* session_ = nullptr;
+  fuse_session* fuse_session_ = nullptr;
   bool no_open_ = false, no_opendir_ = false;  // the kernel skips open/opendir when we decline
   // Files the kernel knows (looked up or listed by readdirplus) whose tail end lies in a
   // fragment block, by fragment: the first read that needs a fragment block pushes the tails

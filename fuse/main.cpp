@@ -88,9 +88,9 @@ int main(int argc, char** argv) {
 
   const fuse_lowlevel_ops& ops = Filesystem::operations();
   fuse_session* se = fuse_session_new(&args, &ops, sizeof ops, fs.get());
-  fuse_opt_free_args(&args);  // the session may have replaced argv with its own allocation
+  fuse_opt_free_args(&args);  // fuse_session_new may have replaced argv with its own allocation
   if (!se) {
-    fprintf(stderr, "sqarfs: cannot create the FUSE session (bad mount options?)\n");
+    fprintf(stderr, "sqarfs: cannot set up FUSE (bad mount options?)\n");
     return 1;
   }
   int ret = 0;

@@ -84,20 +84,15 @@ class RequestLoop {
   std::atomic<int64_t> spin_ns_;
   std::atomic<int64_t> last_request_ns_{0};
 
-  // Listener groups. Group 0 listens always, as described in request_loop.h. While several
-  // client threads take turns sending requests, one more group per CPU (up to threads / 2)
-  // listens too, each pinned to its CPU: when a client on CPU c blocks on a request, the
-  // listener on c is what runs there, takes the request and answers it, and the reply
-  // wakes the client on a CPU that never went idle: no inter-processor interrupt and no VM
-  // exit, where group 0 alone (on one CPU) answered the others across CPUs. Reading every
-  // file of ports (scale 0.5) with 2 readers: 4.15 -> 2.64 s, below the kernel's ~3.2 s
-  // (medians of 6 interleaved fresh mounts). For a single client the extra listeners only
-  // take CPU from it (one reader 5.4 -> 6.6 s when they always listened), so they wait until
-  // a second client thread shows up (FUSE names the sender of each request), and go back to
-  // sleep 10 ms after the clients stop taking turns: one reader 5.63 / 5.60 s, a walk
-  // 3.25 / 3.14 s without and with the groups (medians of 6-7). An extra listener on a CPU
-  // where no client runs takes nothing: after 1 ms without a request it sleeps until the
-  // next call, which comes every 10 ms while the clients go on, in case one moved there.
+  // Listener groups (request_loop.h). Group 0 listens always. While several client threads
+  // take turns sending requests, one more group per CPU (up to threads / 2) listens too,
+  // pinned to its CPU: a client that blocks on CPU c is answered by the listener that then
+  // runs on c, and the reply wakes it on a CPU that never went idle. For a single client the
+  // extra listeners would only take CPU from it, so they wait until a second client thread
+  // shows up (FUSE names the sender of each request) and sleep again kSeveralClientsHoldNs
+  // after the clients stop taking turns. An extra listener that gets no request for
+  // kExtraIdleNs sleeps until the next call (every kRecallNs while the clients go on), in case
+  // a client moved to its CPU. Numbers: docs/architecture.md, "One listener group per CPU".
   // Groups form only when every allowed CPU gets one (threads >= 2 per CPU, the default up
   // to 8 CPUs): pinning 16 threads to 8 of 64 CPUs would confine their decompression.
   static constexpr int64_t kSeveralClientsHoldNs = 10'000'000;
@@ -120,14 +115,14 @@ int RequestLoop::run(unsigned threads) {
     log_error(std::string("cannot create an eventfd: ") + strerror(errno));
     return 1;
   }
-  // O_NONBLOCK on the session's file description: reads return EAGAIN instead of sleeping,
+  // O_NONBLOCK on /dev/fuse's file description: reads return EAGAIN instead of sleeping,
   // so the listener can spin; it sleeps in poll() instead.
   int flags = fcntl(fd_, F_GETFL);
   if (flags < 0 || fcntl(fd_, F_SETFL, flags | O_NONBLOCK) != 0) {
     log_error(std::string("cannot make /dev/fuse non-blocking: ") + strerror(errno));
     return 1;
   }
-  // Signals go to this thread only (libfuse's handlers just flag the session as exited);
+  // Signals go to this thread only (libfuse's handlers just set fuse_session_exited);
   // it then wakes the listener. Workers start with every signal blocked.
   sigset_t all, old;
   sigfillset(&all);
@@ -189,7 +184,7 @@ void RequestLoop::worker(unsigned group, int cpu) {
     fuse_session_process_buf(se_, &buf);
   }
   t_listener_lock = nullptr;
-  // Session over: the main thread wakes up; the next listener sees it at once.
+  // Unmounted or signalled: the main thread wakes up; the next listener sees it at once.
   fuse_session_exit(se_);
   announce_exit();
   free(buf.mem);
@@ -217,7 +212,7 @@ int RequestLoop::next_request(fuse_buf& buf, unsigned group) {
       note_client(buf, now);
       return r;
     }
-    if (r == 0) return 0;  // ENODEV: unmounted (libfuse marks the session exited)
+    if (r == 0) return 0;  // ENODEV: unmounted (libfuse then sets fuse_session_exited)
     if (r == -EINTR) continue;
     if (r != -EAGAIN) {
       log_error(std::string("reading /dev/fuse: ") + strerror(-r));

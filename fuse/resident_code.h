@@ -3,9 +3,8 @@
 // `echo 3 > /proc/sys/vm/drop_caches` (the benchmarks do it after mounting; memory pressure
 // does much the same) evicts every page of the executable that the daemon has not mapped
 // yet: pages read ahead at start-up but never run. The first requests that need such code
-// (readdirplus, the listing cursor) then wait for the disk. Walking the log image's 8
-// entries took 1.8-8.8 ms that way, against 0.7-1.35 ms with the caches dropped before the
-// mount and 1 ms for the kernel's driver. Pages a process has mapped are never dropped.
+// (readdirplus, the listing cursor) would then wait for the disk (docs/architecture.md,
+// "Resident code"). Pages a process has mapped are never dropped.
 #pragma once
 
 namespace sqar::fuse {

@@ -24,7 +24,33 @@ void print_usage(FILE* out) {
                "sqar - deduplicating SquashFS archiver\n\n"
                "Usage: sqar COMMAND [OPTIONS] ...\n\nCommands:\n");
   for (const auto& c : commands) std::fprintf(out, "  %-9s %s\n", c.name, c.summary);
-  std::fprintf(out, "\nRun 'sqar COMMAND --help' for a command's options; 'sqar --version' (-V) prints the version.\n");
+  std::fprintf(out,
+               "\nRun 'sqar COMMAND --help' or 'sqar help COMMAND' for a command's options; 'sqar --version'\n"
+               "(-V) prints the version.\n\n"
+               "Exit status: 0 on success; 1 when something is wrong (damage found by verify, an entry\n"
+               "that failed; for diff: the trees differ); 2 on bad usage or an unknown command (for\n"
+               "diff also on errors). Each command's --help gives its own.\n");
+}
+
+const sqar::cli::Command* find_command(const char* name) {
+  for (const auto& c : sqar::cli::command_registry())
+    if (!std::strcmp(name, c.name)) return &c;
+  return nullptr;
+}
+
+int run_command(const sqar::cli::Command& c, int argc, char** argv) {
+  try {
+    return c.main(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "sqar %s: %s\n", c.name, e.what());
+    return 1;
+  }
+}
+
+int unknown_command(const char* name) {
+  std::fprintf(stderr, "sqar: unknown command '%s'\n\n", name);
+  print_usage(stderr);
+  return 2;
 }
 
 }  // namespace
@@ -34,6 +60,13 @@ int main(int argc, char** argv) {
     print_usage(stderr);
     return 2;
   }
+  if (!std::strcmp(argv[1], "help") && argc > 2) {  // `sqar help CMD` = `sqar CMD --help`
+    const auto* c = find_command(argv[2]);
+    if (!c) return unknown_command(argv[2]);
+    char help_flag[] = "--help";
+    char* help_argv[] = {argv[2], help_flag, nullptr};
+    return run_command(*c, 2, help_argv);
+  }
   if (!std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "help")) {
     print_usage(stdout);
     return 0;
@@ -42,17 +75,6 @@ int main(int argc, char** argv) {
     std::printf("sqar %s\n", SQAR_VERSION);
     return 0;
   }
-  for (const auto& c : sqar::cli::command_registry()) {
-    if (!std::strcmp(argv[1], c.name)) {
-      try {
-        return c.main(argc - 1, argv + 1);
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "sqar %s: %s\n", c.name, e.what());
-        return 1;
-      }
-    }
-  }
-  std::fprintf(stderr, "sqar: unknown command '%s'\n\n", argv[1]);
-  print_usage(stderr);
-  return 2;
+  if (const auto* c = find_command(argv[1])) return run_command(*c, argc - 1, argv + 1);
+  return unknown_command(argv[1]);
 }

@@ -6,7 +6,7 @@
 //   magic "SQARMNF1", u32 version, u32 field (v1: entry size 20; v2: inode span S;
 //   v3: fragment digest count F), u64 entry count N, u64 XXH3-64 of the payload,
 //   u64 XXH3-64 of the first 32 bytes
-// payload, version 3 (written since session 12):
+// payload, version 3:
 //   N entries of u32 inode number, u64 low, u64 high, sorted by inode number: each inode that
 //   owns data and is not covered by a fragment digest;
 //   then F fragment digests (u64 low, u64 high), one per fragment block of the image.
