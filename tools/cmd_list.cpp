@@ -81,6 +81,7 @@ int list_main(int argc, char** argv) {
     auto image = open_image(image_path, offset);
     if (!prefix.empty() && !image->resolve_path(prefix))
       throw std::runtime_error(image_path + ": " + prefix + ": not found in the image");
+    bool damaged = false;
     // Walk only into directories on the way to PREFIX or below it.
     image->walk([&](const std::string& path, const reader::Inode& ino) {
       if (path.empty()) return true;
@@ -90,9 +91,15 @@ int list_main(int argc, char** argv) {
         return true;
       }
       return prefix.rfind(path + "/", 0) == 0;  // an ancestor of PREFIX
-    });
+    }, reader::WalkOptions{.with_blocks = false,
+                           .on_error = [&](const std::string& path, const std::string& error) {
+                             // A damaged entry is named and skipped; its siblings are still listed.
+                             std::fflush(stdout);
+                             std::fprintf(stderr, "sqar list: %s: %s\n", path.c_str(), error.c_str());
+                             damaged = true;
+                           }});
     if (std::fflush(stdout) != 0) throw std::runtime_error("writing the listing failed");
-    return 0;
+    return damaged ? 1 : 0;
   });
 }
 

@@ -92,10 +92,13 @@ class Verifier {
         check_export_entry(shown, ino);
         if (ino.is_regular() && file_inodes.insert(ino.inode_number).second) {
           files.push_back({path, ino.ref, ino.inode_number, ino.size});
-          if (auto it = manifest_.find(ino.inode_number); it != manifest_.end()) by_key_.emplace(DataKey(ino), it->second);
+          if (auto it = manifest_.find(ino.inode_number); it != manifest_.end()) by_key_.emplace(DataKey(img_, ino), it->second);
         }
         return true;
-      });
+      }, reader::WalkOptions{.with_blocks = false,
+                             .on_error = [&](const std::string& path, const std::string& error) {
+                               problem(path.empty() ? "." : path, error);
+                             }});
     } catch (const std::exception& e) {
       problem("", std::string("metadata: ") + e.what());
     }
@@ -196,7 +199,8 @@ class Verifier {
     StreamHasher h;
     const uint64_t head[] = {k.blocks_start, k.size, uint64_t(k.frag) << 32 | k.frag_offset};
     h.update(head, sizeof head);
-    h.update(k.sizes.data(), k.sizes.size() * sizeof(uint32_t));
+    const uint64_t sizes[] = {k.sizes_low, k.sizes_high};
+    h.update(sizes, sizeof sizes);
     return h.digest();
   }
 
@@ -209,7 +213,7 @@ class Verifier {
         // Inodes with the same data key share their stored bytes (dedup), so they decode to
         // the same content: read it once. (Two threads may both read a key they reach at the
         // same moment; both get the same outcome.)
-        const DataKey key(ino);
+        const DataKey key(img_, ino);
         const Hash128 id = fingerprint(key);
         std::optional<Outcome> seen;
         {

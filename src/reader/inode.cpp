@@ -111,28 +111,16 @@ Inode ImageImpl::read_inode(InodeRef ref, bool want_blocks) {
       const uint64_t nblocks = has_fragment ? size / sb_.block_size : (size + sb_.block_size - 1) / sb_.block_size;
       if (nblocks > kMaxFileBlocks) r.fail("file of " + std::to_string(size) + " bytes is implausibly large");
       if (ino.blocks_start > sb_.bytes_used) r.fail("data blocks start outside the image");
-      if (want_blocks) {
-        // Read in slices so a damaged size field cannot make us allocate more than the
-        // metadata that actually exists.
-        constexpr size_t kSlice = 4096;
-        ino.block_sizes.reserve(size_t(std::min<uint64_t>(nblocks, kSlice)));
-        uint64_t pos = ino.blocks_start;
-        uint8_t raw[kSlice * 4];
-        for (uint64_t done = 0; done < nblocks;) {
-          size_t n = size_t(std::min<uint64_t>(kSlice, nblocks - done));
-          r.read(raw, n * 4);
-          for (size_t j = 0; j < n; ++j) {
-            uint32_t w = load_le32(raw + j * 4);
-            uint32_t stored = w & ~fmt::kDataUncompressed;
-            if (stored > sb_.block_size)
-              r.fail("block " + std::to_string(done + j) + " has size " + std::to_string(stored) + " > block size");
-            ino.block_sizes.push_back(w);
-            ino.block_offsets.push_back(pos);
-            pos += stored;
-            if (pos > sb_.bytes_used) r.fail("block size list runs past the end of the image");
-          }
-          done += n;
-        }
+      ino.block_list_pos = r.block_pos();
+      ino.block_list_offset = r.offset();
+      if (want_blocks || nblocks == 0) {
+        // Grown as the words are read, so a damaged size field cannot make us allocate more
+        // than the metadata that actually exists.
+        ino.block_sizes.reserve(size_t(std::min<uint64_t>(nblocks, 4096)));
+        stream_block_words(r, ino, nblocks, [&](const uint32_t* words, const uint64_t* offsets, size_t n) {
+          ino.block_sizes.insert(ino.block_sizes.end(), words, words + n);
+          ino.block_offsets.insert(ino.block_offsets.end(), offsets, offsets + n);
+        });
         ino.blocks_loaded = true;
       }
       break;
@@ -168,6 +156,37 @@ Inode ImageImpl::read_inode(InodeRef ref, bool want_blocks) {
   }
   if (ino.kind == FileKind::directory) ino.size = ino.dir_file_size;
   return ino;
+}
+
+void ImageImpl::stream_block_words(MetaReader& r, const Inode& file, uint64_t nblocks, const BlockSlice& fn) {
+  constexpr size_t kSlice = 4096;
+  uint8_t raw[kSlice * 4];
+  uint32_t words[kSlice];
+  uint64_t offsets[kSlice];
+  uint64_t pos = file.blocks_start;
+  for (uint64_t done = 0; done < nblocks;) {
+    const size_t n = size_t(std::min<uint64_t>(kSlice, nblocks - done));
+    r.read(raw, n * 4);
+    for (size_t j = 0; j < n; ++j) {
+      const uint32_t w = load_le32(raw + j * 4);
+      const uint32_t stored = w & ~fmt::kDataUncompressed;
+      if (stored > sb_.block_size)
+        r.fail("block " + std::to_string(done + j) + " has size " + std::to_string(stored) + " > block size");
+      words[j] = w;
+      offsets[j] = pos;
+      pos += stored;
+      if (pos > sb_.bytes_used) r.fail("block size list runs past the end of the image");
+    }
+    fn(words, offsets, n);
+    done += n;
+  }
+}
+
+void ImageImpl::for_each_block_slice(const Inode& file, const BlockSlice& fn) {
+  if (!file.is_regular()) return;
+  if (file.blocks_loaded) return fn(file.block_sizes.data(), file.block_offsets.data(), file.block_sizes.size());
+  MetaReader r(*this, file.block_list_pos, file.block_list_offset, "block list");
+  stream_block_words(r, file, block_count(file), fn);
 }
 
 uint64_t ImageImpl::block_count(const Inode& file) const {
