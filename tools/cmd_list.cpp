@@ -29,7 +29,9 @@ const char kHelp[] =
     "  sqar list -l image.sqfs etc           long listing of etc and below\n"
     "  sqar list image.sqfs | grep '\\.conf$'\n"
     "\n"
-    "Exit status: 0 on success, 1 when the image is unreadable or PATH does not exist, 2 on bad usage.\n";
+    "A damaged entry is named on stderr and skipped; the others are still listed.\n"
+    "Exit status: 0 on success, 1 when the image is unreadable, an entry is damaged or PATH does\n"
+    "not exist, 2 on bad usage.\n";
 
 void print_entry(reader::Image& image, const std::string& path, const reader::Inode& ino, bool long_format,
                  bool numeric) {

@@ -10,7 +10,9 @@ namespace {
 // Sanity limits: larger values only come from damaged images and would make us allocate
 // or loop without bound.
 constexpr uint64_t kMaxFileBlocks = 1ull << 25;  // 4 TiB at 128 KiB blocks, 32 TiB at 1 MiB
-constexpr uint32_t kMaxSymlinkTarget = 65535;
+// The kernel refuses a symlink longer than a page (PAGE_SIZE, 4096 on x86); Linux cannot make
+// one longer than PATH_MAX - 1 anyway.
+constexpr uint32_t kMaxSymlinkTarget = 4096;
 
 struct TypeInfo {
   FileKind kind;
@@ -74,6 +76,11 @@ Inode ImageImpl::read_inode(InodeRef ref, bool want_blocks) {
       ino.dir_index_count = load_le16(b + 16);
       ino.dir_offset = load_le16(b + 18);
       ino.xattr_index = load_le32(b + 20);
+      // One index entry per metadata block the listing enters: more means a damaged count,
+      // and every lookup would scan them all.
+      if (ino.dir_index_count > ino.dir_file_size / fmt::kMetadataBlockSize + 2)
+        r.fail("directory index of " + std::to_string(ino.dir_index_count) + " entries for a listing of " +
+               std::to_string(ino.dir_file_size) + " bytes");
       if (ino.dir_index_count) {
         uint64_t pos = r.block_pos();
         ino.dir_index_ref = ((pos - sb_.inode_table_start) << 16) | r.offset();

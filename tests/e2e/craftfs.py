@@ -290,8 +290,9 @@ class Image:
             if not ext:
                 body = struct.pack("<IIHHI", dblock, ino.nlink, ino.listing_size, doff, ino.parent_number)
             else:
+                count = getattr(ino, "index_count", None)  # a claimed count may be crafted
                 body = struct.pack("<IIIIHHI", ino.nlink, ino.listing_size, dblock, ino.parent_number,
-                                   len(ino.index_entries), doff, xattr)
+                                   len(ino.index_entries) if count is None else count, doff, xattr)
                 for index, start, name in ino.index_entries:
                     body += struct.pack("<III", index, start, len(name) - 1) + name
         elif ino.kind == FILE:

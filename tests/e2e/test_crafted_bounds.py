@@ -118,6 +118,25 @@ def bad_inode_does_not_hide_siblings():
         assert p.stdout.split() == ["dir"] + [f"dir/f{i:02d}" for i in range(20) if i != 7], p.stdout
 
 
+def other_claimed_counts_are_bounded():
+    """A symlink target longer than the kernel's limit (a page) and a directory index claiming
+    65535 entries for a listing of a few blocks: each is refused naming the entry, and its
+    siblings still list."""
+    img = Image(block_size=4096)
+    names = {f"entry-{i:04d}-with-a-long-name": img.file(b"%d" % i) for i in range(700)}
+    indexed = img.dir(names, index=True)
+    indexed.index_count = 65535
+    root = img.dir({"a-long-link": img.symlink("x" * 5000), "b-indexed": indexed, "c-file": img.file(b"c\n"),
+                    "d-ok-link": img.symlink("x" * 4096)})
+    with tempdir() as tmp:
+        image = write_image(f"{tmp}/counts.sqfs", img, root)
+        p = run([SQAR, "list", image], check=False)
+        assert p.returncode == 1, (p.returncode, p.stderr)
+        assert p.stdout.split() == ["c-file", "d-ok-link"], p.stdout
+        assert "a-long-link" in p.stderr and "symlink target of 5000 bytes" in p.stderr, p.stderr
+        assert "b-indexed" in p.stderr and "directory index of 65535 entries" in p.stderr, p.stderr
+
+
 def mixed_hard_link_group():
     """One symlink inode named by an entry typed 'symlink' and one typed 'file', one file inode
     named by entries typed 'file' and 'symlink': each inode's own type decides, as in the kernel
@@ -166,4 +185,4 @@ if __name__ == "__main__":
     need_tool("unsquashfs")
     main([craftfs_is_read_by_unsquashfs_as_by_sqar, xattr_bomb_is_refused_in_bounded_memory,
           sparse_bomb_stat_in_bounded_memory, deep_nesting_in_bounded_memory, bad_inode_does_not_hide_siblings,
-          mixed_hard_link_group, one_number_for_two_inodes])
+          other_claimed_counts_are_bounded, mixed_hard_link_group, one_number_for_two_inodes])
