@@ -118,8 +118,10 @@ Inode ImageImpl::read_inode(InodeRef ref, bool want_blocks) {
       const uint64_t nblocks = has_fragment ? size / sb_.block_size : (size + sb_.block_size - 1) / sb_.block_size;
       if (nblocks > kMaxFileBlocks) r.fail("file of " + std::to_string(size) + " bytes is implausibly large");
       if (ino.blocks_start > sb_.bytes_used) r.fail("data blocks start outside the image");
-      ino.block_list_pos = r.block_pos();
-      ino.block_list_offset = r.offset();
+      if (nblocks > 0) {  // (normalising the position may read the next metadata block)
+        ino.block_list_pos = r.block_pos();
+        ino.block_list_offset = r.offset();
+      }
       if (want_blocks || nblocks == 0) {
         // Grown as the words are read, so a damaged size field cannot make us allocate more
         // than the metadata that actually exists.

@@ -13,7 +13,8 @@ which keeps images of huge block lists small. No compressor options block is wri
     data = img.build(root)
 
 Inodes are plain objects; set attributes before build() to craft damage (for example
-`f.fragment = (999, 0)` or `f.size = 1 << 45`). Layout follows mksquashfs: superblock, data,
+`f.fragment = (999, 0)`, `f.size = 1 << 45`, `d.index_count = 65535`, or `a.number = b.number`
+to give two inodes one inode number). Layout follows mksquashfs: superblock, data,
 fragments, inode table, directory table, fragment table, export table, id table, xattrs.
 """
 import struct
@@ -290,10 +291,11 @@ class Image:
             if not ext:
                 body = struct.pack("<IIHHI", dblock, ino.nlink, ino.listing_size, doff, ino.parent_number)
             else:
+                index = ino.index_entries if ino.index else []
                 count = getattr(ino, "index_count", None)  # a claimed count may be crafted
                 body = struct.pack("<IIIIHHI", ino.nlink, ino.listing_size, dblock, ino.parent_number,
-                                   len(ino.index_entries) if count is None else count, doff, xattr)
-                for index, start, name in ino.index_entries:
+                                   len(index) if count is None else count, doff, xattr)
+                for index, start, name in index:
                     body += struct.pack("<III", index, start, len(name) - 1) + name
         elif ino.kind == FILE:
             frag_index, frag_off = ino.fragment if ino.fragment else (NO_INDEX, 0)
