@@ -82,7 +82,10 @@ class Verifier {
       img_.walk([&](const std::string& path, const reader::Inode& ino) {
         entries_++;
         entries_seen_.store(entries_, std::memory_order_relaxed);
-        const std::string shown = path.empty() ? "." : path;
+        // A reference, not a copy: paths of a deep tree are long, and copying each one made
+        // the walk quadratic in the depth.
+        static const std::string kRoot = ".";
+        const std::string& shown = path.empty() ? kRoot : path;
         try {
           if (ino.xattr_index != 0xFFFFFFFF) img_.xattrs(ino);
           if (ino.is_symlink()) img_.read_symlink(ino);
