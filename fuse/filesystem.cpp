@@ -18,6 +18,8 @@ namespace sqar::fuse {
 namespace {
 // The image never changes while mounted: let the kernel cache names and attributes "forever".
 constexpr double kForever = 86400.0 * 365;
+// Regular files whose block list a lookup loads along with the inode (48 KiB of list).
+constexpr uint64_t kLookupBlockList = 4096;
 
 mode_t dtype_mode(reader::FileKind k) {
   switch (k) {
@@ -310,9 +312,18 @@ void Filesystem::op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) 
       return;
     }
     if (found->kind == reader::FileKind::regular) {
-      // Opening usually follows a lookup: keep the file with its block list for the reads.
+      // Opening usually follows a lookup: keep the file with its block list for the reads,
+      // unless the list is long (a stat must not cost memory in proportion to the blocks a
+      // file claims; the first read loads it).
       auto f = std::make_shared<FileNode>();
-      f->inode = fs.image_->read_inode(found->inode_ref, true);
+      f->inode = fs.image_->read_inode(found->inode_ref, false);
+      if (!f->inode.blocks_loaded && fs.image_->block_count(f->inode) <= kLookupBlockList)
+        f->inode = fs.image_->read_inode(found->inode_ref, true);
+      if (!f->inode.blocks_loaded) {
+        fs.fill_entry(f->inode, &e, Known::looked_up);
+        fuse_reply_entry(req, &e);
+        return;
+      }
       fs.fill_entry(f->inode, &e, Known::looked_up);
       fs.cache_file(e.ino, f);
       fuse_reply_entry(req, &e);
@@ -525,7 +536,18 @@ void Filesystem::do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t o
         const reader::DirEntry& de = d.entries[i - 2];
         name = de.name.c_str();
         if (plus) {
-          fill_entry(image_->read_inode(de.inode_ref, false), &e, Known::listed);
+          // One damaged inode must not hide its siblings: list its name without attributes
+          // (node id 0: the kernel then looks it up, and that lookup gives EIO), as the kernel's
+          // squashfs lists every name and fails only the stat of the bad one.
+          try {
+            fill_entry(image_->read_inode(de.inode_ref, false), &e, Known::listed);
+          } catch (const std::exception& err) {
+            log_error("readdirplus of \"" + de.name + "\" (inode " + std::to_string(de.inode_number) +
+                      "): " + err.what());
+            std::memset(&e, 0, sizeof e);
+            e.attr.st_ino = de.inode_number;
+            e.attr.st_mode = dtype_mode(de.kind);
+          }
         } else {
           e.attr.st_ino = de.inode_number;
           e.attr.st_mode = dtype_mode(de.kind);

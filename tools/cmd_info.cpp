@@ -65,10 +65,8 @@ Stats collect(reader::Image& image) {
     if (!ino.is_regular()) return true;
     s.file_bytes += ino.size;
     s.sparse_bytes += ino.sparse_bytes;
-    bool stores_data = ino.fragment_index != fmt::kNoFragment;
-    for (uint32_t w : ino.block_sizes) stores_data |= w != 0;
-    if (!stores_data) return true;  // empty or all-sparse files share nothing
-    ops::DataKey key(ino);
+    ops::DataKey key(image, ino);
+    if (!key.stores_data) return true;  // empty or all-sparse files share nothing
     if (data_seen[key]++) {
       s.shared_bytes += ino.size;
       ++s.shared_files;
@@ -77,7 +75,7 @@ Stats collect(reader::Image& image) {
       if (tail_seen[{ino.fragment_index, ino.fragment_offset, tail}]++) s.shared_bytes += tail;
     }
     return true;
-  });
+  }, reader::WalkOptions{.with_blocks = false, .on_error = {}});
   return s;
 }
 

@@ -29,7 +29,9 @@ const char kHelp[] =
     "  sqar list -l image.sqfs etc           long listing of etc and below\n"
     "  sqar list image.sqfs | grep '\\.conf$'\n"
     "\n"
-    "Exit status: 0 on success, 1 when the image is unreadable or PATH does not exist, 2 on bad usage.\n";
+    "A damaged entry is named on stderr and skipped; the others are still listed.\n"
+    "Exit status: 0 on success, 1 when the image is unreadable, an entry is damaged or PATH does\n"
+    "not exist, 2 on bad usage.\n";
 
 void print_entry(reader::Image& image, const std::string& path, const reader::Inode& ino, bool long_format,
                  bool numeric) {
@@ -81,6 +83,7 @@ int list_main(int argc, char** argv) {
     auto image = open_image(image_path, offset);
     if (!prefix.empty() && !image->resolve_path(prefix))
       throw std::runtime_error(image_path + ": " + prefix + ": not found in the image");
+    bool damaged = false;
     // Walk only into directories on the way to PREFIX or below it.
     image->walk([&](const std::string& path, const reader::Inode& ino) {
       if (path.empty()) return true;
@@ -90,9 +93,15 @@ int list_main(int argc, char** argv) {
         return true;
       }
       return prefix.rfind(path + "/", 0) == 0;  // an ancestor of PREFIX
-    });
+    }, reader::WalkOptions{.with_blocks = false,
+                           .on_error = [&](const std::string& path, const std::string& error) {
+                             // A damaged entry is named and skipped; its siblings are still listed.
+                             std::fflush(stdout);
+                             std::fprintf(stderr, "sqar list: %s: %s\n", path.c_str(), error.c_str());
+                             damaged = true;
+                           }});
     if (std::fflush(stdout) != 0) throw std::runtime_error("writing the listing failed");
-    return 0;
+    return damaged ? 1 : 0;
   });
 }
 

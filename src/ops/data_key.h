@@ -1,27 +1,39 @@
 // The identity of a regular file's stored data: where its blocks start, their size words and
 // its tail fragment. Two inodes with the same key share their data (dedup), which `info`
 // counts as savings and `verify` uses to check duplicates that the manifest lists only once.
+// The size words are kept as their XXH3-128, read from the image a slice at a time, so a key
+// is small whatever number of blocks the file claims.
 #pragma once
 #include <cstdint>
 #include <tuple>
-#include <vector>
 
+#include "common/hash.h"
 #include "reader/image.h"
 
 namespace sqar::ops {
 
 struct DataKey {
   uint64_t blocks_start = 0;
-  std::vector<uint32_t> sizes;
+  uint64_t sizes_low = 0, sizes_high = 0;  // XXH3-128 of the size words
   uint32_t frag = 0, frag_offset = 0;
   uint64_t size = 0;
+  bool stores_data = false;  // a tail fragment or a block that is not sparse
 
-  explicit DataKey(const reader::Inode& ino)
-      : blocks_start(ino.blocks_start), sizes(ino.block_sizes), frag(ino.fragment_index),
-        frag_offset(ino.fragment_offset), size(ino.size) {}
+  DataKey(reader::Image& image, const reader::Inode& ino)
+      : blocks_start(ino.blocks_start), frag(ino.fragment_index), frag_offset(ino.fragment_offset), size(ino.size) {
+    StreamHasher h;
+    stores_data = frag != 0xFFFFFFFF;
+    image.for_each_block_slice(ino, [&](const uint32_t* words, const uint64_t*, size_t n) {
+      h.update(words, n * sizeof(uint32_t));
+      for (size_t i = 0; i < n && !stores_data; ++i) stores_data = words[i] != 0;
+    });
+    const Hash128 d = h.digest();
+    sizes_low = d.low;
+    sizes_high = d.high;
+  }
   bool operator<(const DataKey& o) const {
-    return std::tie(blocks_start, frag, frag_offset, size, sizes) <
-           std::tie(o.blocks_start, o.frag, o.frag_offset, o.size, o.sizes);
+    return std::tie(blocks_start, frag, frag_offset, size, sizes_low, sizes_high) <
+           std::tie(o.blocks_start, o.frag, o.frag_offset, o.size, o.sizes_low, o.sizes_high);
   }
 };
 

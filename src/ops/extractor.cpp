@@ -157,7 +157,9 @@ class Extractor::Impl {
       Item& it = items_[i];
       if (!it.keep || it.inode.is_dir() || it.inode.nlink < 2) continue;
       auto [pos, fresh] = first_of_inode.emplace(it.inode.inode_number, int64_t(i));
-      if (!fresh) it.link_to = pos->second;
+      // Only names of the same inode are linked: a crafted image may give one number to two
+      // inodes (a file and a symlink); each is then made as its own inode says, as diff sees it.
+      if (!fresh && items_[size_t(pos->second)].inode.ref == it.inode.ref) it.link_to = pos->second;
     }
     if (opt_.progress) {
       uint64_t bytes = 0;

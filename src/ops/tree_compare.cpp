@@ -235,7 +235,12 @@ class TreeComparer {
     const bool disk_has = it != tree_.xattrs.end() && !it->second.empty();
     if (ino.xattr_index == fmt::kNoXattr && !disk_has) return;  // the common case: none on either side
     std::map<std::string, std::string> a, b;
-    for (auto& [k, v] : image_.xattrs(ino)) a[k] = v;
+    try {
+      for (auto& [k, v] : image_.xattrs(ino)) a[k] = v;
+    } catch (const Error& e) {  // damaged or over the bounds: name the entry, compare the rest
+      result_.errors.push_back(path + ": " + e.what());
+      return;
+    }
     if (disk_has)
       for (const auto& [k, v] : it->second) b[k] = v;
     if (a == b) return;

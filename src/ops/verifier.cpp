@@ -53,7 +53,10 @@ class Verifier::Impl {
       img_.walk([&](const std::string& path, const reader::Inode& ino) {
         entries_++;
         entries_seen_.store(entries_, std::memory_order_relaxed);
-        const std::string shown = path.empty() ? "." : path;
+        // A reference, not a copy: paths of a deep tree are long, and copying each one made
+        // the walk quadratic in the depth.
+        static const std::string kRoot = ".";
+        const std::string& shown = path.empty() ? kRoot : path;
         try {
           if (ino.xattr_index != 0xFFFFFFFF) img_.xattrs(ino);
           if (ino.is_symlink()) img_.read_symlink(ino);
@@ -63,10 +66,13 @@ class Verifier::Impl {
         check_export_entry(shown, ino);
         if (ino.is_regular() && file_inodes.insert(ino.inode_number).second) {
           files.push_back({path, ino.ref, ino.inode_number, ino.size});
-          if (auto it = manifest_.find(ino.inode_number); it != manifest_.end()) by_key_.emplace(DataKey(ino), it->second);
+          if (auto it = manifest_.find(ino.inode_number); it != manifest_.end()) by_key_.emplace(DataKey(img_, ino), it->second);
         }
         return true;
-      });
+      }, reader::WalkOptions{.with_blocks = false,
+                             .on_error = [&](const std::string& path, const std::string& error) {
+                               problem(path.empty() ? "." : path, error);
+                             }});
     } catch (const std::exception& e) {
       problem("", std::string("metadata: ") + e.what());
     }
@@ -165,7 +171,8 @@ class Verifier::Impl {
     StreamHasher h;
     const uint64_t head[] = {k.blocks_start, k.size, uint64_t(k.frag) << 32 | k.frag_offset};
     h.update(head, sizeof head);
-    h.update(k.sizes.data(), k.sizes.size() * sizeof(uint32_t));
+    const uint64_t sizes[] = {k.sizes_low, k.sizes_high};
+    h.update(sizes, sizeof sizes);
     return h.digest();
   }
 
@@ -178,7 +185,7 @@ class Verifier::Impl {
         // Inodes with the same data key share their stored bytes (dedup), so they decode to
         // the same content: read it once. (Two threads may both read a key they reach at the
         // same moment; both get the same outcome.)
-        const DataKey key(ino);
+        const DataKey key(img_, ino);
         const Hash128 id = fingerprint(key);
         std::optional<Outcome> seen;
         {

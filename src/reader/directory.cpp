@@ -29,7 +29,7 @@ class ListingCursor {
       : r_(img, img.super().directory_table_start + block_rel, offset, "directory listing"),
         total_(dir.dir_file_size > 3 ? dir.dir_file_size - 3 : 0),
         consumed_(consumed),
-        dir_(dir) {
+        dir_number_(dir.inode_number) {
     if (block_rel >= img.super().bytes_used - img.super().directory_table_start || offset >= fmt::kMetadataBlockSize)
       img.fail("directory inode " + std::to_string(dir.inode_number) + " points outside the directory table");
   }
@@ -59,7 +59,7 @@ class ListingCursor {
     e.name.resize(name_len);
     r_.read(e.name.data(), name_len);
     if (!valid_entry_name(e.name))
-      r_.fail("directory " + std::to_string(dir_.inode_number) + " holds an invalid name \"" + printable(e.name) + "\"");
+      r_.fail("directory " + std::to_string(dir_number_) + " holds an invalid name \"" + printable(e.name) + "\"");
     if (off >= fmt::kMetadataBlockSize) r_.fail("directory entry \"" + printable(e.name) + "\" has an invalid inode offset");
     e.inode_ref = (uint64_t(start_) << 16) | off;
     e.inode_number = uint32_t(int64_t(base_) + delta);
@@ -69,6 +69,8 @@ class ListingCursor {
   }
 
   [[noreturn]] void fail(const std::string& why) { r_.fail(why); }
+  // Drops the metadata block held: a paused cursor (a walk's ancestor) pins no memory.
+  void release() { r_.release(); }
 
   static std::string printable(const std::string& s) {
     std::string out;
@@ -93,7 +95,7 @@ class ListingCursor {
   MetaReader r_;
   uint32_t total_;
   uint32_t consumed_;
-  const Inode& dir_;
+  uint32_t dir_number_;
   uint32_t remaining_ = 0;
   uint32_t start_ = 0;
   uint32_t base_ = 0;
@@ -176,11 +178,14 @@ std::optional<Inode> ImageImpl::resolve_path(std::string_view path) {
   return cur;
 }
 
-void ImageImpl::walk(const std::function<bool(const std::string&, const Inode&)>& fn) {
+void ImageImpl::walk(const std::function<bool(const std::string&, const Inode&)>& fn, const WalkOptions& options) {
+  // A frame per open directory holds a cursor into its listing (not the listing itself) and
+  // the length of its path in the one shared path buffer, so memory grows with the depth by
+  // ~150 bytes per level, whatever the names and listing sizes.
   struct Frame {
-    std::string path;
-    std::vector<DirEntry> entries;
-    size_t next = 0;
+    ListingCursor cursor;
+    size_t path_len;
+    std::string prev;  // the previous name: listings must be sorted without duplicates
   };
   // Every directory may be listed once: a second visit means a loop or a hard-linked
   // directory, both of which would make the walk endless or exponential.
@@ -190,23 +195,51 @@ void ImageImpl::walk(const std::function<bool(const std::string&, const Inode&)>
   Inode r = root();
   if (!r.is_dir()) fail("the root inode is not a directory");
   seen_dirs.insert(dir_key(r));
-  if (!fn("", r)) return;
+  std::string path;
+  if (!fn(path, r)) return;
   std::vector<Frame> stack;
-  stack.push_back({"", read_dir(r), 0});
+  stack.push_back({ListingCursor(*this, r, r.dir_block_start, r.dir_offset, 0), 0, {}});
+  DirEntry e;
   while (!stack.empty()) {
     Frame& f = stack.back();
-    if (f.next >= f.entries.size()) {
+    path.resize(f.path_len);
+    bool more;
+    try {
+      more = f.cursor.next(e);
+      if (more && !f.prev.empty() && !(f.prev < e.name))
+        f.cursor.fail("directory entries are unsorted or duplicated at \"" + ListingCursor::printable(e.name) + "\"");
+    } catch (const Error& err) {
+      // The rest of this listing is lost; its siblings' listings are not.
+      if (!options.on_error || stack.size() == 1) throw;
+      options.on_error(path, err.what());
+      more = false;
+    }
+    if (!more) {
       stack.pop_back();
       continue;
     }
-    const DirEntry& e = f.entries[f.next++];
-    std::string child = f.path.empty() ? e.name : f.path + "/" + e.name;
-    Inode ino = read_inode(e.inode_ref);
+    f.prev = e.name;
+    if (!path.empty()) path += '/';
+    path += e.name;
+    Inode ino;
+    try {
+      ino = read_inode(e.inode_ref, options.with_blocks);
+    } catch (const Error& err) {
+      if (!options.on_error) throw;
+      options.on_error(path, err.what());
+      continue;
+    }
     if (ino.is_dir() && ino.dir_file_size > 3 && !seen_dirs.insert(dir_key(ino)).second)
-      fail("directory loop: \"" + child + "\" lists a directory that was already visited");
-    if (!fn(child, ino) || !ino.is_dir()) continue;
-    auto entries = read_dir(ino);
-    stack.push_back({std::move(child), std::move(entries), 0});
+      fail("directory loop: \"" + path + "\" lists a directory that was already visited");
+    if (!fn(path, ino) || !ino.is_dir()) continue;
+    try {
+      ListingCursor child(*this, ino, ino.dir_block_start, ino.dir_offset, 0);
+      f.cursor.release();
+      stack.push_back({std::move(child), path.size(), {}});
+    } catch (const Error& err) {
+      if (!options.on_error) throw;
+      options.on_error(path, err.what());
+    }
   }
 }
 

@@ -90,6 +90,8 @@ struct Inode {
   std::vector<uint32_t> block_sizes;    // raw size words (bit 24: stored uncompressed; 0: sparse)
   std::vector<uint64_t> block_offsets;  // image-relative start of each block (prefix sums)
   bool blocks_loaded = false;           // false after read_inode(ref, /*with_blocks=*/false)
+  uint64_t block_list_pos = 0;          // where the size words are: metadata block (image-relative)
+  uint32_t block_list_offset = 0;       // and offset in it
 
   // Directories.
   uint32_t dir_block_start = 0;  // relative to the directory table
@@ -118,6 +120,16 @@ struct Chunk {
   std::shared_ptr<const void> owner;
   const uint8_t* data = nullptr;
   size_t len = 0;
+};
+
+struct WalkOptions {
+  // false: regular files come without their block list (read_inode(ref, false)): for walks
+  // that only stat, so a file claiming millions of blocks costs nothing.
+  bool with_blocks = true;
+  // Called with the entry's path and the error when an inode or a directory listing below the
+  // root is damaged; the walk then goes on with the next entry (the rest of a damaged listing
+  // is skipped). Without it the walk throws.
+  std::function<void(const std::string& path, const std::string& error)> on_error;
 };
 
 struct CacheStats {
@@ -188,6 +200,12 @@ class Image {
   virtual void release_block(const Inode& file, uint64_t index) = 0;
   virtual uint64_t block_count(const Inode& file) const = 0;  // full blocks (no fragment)
 
+  // The file's block size words and image-relative block starts, a slice at a time (at most
+  // 4096 blocks), straight from the inode table when its list is not loaded: memory stays
+  // constant whatever number of blocks the file claims. Throws on a damaged list.
+  using BlockSlice = std::function<void(const uint32_t* words, const uint64_t* starts, size_t n)>;
+  virtual void for_each_block_slice(const Inode& file, const BlockSlice& fn) = 0;
+
   virtual std::string read_symlink(const Inode& link) = 0;
   // (full name with prefix such as "user.", value) pairs; empty without xattrs.
   virtual std::vector<std::pair<std::string, std::string>> xattrs(const Inode& inode) = 0;
@@ -201,9 +219,11 @@ class Image {
 
   // Depth-first walk from the root (parents before children; entries in on-disk order).
   // path is relative ("" for the root, "a/b"). Return false from fn to skip a directory's
-  // children. Throws on directory loops (a directory that is its own ancestor) and on bad
-  // names (see read_dir).
-  virtual void walk(const std::function<bool(const std::string& path, const Inode& inode)>& fn) = 0;
+  // children. Throws on directory loops (a directory that is its own ancestor) and, unless
+  // options.on_error is set, on damaged inodes and listings and bad names (see read_dir).
+  // Memory grows with the depth only (no listing is held in memory).
+  virtual void walk(const std::function<bool(const std::string& path, const Inode& inode)>& fn,
+                    const WalkOptions& options = {}) = 0;
 
   // The sqar manifest trailer at align_up(bytes_used, 4096); nullopt when absent.
   // Throws when present but damaged.

@@ -8,6 +8,8 @@
 
 namespace sqar::reader {
 
+class MetaReader;
+
 // Loads a lazily read table once for all threads. Not std::call_once: libstdc++ builds it on
 // pthread_once, which knows nothing of exceptions. glibc happens to reset the flag when a loader
 // throws, but ThreadSanitizer's interceptor (and other libcs, GCC bug 66146) leave it taken and
@@ -62,6 +64,7 @@ class ImageImpl final : public Image {
   void release_block(const Inode& file, uint64_t index) override;
   uint64_t block_count(const Inode& file) const override;
 
+  void for_each_block_slice(const Inode& file, const BlockSlice& fn) override;
   std::string read_symlink(const Inode& link) override;
   std::vector<std::pair<std::string, std::string>> xattrs(const Inode& inode) override;
   uint32_t id_at(uint16_t index) override;
@@ -69,7 +72,7 @@ class ImageImpl final : public Image {
   bool has_export_table() const override { return sb_.export_table_start != ~0ull; }
   std::optional<InodeRef> inode_ref_by_number(uint32_t inode_number) override;
 
-  void walk(const std::function<bool(const std::string&, const Inode&)>& fn) override;
+  void walk(const std::function<bool(const std::string&, const Inode&)>& fn, const WalkOptions& options) override;
   std::optional<Manifest> manifest() override;
   CacheStats cache_stats() const override;
 
@@ -95,6 +98,8 @@ class ImageImpl final : public Image {
     uint32_t size_word;
   };
   Fragment fragment_entry(uint32_t index);
+  // Decodes and checks nblocks size words of file from r (at its block list), in slices.
+  void stream_block_words(MetaReader& r, const Inode& file, uint64_t nblocks, const BlockSlice& fn);
   // The list of block sizes of a file read with with_blocks=false, loaded on demand.
   const Inode& with_blocks(const Inode& file, Inode& storage);
 

@@ -10,7 +10,9 @@ namespace {
 // Sanity limits: larger values only come from damaged images and would make us allocate
 // or loop without bound.
 constexpr uint64_t kMaxFileBlocks = 1ull << 25;  // 4 TiB at 128 KiB blocks, 32 TiB at 1 MiB
-constexpr uint32_t kMaxSymlinkTarget = 65535;
+// The kernel refuses a symlink longer than a page (PAGE_SIZE, 4096 on x86); Linux cannot make
+// one longer than PATH_MAX - 1 anyway.
+constexpr uint32_t kMaxSymlinkTarget = 4096;
 
 struct TypeInfo {
   FileKind kind;
@@ -74,6 +76,11 @@ Inode ImageImpl::read_inode(InodeRef ref, bool want_blocks) {
       ino.dir_index_count = load_le16(b + 16);
       ino.dir_offset = load_le16(b + 18);
       ino.xattr_index = load_le32(b + 20);
+      // One index entry per metadata block the listing enters: more means a damaged count,
+      // and every lookup would scan them all.
+      if (ino.dir_index_count > ino.dir_file_size / fmt::kMetadataBlockSize + 2)
+        r.fail("directory index of " + std::to_string(ino.dir_index_count) + " entries for a listing of " +
+               std::to_string(ino.dir_file_size) + " bytes");
       if (ino.dir_index_count) {
         uint64_t pos = r.block_pos();
         ino.dir_index_ref = ((pos - sb_.inode_table_start) << 16) | r.offset();
@@ -111,28 +118,18 @@ Inode ImageImpl::read_inode(InodeRef ref, bool want_blocks) {
       const uint64_t nblocks = has_fragment ? size / sb_.block_size : (size + sb_.block_size - 1) / sb_.block_size;
       if (nblocks > kMaxFileBlocks) r.fail("file of " + std::to_string(size) + " bytes is implausibly large");
       if (ino.blocks_start > sb_.bytes_used) r.fail("data blocks start outside the image");
-      if (want_blocks) {
-        // Read in slices so a damaged size field cannot make us allocate more than the
-        // metadata that actually exists.
-        constexpr size_t kSlice = 4096;
-        ino.block_sizes.reserve(size_t(std::min<uint64_t>(nblocks, kSlice)));
-        uint64_t pos = ino.blocks_start;
-        uint8_t raw[kSlice * 4];
-        for (uint64_t done = 0; done < nblocks;) {
-          size_t n = size_t(std::min<uint64_t>(kSlice, nblocks - done));
-          r.read(raw, n * 4);
-          for (size_t j = 0; j < n; ++j) {
-            uint32_t w = load_le32(raw + j * 4);
-            uint32_t stored = w & ~fmt::kDataUncompressed;
-            if (stored > sb_.block_size)
-              r.fail("block " + std::to_string(done + j) + " has size " + std::to_string(stored) + " > block size");
-            ino.block_sizes.push_back(w);
-            ino.block_offsets.push_back(pos);
-            pos += stored;
-            if (pos > sb_.bytes_used) r.fail("block size list runs past the end of the image");
-          }
-          done += n;
-        }
+      if (nblocks > 0) {  // (normalising the position may read the next metadata block)
+        ino.block_list_pos = r.block_pos();
+        ino.block_list_offset = r.offset();
+      }
+      if (want_blocks || nblocks == 0) {
+        // Grown as the words are read, so a damaged size field cannot make us allocate more
+        // than the metadata that actually exists.
+        ino.block_sizes.reserve(size_t(std::min<uint64_t>(nblocks, 4096)));
+        stream_block_words(r, ino, nblocks, [&](const uint32_t* words, const uint64_t* offsets, size_t n) {
+          ino.block_sizes.insert(ino.block_sizes.end(), words, words + n);
+          ino.block_offsets.insert(ino.block_offsets.end(), offsets, offsets + n);
+        });
         ino.blocks_loaded = true;
       }
       break;
@@ -168,6 +165,37 @@ Inode ImageImpl::read_inode(InodeRef ref, bool want_blocks) {
   }
   if (ino.kind == FileKind::directory) ino.size = ino.dir_file_size;
   return ino;
+}
+
+void ImageImpl::stream_block_words(MetaReader& r, const Inode& file, uint64_t nblocks, const BlockSlice& fn) {
+  constexpr size_t kSlice = 4096;
+  uint8_t raw[kSlice * 4];
+  uint32_t words[kSlice];
+  uint64_t offsets[kSlice];
+  uint64_t pos = file.blocks_start;
+  for (uint64_t done = 0; done < nblocks;) {
+    const size_t n = size_t(std::min<uint64_t>(kSlice, nblocks - done));
+    r.read(raw, n * 4);
+    for (size_t j = 0; j < n; ++j) {
+      const uint32_t w = load_le32(raw + j * 4);
+      const uint32_t stored = w & ~fmt::kDataUncompressed;
+      if (stored > sb_.block_size)
+        r.fail("block " + std::to_string(done + j) + " has size " + std::to_string(stored) + " > block size");
+      words[j] = w;
+      offsets[j] = pos;
+      pos += stored;
+      if (pos > sb_.bytes_used) r.fail("block size list runs past the end of the image");
+    }
+    fn(words, offsets, n);
+    done += n;
+  }
+}
+
+void ImageImpl::for_each_block_slice(const Inode& file, const BlockSlice& fn) {
+  if (!file.is_regular()) return;
+  if (file.blocks_loaded) return fn(file.block_sizes.data(), file.block_offsets.data(), file.block_sizes.size());
+  MetaReader r(*this, file.block_list_pos, file.block_list_offset, "block list");
+  stream_block_words(r, file, block_count(file), fn);
 }
 
 uint64_t ImageImpl::block_count(const Inode& file) const {

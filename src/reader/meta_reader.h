@@ -53,6 +53,9 @@ class MetaReader {
   uint32_t u32() { uint8_t b[4]; read(b, 4); return load_le32(b); }
   uint64_t u64() { uint8_t b[8]; read(b, 8); return load_le64(b); }
 
+  // Drops the block held (it is fetched again from the cache on the next read).
+  void release() { cur_.reset(); }
+
   // Current position, normalised so that the offset lies inside a block.
   uint64_t block_pos() {
     normalise();

@@ -6,7 +6,11 @@ namespace sqar::reader {
 
 namespace {
 constexpr uint32_t kMaxXattrsPerInode = 65536;
-constexpr uint32_t kMaxXattrValue = 65536;  // Linux XATTR_SIZE_MAX
+constexpr uint32_t kMaxXattrValue = 65536;         // Linux XATTR_SIZE_MAX
+constexpr uint64_t kMaxXattrNameBytes = 65536;     // Linux XATTR_LIST_MAX: names + NULs of one inode
+// Out-of-line values let one stored value stand for any number of keys, so the bytes an inode
+// decodes to are not bounded by the image size: cap them (64 values of the largest size).
+constexpr uint64_t kMaxXattrValueBytes = 4u << 20;
 constexpr uint16_t kValueOutOfLine = 0x100;
 const char* prefix_for(uint16_t type) {
   switch (type & 0xff) {
@@ -44,11 +48,18 @@ std::vector<std::pair<std::string, std::string>> ImageImpl::xattrs(const Inode& 
   if (off >= fmt::kMetadataBlockSize || (ref >> 16) >= sb_.bytes_used - xattr_kv_start_)
     fail("xattr reference " + hex(ref) + " is invalid");
   MetaReader r(*this, xattr_kv_start_ + (ref >> 16), off, "xattrs");
+  const auto too_large = [&](const char* what, uint64_t limit) {
+    r.fail("inode " + std::to_string(inode.inode_number) + ": its xattr " + what + " exceed " +
+           std::to_string(limit) + " bytes");
+  };
+  uint64_t name_bytes = 0, value_bytes = 0;
   for (uint32_t i = 0; i < count; ++i) {
     uint16_t type = r.u16();
     uint16_t name_len = r.u16();
     const char* prefix = prefix_for(type);
     if (!prefix) r.fail("unknown xattr prefix type " + std::to_string(type & 0xff));
+    name_bytes += std::string_view(prefix).size() + name_len + 1;
+    if (name_bytes > kMaxXattrNameBytes) too_large("names", kMaxXattrNameBytes);
     std::string name(prefix);
     name.resize(name.size() + name_len);
     r.read(name.data() + std::string_view(prefix).size(), name_len);
@@ -63,10 +74,12 @@ std::vector<std::pair<std::string, std::string>> ImageImpl::xattrs(const Inode& 
       MetaReader v(*this, xattr_kv_start_ + (vref >> 16), voff, "xattr value");
       uint32_t len = v.u32();
       if (len > kMaxXattrValue) v.fail("xattr value of " + std::to_string(len) + " bytes is too large");
+      if ((value_bytes += len) > kMaxXattrValueBytes) too_large("values", kMaxXattrValueBytes);
       value.resize(len);
       v.read(value.data(), len);
     } else {
       if (vlen > kMaxXattrValue) r.fail("xattr value of " + std::to_string(vlen) + " bytes is too large");
+      if ((value_bytes += vlen) > kMaxXattrValueBytes) too_large("values", kMaxXattrValueBytes);
       value.resize(vlen);
       r.read(value.data(), vlen);
     }

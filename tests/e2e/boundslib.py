@@ -1,0 +1,92 @@
+"""Crafted images whose claimed counts would cost memory without bound or whose damage must
+stay local, and the measurements the bounds tests make on sqar and sqarfs.
+
+Hostile images go to sqar and sqarfs only, never to the kernel's squashfs driver."""
+import os
+import subprocess
+import sys
+
+from craftfs import Image
+from sqartest import tempdir
+
+MIB = 1 << 20
+SANITIZED = "ASAN_OPTIONS" in os.environ
+
+
+# Runs argv[2:] as a child and writes its peak RSS (KiB) to argv[1]. A fresh, small process forks
+# it: a child's ru_maxrss includes the memory of whatever it was forked from before its exec, so
+# measuring straight from a test that has just built a large image would count the test.
+_MEASURE = """
+import os, resource, sys
+pid = os.fork()
+if pid == 0:
+    if os.environ.get("SQAR_TEST_AS_LIMIT"):
+        limit = int(os.environ["SQAR_TEST_AS_LIMIT"])
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    os.execvp(sys.argv[2], sys.argv[2:])
+_, status, usage = os.wait4(pid, 0)
+with open(sys.argv[1], "w") as f:
+    f.write(str(usage.ru_maxrss))
+sys.exit(os.waitstatus_to_exitcode(status) & 0xFF)
+"""
+
+
+def measured(cmd, timeout=300, keep_stdout=True):
+    """(exit status, stdout, stderr, peak RSS in bytes) of cmd; keep_stdout=False sends its
+    output to /dev/null. Outside sanitizer builds (whose shadow memory needs terabytes of address
+    space) the address space is capped at 4 GiB, so a regression fails at once instead of pushing
+    the machine into swap."""
+    env = dict(os.environ)
+    if not SANITIZED:
+        env["SQAR_TEST_AS_LIMIT"] = str(4 << 30)
+    else:  # ASan's quarantine keeps freed memory on purpose: measure what the program holds
+        env["ASAN_OPTIONS"] = env["ASAN_OPTIONS"] + ":quarantine_size_mb=0"
+    with tempdir() as tmp, open(f"{tmp}/out", "w+") as out, open(f"{tmp}/err", "w+") as err:
+        p = subprocess.run([sys.executable, "-c", _MEASURE, f"{tmp}/rss"] + cmd, env=env, timeout=timeout,
+                           stdout=out if keep_stdout else subprocess.DEVNULL, stderr=err)
+        out.seek(0)
+        err.seek(0)
+        with open(f"{tmp}/rss") as f:
+            rss = int(f.read()) * 1024
+        return p.returncode, out.read(), err.read(), rss
+
+
+def peak_rss_of(pid):
+    """VmHWM of a running process, in bytes."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError(f"no VmHWM in /proc/{pid}/status")
+
+
+def write_image(path, img, root):
+    with open(path, "wb") as f:
+        f.write(img.build(root))
+    return path
+
+
+XATTR_BOMB_VALUE = bytes(range(256)) * 256
+
+
+def xattr_bomb_image(path):
+    """65536 xattrs on `bomb`, all pointing at one 64 KiB out-of-line value (4 GiB decoded), and
+    a sibling `good` without xattrs."""
+    img = Image(block_size=4096)
+    bomb = img.file(b"bomb\n").set_xattrs([(f"user.k{i:05d}", XATTR_BOMB_VALUE) for i in range(65536)])
+    return write_image(path, img, img.dir({"bomb": bomb, "good": img.file(b"good\n")}))
+
+
+def sparse_bomb_image(path):
+    """`huge`: 2^25 sparse 1 MiB blocks (32 TiB, 128 MiB of block list in ~0.5 MB of image)."""
+    img = Image(block_size=1 << 20, compress_meta=True)
+    return write_image(path, img, img.dir({"huge": img.file(blocks=1 << 25, extended=True),
+                                           "small": img.file(b"s")}))
+
+
+def bad_sibling_image(path):
+    """dir/f00..f19 with content "content N\\n"; f07's fragment index is outside the table."""
+    img = Image(block_size=4096)
+    files = {f"f{i:02d}": img.file(b"content %d\n" % i) for i in range(20)}
+    files["f07"].fragment = (999, 0)
+    return write_image(path, img, img.dir({"dir": img.dir(files)}))

@@ -1,0 +1,188 @@
+#!/usr/bin/env python3
+"""sqar on crafted images (tests/e2e/craftfs.py): claimed counts that would cost memory without
+bound are refused or streamed within a fixed budget, one damaged inode does not hide its
+siblings, and a hard-link group mixing inode types is read by each inode's own type.
+
+unsquashfs reads the well-formed images to prove the writer itself right; the hostile ones go to
+sqar only (never to the kernel's driver)."""
+import json
+import os
+
+from boundslib import MIB, bad_sibling_image, measured, sparse_bomb_image, write_image, xattr_bomb_image
+from craftfs import CHRDEV, FILE, SYMLINK, Image
+from sqartest import SQAR, compare_trees, log, main, need_tool, run, tempdir
+
+
+def craftfs_is_read_by_unsquashfs_as_by_sqar():
+    """Every kind of entry, a directory with an index, hard links, sparse blocks, fragments and
+    shared xattr values, with metadata stored raw and compressed: unsquashfs and sqar extract the
+    same tree, and sqar finds names through the directory index."""
+    for compress in (False, True):
+        img = Image(block_size=4096, compress_meta=compress, export=True)
+        f = img.file(b"hello\n" * 2000, uid=1000, gid=100, mtime=1700000000)
+        big = {f"entry-{i:04d}-with-a-long-name": img.file(b"%d" % i) for i in range(700)}
+        shared = b"v" * 300
+        root = img.dir({
+            "hello": f, "hard": f,
+            "sparse": img.file(blocks=[b"a" * 4096, None, b"b" * 4096], tail=b"tail", extended=True),
+            "big": img.dir(big, index=True),
+            "link": img.symlink("hello"), "fifo": img.fifo(), "chr": img.device(CHRDEV, 1, 3),
+            "x": img.file(b"x").set_xattrs([("user.a", shared), ("user.b", shared), ("user.c", b"1")]),
+            "empty": img.dir({}),
+        })
+        with tempdir() as tmp:
+            image = write_image(f"{tmp}/ok.sqfs", img, root)
+            run(["unsquashfs", "-no-progress", "-d", f"{tmp}/theirs", image])
+            run([SQAR, "extract", image, "-C", f"{tmp}/ours"])
+            problems = compare_trees(f"{tmp}/theirs", f"{tmp}/ours", "craftfs image")
+            assert not problems, problems
+            with open(f"{tmp}/ours/sparse", "rb") as fh:
+                assert fh.read() == b"a" * 4096 + bytes(4096) + b"b" * 4096 + b"tail"
+            assert os.getxattr(f"{tmp}/ours/x", "user.b") == shared
+            assert os.stat(f"{tmp}/ours/hard").st_ino == os.stat(f"{tmp}/ours/hello").st_ino
+            for i in (0, 350, 699):
+                got = run([SQAR, "cat", image, f"big/entry-{i:04d}-with-a-long-name"]).stdout
+                assert got == str(i), (i, got)
+            run([SQAR, "verify", image])
+
+
+def xattr_bomb_is_refused_in_bounded_memory():
+    """65536 xattrs sharing one 64 KiB value: 4 GiB once decoded. Every command refuses the
+    inode with one clear error within 64 MiB."""
+    with tempdir() as tmp:
+        image = xattr_bomb_image(f"{tmp}/bomb.sqfs")
+        os.makedirs(f"{tmp}/tree")
+        for name in ("bomb", "good"):
+            with open(f"{tmp}/tree/{name}", "w") as f:
+                f.write(f"{name}\n")
+        for cmd in (["verify", image], ["extract", image, "-C", f"{tmp}/x"], ["diff", image, f"{tmp}/tree"],
+                    ["list", "-l", image]):
+            code, out, err, rss = measured([SQAR] + cmd)
+            log(f"sqar {cmd[0]}: exit {code}, peak RSS {rss / MIB:.0f} MiB, {err.count(chr(10))} lines of errors")
+            assert rss <= 64 * MIB, f"sqar {cmd[0]} took {rss / MIB:.0f} MiB on the xattr bomb"
+            if cmd[0] == "list":  # a listing does not read xattrs
+                assert code == 0 and out.split("\n")[1:] and "bomb" in out, (code, out, err)
+                continue
+            want = 2 if cmd[0] == "diff" else 1  # diff: 1 means the trees differ, 2 an error
+            assert code == want, f"sqar {cmd[0]} exited {code} on the xattr bomb: {err[:500]}"
+            assert "xattr" in err and "exceed" in err and "bomb" in err, f"sqar {cmd[0]}: unclear error: {err[:500]}"
+            assert err.count("\n") < 10, f"sqar {cmd[0]} printed {err.count(chr(10))} lines"
+
+
+def sparse_bomb_stat_in_bounded_memory():
+    """A file of 2^25 sparse 1 MiB blocks: info and list never hold its block list."""
+    with tempdir() as tmp:
+        image = sparse_bomb_image(f"{tmp}/sparse.sqfs")
+        log(f"image of {os.path.getsize(image)} bytes")
+        for cmd in (["info", image], ["list", "-l", image]):
+            code, out, err, rss = measured([SQAR] + cmd)
+            log(f"sqar {cmd[0]}: exit {code}, peak RSS {rss / MIB:.0f} MiB")
+            assert code == 0, err
+            assert rss <= 64 * MIB, f"sqar {cmd[0]} took {rss / MIB:.0f} MiB for a 2^25-block file"
+            if cmd[0] == "list":
+                assert str(1 << 45) in out, out
+
+
+def deep_nesting_in_bounded_memory():
+    """100k nested directories, each also holding one file: list, info and verify within
+    256 MiB (a path per level of the walk made that 10 GB). The listing itself is 20 GB of
+    paths, so it goes to /dev/null; info's counts show the walk saw every entry."""
+    depth = 100_000
+    img = Image(block_size=4096, compress_meta=True)
+    leaf = img.file(b"bottom\n")
+    node = img.dir({"leaf": leaf})
+    for _ in range(depth - 1):
+        node = img.dir({"d": node, "f": leaf})
+    with tempdir() as tmp:
+        image = write_image(f"{tmp}/deep.sqfs", img, img.dir({"d": node}))
+        for cmd in (["list", image], ["info", "--json", image], ["verify", image]):
+            code, out, err, rss = measured([SQAR] + cmd, keep_stdout=cmd[0] != "list")
+            log(f"sqar {cmd[0]}: exit {code}, peak RSS {rss / MIB:.0f} MiB")
+            assert code == 0, err[:500]
+            assert rss <= 256 * MIB, f"sqar {cmd[0]} took {rss / MIB:.0f} MiB for 100k nested directories"
+            if cmd[0] == "info":
+                counts = json.loads(out)["counts"]
+                assert counts["directory"] == depth + 1 and counts["regular"] == depth, counts
+
+
+def bad_inode_does_not_hide_siblings():
+    """dir/f07's fragment index is out of range: `list` lists the 19 others and the directory,
+    names f07 and the cause on stderr, and exits 1; unsquashfs lists all 20."""
+    with tempdir() as tmp:
+        image = bad_sibling_image(f"{tmp}/bad.sqfs")
+        listed = run(["unsquashfs", "-lls", image], check=False).stdout
+        assert all(f"squashfs-root/dir/f{i:02d}" in listed for i in range(20)), listed
+        p = run([SQAR, "list", image], check=False)
+        assert p.returncode == 1, (p.returncode, p.stderr)
+        assert "dir/f07" in p.stderr and "fragment" in p.stderr, p.stderr
+        assert p.stdout.split() == ["dir"] + [f"dir/f{i:02d}" for i in range(20) if i != 7], p.stdout
+
+
+def other_claimed_counts_are_bounded():
+    """A symlink target longer than the kernel's limit (a page) and a directory index claiming
+    65535 entries for a listing of a few blocks: each is refused naming the entry, and its
+    siblings still list."""
+    img = Image(block_size=4096)
+    names = {f"entry-{i:04d}-with-a-long-name": img.file(b"%d" % i) for i in range(700)}
+    indexed = img.dir(names, index=True)
+    indexed.index_count = 65535
+    root = img.dir({"a-long-link": img.symlink("x" * 5000), "b-indexed": indexed, "c-file": img.file(b"c\n"),
+                    "d-ok-link": img.symlink("x" * 4096)})
+    with tempdir() as tmp:
+        image = write_image(f"{tmp}/counts.sqfs", img, root)
+        p = run([SQAR, "list", image], check=False)
+        assert p.returncode == 1, (p.returncode, p.stderr)
+        assert p.stdout.split() == ["c-file", "d-ok-link"], p.stdout
+        assert "a-long-link" in p.stderr and "symlink target of 5000 bytes" in p.stderr, p.stderr
+        assert "b-indexed" in p.stderr and "directory index of 65535 entries" in p.stderr, p.stderr
+
+
+def mixed_hard_link_group():
+    """One symlink inode named by an entry typed 'symlink' and one typed 'file', one file inode
+    named by entries typed 'file' and 'symlink': each inode's own type decides, as in the kernel
+    (unsquashfs trusts the entry type and gives up on this image). extract makes what the inodes
+    are, and diff of the image against that tree finds nothing."""
+    img = Image(block_size=4096)
+    link = img.symlink("target")
+    f = img.file(b"data\n")
+    root = img.dir({"a-link": link, "b-link-as-file": (link, FILE), "c-file": f, "d-file-as-link": (f, SYMLINK),
+                    "target": img.file(b"t\n")})
+    mixed_group_extract_and_diff_agree(img, root)
+
+
+def one_number_for_two_inodes():
+    """A file inode and a symlink inode claiming the same inode number (so a hard-link group by
+    number mixes a file and a symlink): extract makes each as its inode says, not a link of the
+    first, and diff agrees. (unsquashfs links the second name to the first; the kernel shows
+    whichever it read first under both names: no reader to agree with.)"""
+    img = Image(block_size=4096)
+    f = img.file(b"data\n")
+    link = img.symlink("f")
+    f.number = link.number = 2
+    f.nlink = link.nlink = 2
+    img_root = img.dir({"f": f, "link": link})
+    mixed_group_extract_and_diff_agree(img, img_root)
+
+
+def mixed_group_extract_and_diff_agree(img, root):
+    with tempdir() as tmp:
+        image = write_image(f"{tmp}/mixed.sqfs", img, root)
+        run([SQAR, "extract", image, "-C", f"{tmp}/ours"])
+        for name, ino in sorted(root.entries.items()):
+            ino = ino[0] if isinstance(ino, tuple) else ino
+            path = f"{tmp}/ours/{name}"
+            if ino.kind == SYMLINK:
+                assert os.readlink(path) == ino.target.decode(), name
+            else:
+                with open(path, "rb") as fh:
+                    assert not os.path.islink(path) and fh.read() == ino.tail, name
+        p = run([SQAR, "diff", image, f"{tmp}/ours"], check=False)
+        assert p.returncode == 0, (p.returncode, p.stdout, p.stderr)
+        run([SQAR, "verify", image])
+
+
+if __name__ == "__main__":
+    need_tool("unsquashfs")
+    main([craftfs_is_read_by_unsquashfs_as_by_sqar, xattr_bomb_is_refused_in_bounded_memory,
+          sparse_bomb_stat_in_bounded_memory, deep_nesting_in_bounded_memory, bad_inode_does_not_hide_siblings,
+          other_claimed_counts_are_bounded, mixed_hard_link_group, one_number_for_two_inodes])
