@@ -20,7 +20,7 @@ CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DSQAR_FUZZ=ON -DBUILD_TE
 cmake --build build-fuzz --target fuzzers -j"$(nproc)" | tail -1
 
 # dedup_token_length: fork mode keeps one reproducer per distinct top-of-stack.
-export ASAN_OPTIONS=dedup_token_length=3:detect_leaks=1
+export ASAN_OPTIONS="$ASAN_OPTIONS:dedup_token_length=3:detect_leaks=1"
 export UBSAN_OPTIONS=print_stacktrace=1:dedup_token_length=3
 for h in "${harnesses[@]}"; do
   secs=$((total * ${share[$h]} / 100))
