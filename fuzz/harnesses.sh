@@ -12,9 +12,10 @@ max_len() {
   esac
 }
 
-# -timeout: one input taking > 10 s is a hang. -rss_limit_mb (and the malloc limit it implies):
-# memory an image can claim without backing bytes is a bug; 512 MiB is far above what any
-# input of max_len bytes needs (a sanitized harness itself uses ~60 MiB).
+# -timeout: one input taking > 10 s is a hang. -rss_limit_mb (and the malloc limit it implies;
+# the replay tests apply the same, kMemoryLimitMb in replay_memory_limit.h): memory an image
+# can claim without backing bytes is a bug; 512 MiB is far above what any input of max_len
+# bytes needs (a sanitized harness itself uses ~60 MiB).
 fuzz_flags() {
   echo "-max_len=$(max_len "$1") -dict=fuzz/squashfs.dict -timeout=10 -rss_limit_mb=512"
 }

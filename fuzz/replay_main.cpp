@@ -1,7 +1,8 @@
 // Replays inputs through a harness's LLVMFuzzerTestOneInput without libFuzzer, so the normal
 // test suite (and its ASan build) runs every seed and committed crash reproducer:
 // `replay_fuzz_image DIR_OR_FILE...`. Files in a directory run in name order; subdirectories
-// are not entered. Exits 0 when every input ran (1 when there was none); a bug aborts, traps or trips a sanitizer.
+// are not entered. The fuzz runs' memory limit applies (replay_memory_limit.h). Exits 0 when
+// every input ran (1 when there was none); a bug aborts, traps or trips a sanitizer.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -10,6 +11,8 @@
 #include <iterator>
 #include <string>
 #include <vector>
+
+#include "replay_memory_limit.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 
@@ -25,6 +28,7 @@ void replay(const std::filesystem::path& file) {
   std::printf("%s (%zu bytes)\n", file.c_str(), data.size());
   std::fflush(stdout);  // the name is on record before a crash
   LLVMFuzzerTestOneInput(data.data(), data.size());
+  sqar::fuzz::check_peak_rss();
 }
 
 }  // namespace

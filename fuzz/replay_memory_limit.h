@@ -1,0 +1,21 @@
+// The fuzz runs' memory limit for the replay tests (replay_memory_limit.cpp).
+#pragma once
+#include <cstddef>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define SQAR_REPLAY_UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SQAR_REPLAY_UNDER_ASAN 1
+#endif
+#endif
+#ifndef SQAR_REPLAY_UNDER_ASAN
+#define SQAR_REPLAY_UNDER_ASAN 0
+#endif
+
+namespace sqar::fuzz {
+// -rss_limit_mb in fuzz/harnesses.sh: keep the two equal.
+constexpr unsigned kMemoryLimitMb = 512;
+// Aborts when the process's peak RSS has passed the limit (not under ASan).
+void check_peak_rss();
+}  // namespace sqar::fuzz
