@@ -13,9 +13,12 @@
 #define SQAR_REPLAY_UNDER_ASAN 0
 #endif
 
+// -rss_limit_mb in fuzz/harnesses.sh: keep the two equal. (A macro: ASan's options are a
+// string read before any constructor runs.)
+#define SQAR_FUZZ_MEMORY_LIMIT_MB 512
+
 namespace sqar::fuzz {
-// -rss_limit_mb in fuzz/harnesses.sh: keep the two equal.
-constexpr unsigned kMemoryLimitMb = 512;
+constexpr unsigned kMemoryLimitMb = SQAR_FUZZ_MEMORY_LIMIT_MB;
 // Aborts when the process's peak RSS has passed the limit (not under ASan).
 void check_peak_rss();
 }  // namespace sqar::fuzz
