@@ -56,6 +56,10 @@ const char kHelp[] =
     "                          (SOURCE_DATE_EPOCH in the environment clamps timestamps to it and\n"
     "                          sets the image time, for reproducible images)\n"
     "      --skip-unreadable   warn about unreadable files and directories instead of failing\n"
+    "      --strict            fail when a file changes while it is read. By default a file that\n"
+    "                          grows is stored as its first N bytes (N: its size when scanned),\n"
+    "                          one that shrinks as the bytes it still has, one that vanishes is\n"
+    "                          left out, each with a warning, and the exit status stays 0\n"
     "\n"
     "Dedup and extras:\n"
     "      --no-dedup          store every file separately\n"
@@ -192,7 +196,7 @@ int usage_error(const std::string& msg) {
 int create_main(int argc, char** argv) {
   enum {
     kExclude = 256, kExcludeFrom, kOneFs, kNoXattrs, kAllRoot, kUid, kGid, kMtime, kSkipUnreadable, kNoDedup,
-    kVerifyDedup, kReuse, kNoManifest, kNoExport, kProgress, kJson
+    kVerifyDedup, kReuse, kNoManifest, kNoExport, kProgress, kJson, kStrict
   };
   static const option longopts[] = {
       {"compressor", required_argument, nullptr, 'c'}, {"level", required_argument, nullptr, 'l'},
@@ -203,6 +207,7 @@ int create_main(int argc, char** argv) {
       {"no-xattrs", no_argument, nullptr, kNoXattrs}, {"all-root", no_argument, nullptr, kAllRoot},
       {"uid", required_argument, nullptr, kUid}, {"gid", required_argument, nullptr, kGid},
       {"mtime", required_argument, nullptr, kMtime}, {"skip-unreadable", no_argument, nullptr, kSkipUnreadable},
+      {"strict", no_argument, nullptr, kStrict},
       {"no-dedup", no_argument, nullptr, kNoDedup}, {"verify-dedup", no_argument, nullptr, kVerifyDedup},
       {"reuse", required_argument, nullptr, kReuse},
       {"no-manifest", no_argument, nullptr, kNoManifest}, {"no-export", no_argument, nullptr, kNoExport},
@@ -266,6 +271,7 @@ int create_main(int argc, char** argv) {
         break;
       }
       case kSkipUnreadable: opt.skip_unreadable = true; break;
+      case kStrict: opt.strict = true; break;
       case kNoDedup: opt.dedup = false; break;
       case kVerifyDedup: opt.verify_dedup = true; break;
       case kReuse: opt.reuse = optarg; break;

@@ -175,6 +175,7 @@ CreateStats create_image(CreateOptions opt, CreateProgress* progress) {
   data_opt.dedup = opt.dedup;
   data_opt.verify_dedup = opt.verify_dedup;
   data_opt.skip_unreadable = opt.skip_unreadable;
+  data_opt.strict = opt.strict;
   data_opt.detect_incompressible = opt.detect_incompressible;
   data_opt.read_file_xattrs = opt.xattrs;
   data_opt.warn = opt.warn;

@@ -147,6 +147,8 @@ TEST_F(SourceReadTest, FileThatShrankBeforeFinishIsReported) {
   ASSERT_EQ(truncate((dir_path_ + "/shrinks").c_str(), 5000), 0);
   ASSERT_EQ(r.finish(out, changed), 0);
   EXPECT_NE(changed.find("shrank"), std::string::npos) << changed;
+  // What the file still has, and nothing more: it is what gets stored and hashed.
+  EXPECT_EQ(out, std::vector<uint8_t>(data.begin(), data.begin() + 5000));
 }
 
 TEST_F(SourceReadTest, FileThatGrewBeforeFinishIsReported) {
@@ -164,6 +166,7 @@ TEST_F(SourceReadTest, FileThatGrewBeforeFinishIsReported) {
   close(fd);
   ASSERT_EQ(r.finish(out, changed), 0);
   EXPECT_NE(changed.find("grew"), std::string::npos) << changed;
+  EXPECT_EQ(out, data);  // the size asked for: the appended bytes are not part of it
 }
 
 TEST_F(SourceReadTest, MissingFileIsAnErrnoNotPending) {
