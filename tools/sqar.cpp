@@ -5,6 +5,7 @@
 #include <exception>
 
 #include "command.h"
+#include "common/open_file_limit.h"
 #include "sqar_version.h"
 
 namespace sqar::cli {
@@ -30,6 +31,7 @@ void print_usage(FILE* out) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  sqar::raise_open_file_limit();
   if (argc < 2) {
     print_usage(stderr);
     return 2;
