@@ -71,7 +71,11 @@ const char kHelp[] =
     "                          by sqar the image is the same as without it. OLD may be IMAGE\n"
     "                          itself (with --force), or made by mksquashfs or with --no-manifest\n"
     "                          (its files are then decoded and hashed first). -c, -l and -b\n"
-    "                          default to OLD's\n"
+    "                          default to OLD's. An OLD that does not exist or cannot be read\n"
+    "                          gives a fresh build and a one-line note (a nightly job's first\n"
+    "                          night)\n"
+    "      --reuse-strict      with --reuse: an OLD that does not exist or cannot be read is an\n"
+    "                          error\n"
     "      --no-manifest       omit the trailer of content XXH3-128 hashes (used by sqar verify)\n"
     "      --no-export         omit the NFS export table\n"
     "\n"
@@ -196,7 +200,7 @@ int usage_error(const std::string& msg) {
 int create_main(int argc, char** argv) {
   enum {
     kExclude = 256, kExcludeFrom, kOneFs, kNoXattrs, kAllRoot, kUid, kGid, kMtime, kSkipUnreadable, kNoDedup,
-    kVerifyDedup, kReuse, kNoManifest, kNoExport, kProgress, kJson, kStrict
+    kVerifyDedup, kReuse, kNoManifest, kNoExport, kProgress, kJson, kStrict, kReuseStrict
   };
   static const option longopts[] = {
       {"compressor", required_argument, nullptr, 'c'}, {"level", required_argument, nullptr, 'l'},
@@ -209,7 +213,7 @@ int create_main(int argc, char** argv) {
       {"mtime", required_argument, nullptr, kMtime}, {"skip-unreadable", no_argument, nullptr, kSkipUnreadable},
       {"strict", no_argument, nullptr, kStrict},
       {"no-dedup", no_argument, nullptr, kNoDedup}, {"verify-dedup", no_argument, nullptr, kVerifyDedup},
-      {"reuse", required_argument, nullptr, kReuse},
+      {"reuse", required_argument, nullptr, kReuse}, {"reuse-strict", no_argument, nullptr, kReuseStrict},
       {"no-manifest", no_argument, nullptr, kNoManifest}, {"no-export", no_argument, nullptr, kNoExport},
       {"progress", no_argument, nullptr, kProgress}, {"json", no_argument, nullptr, kJson},
       {nullptr, 0, nullptr, 0}};
@@ -254,7 +258,13 @@ int create_main(int argc, char** argv) {
       case 'q': quiet = true; break;
       case 'h': std::fputs(kHelp, stdout); return 0;
       case kExclude: opt.excludes.add(arg); break;
-      case kExcludeFrom: opt.excludes.add_from_file(arg); break;
+      case kExcludeFrom:
+        try {
+          opt.excludes.add_from_file(arg);
+        } catch (const Error& e) {
+          return usage_error(std::string("--exclude-from: ") + e.what());
+        }
+        break;
       case kOneFs: opt.one_file_system = true; break;
       case kNoXattrs: opt.xattrs = false; break;
       case kAllRoot: opt.uid = 0; opt.gid = 0; break;
@@ -275,6 +285,7 @@ int create_main(int argc, char** argv) {
       case kNoDedup: opt.dedup = false; break;
       case kVerifyDedup: opt.verify_dedup = true; break;
       case kReuse: opt.reuse = optarg; break;
+      case kReuseStrict: opt.reuse_strict = true; break;
       case kNoManifest: opt.manifest = false; break;
       case kNoExport: opt.exportable = false; break;
       case kProgress: force_progress = true; break;
@@ -302,6 +313,7 @@ int create_main(int argc, char** argv) {
     opt.source_date = *v;
   }
   opt.warn = [](const std::string& w) { print_message("sqar create: warning: " + w); };
+  opt.note = [](const std::string& w) { print_message("sqar create: note: " + w); };
 
   // Every signal whose default action ends the process removes a named temporary image first
   // (only filesystems without O_TMPFILE need one). SIGXFSZ is ignored instead, so a file-size

@@ -107,10 +107,11 @@ CreateStats create_image(CreateOptions opt, CreateProgress* progress) {
     try {
       reuse = ReuseIndex::open(opt.reuse, opt.codec, why_not);
     } catch (const Error& e) {
-      throw Error(std::string("--reuse: ") + e.what());
+      if (opt.reuse_strict) throw Error(std::string("--reuse: ") + e.what());
+      if (opt.note) opt.note(std::string("--reuse: ") + e.what() + "; building without it");
     }
     if (!why_not.empty() && opt.warn) opt.warn("not reusing data of " + opt.reuse + ": " + why_not);
-    if (reuse->empty()) reuse.reset();
+    if (reuse && reuse->empty()) reuse.reset();
     if (progress) progress->phase = 0;
   }
 
