@@ -87,7 +87,8 @@ const char kHelp[] =
     "  -h, --help              show this help\n"
     "\n"
     "The image is written to a temporary file beside IMAGE and renamed when complete; on any\n"
-    "error or interruption no partial image is left behind.\n"
+    "error or interruption no partial image is left behind. IMAGE cannot be '-': an image\n"
+    "needs seeking (for a stream, 'sqar extract --tar - IMAGE' writes an image as a tar).\n"
     "\n"
     "Examples:\n"
     "  sqar create /var/log logs.sqfs                      # zstd-9, 128K blocks, all cores\n"
@@ -297,6 +298,12 @@ int create_main(int argc, char** argv) {
   if (argc - optind < 2) return usage_error("need at least one SOURCE and the IMAGE");
   for (int i = optind; i < argc - 1; ++i) opt.sources.push_back(argv[i]);
   opt.image = argv[argc - 1];
+  // The superblock is written last and the tables after the data, so the image needs a file
+  // it can seek in; a file named '-' is never what was meant.
+  if (opt.image == "-")
+    return usage_error("IMAGE cannot be '-' (standard output): a SquashFS image needs a seekable file. Write it "
+                       "to a file and copy that, or stream a tar instead ('sqar extract --tar - IMAGE', "
+                       "or 'tar -C SOURCE -cf - .')");
   if (!opt.reuse.empty()) take_open_settings_from(opt.reuse, opt.codec, compressor_given, level_given, block_given);
   if (!level_given && opt.codec.id == CodecId::zstd) opt.codec.level = kDefaultZstdLevel;
   if (opt.codec.level < 0) opt.codec.level = default_level(opt.codec.id);

@@ -77,6 +77,17 @@ def test_nightly_reuse_on_its_first_night_and_over_a_damaged_image():
         log(f"ok: --reuse-strict: {p.stderr.strip()}")
 
 
+def test_image_on_standard_output_is_refused():
+    with tempdir() as d:
+        src = small_tree(f"{d}/src")
+        p = run([SQAR, "create", src, "-"], check=False, cwd=d)
+        assert p.returncode == 2, f"exit {p.returncode}: {p.stderr}"
+        assert "standard output" in p.stderr and "sqar extract --tar -" in p.stderr, p.stderr
+        assert not os.path.exists(f"{d}/-"), "a file named '-' was written"
+        log(f"ok: {p.stderr.splitlines()[0]}")
+
+
 if __name__ == "__main__":
     main([test_exclude_from_a_directory_or_an_unreadable_file,
-          test_nightly_reuse_on_its_first_night_and_over_a_damaged_image])
+          test_nightly_reuse_on_its_first_night_and_over_a_damaged_image,
+          test_image_on_standard_output_is_refused])
