@@ -33,6 +33,8 @@ const char kHelp[] =
     "As with mksquashfs, one SOURCE directory becomes the image root; with several SOURCEs (or a\n"
     "single file) each SOURCE is an entry of the root under its own name: 'sqar create /etc\n"
     "/var/log img' stores /etc and /log. Two SOURCEs with the same name are an error.\n"
+    "A SOURCE that is a symlink to a directory is stored as the symlink (with a warning); write\n"
+    "it with a trailing '/' to pack the directory it points to, as rsync reads it.\n"
     "\n"
     "Compression:\n"
     "  -c, --compressor NAME   gzip, xz, lzo, lz4 or zstd (default zstd)\n"
@@ -46,8 +48,12 @@ const char kHelp[] =
     "      --exclude GLOB      leave out matching entries (repeatable). A GLOB with '/' inside or\n"
     "                          in front matches the path in the image ('build/*.o', '/build' is\n"
     "                          the top-level build only), one without matches names at any\n"
-    "                          depth ('*.tmp'); a trailing '/' matches directories only\n"
+    "                          depth ('*.tmp'); a trailing '/' matches directories only.\n"
+    "                          A GLOB that starts with a SOURCE's path ('/var/log/journal' with\n"
+    "                          SOURCE /var/log) is taken as the path below it ('/journal')\n"
     "      --exclude-from FILE read GLOBs from FILE, one a line ('#' starts a comment)\n"
+    "      --keep-as-directory store a single SOURCE directory under its own name instead of\n"
+    "                          making it the root (as mksquashfs -keep-as-directory)\n"
     "      --one-file-system   do not descend into directories on other filesystems\n"
     "      --no-xattrs         do not store extended attributes\n"
     "      --all-root          make every entry owned by root (same as --uid 0 --gid 0)\n"
@@ -201,7 +207,7 @@ int usage_error(const std::string& msg) {
 int create_main(int argc, char** argv) {
   enum {
     kExclude = 256, kExcludeFrom, kOneFs, kNoXattrs, kAllRoot, kUid, kGid, kMtime, kSkipUnreadable, kNoDedup,
-    kVerifyDedup, kReuse, kNoManifest, kNoExport, kProgress, kJson, kStrict, kReuseStrict
+    kVerifyDedup, kReuse, kNoManifest, kNoExport, kProgress, kJson, kStrict, kReuseStrict, kKeepAsDirectory
   };
   static const option longopts[] = {
       {"compressor", required_argument, nullptr, 'c'}, {"level", required_argument, nullptr, 'l'},
@@ -212,7 +218,7 @@ int create_main(int argc, char** argv) {
       {"no-xattrs", no_argument, nullptr, kNoXattrs}, {"all-root", no_argument, nullptr, kAllRoot},
       {"uid", required_argument, nullptr, kUid}, {"gid", required_argument, nullptr, kGid},
       {"mtime", required_argument, nullptr, kMtime}, {"skip-unreadable", no_argument, nullptr, kSkipUnreadable},
-      {"strict", no_argument, nullptr, kStrict},
+      {"strict", no_argument, nullptr, kStrict}, {"keep-as-directory", no_argument, nullptr, kKeepAsDirectory},
       {"no-dedup", no_argument, nullptr, kNoDedup}, {"verify-dedup", no_argument, nullptr, kVerifyDedup},
       {"reuse", required_argument, nullptr, kReuse}, {"reuse-strict", no_argument, nullptr, kReuseStrict},
       {"no-manifest", no_argument, nullptr, kNoManifest}, {"no-export", no_argument, nullptr, kNoExport},
@@ -283,6 +289,7 @@ int create_main(int argc, char** argv) {
       }
       case kSkipUnreadable: opt.skip_unreadable = true; break;
       case kStrict: opt.strict = true; break;
+      case kKeepAsDirectory: opt.keep_as_directory = true; break;
       case kNoDedup: opt.dedup = false; break;
       case kVerifyDedup: opt.verify_dedup = true; break;
       case kReuse: opt.reuse = optarg; break;

@@ -139,7 +139,7 @@ class DataPipeline {
   const Node& node_of(uint32_t file) const { return tree_.nodes[tree_.files[file]]; }
 
   void skip_file(uint32_t file, const std::string& why) {
-    if (!opt_.skip_unreadable) throw Error(why);
+    if (!opt_.skip_unreadable) throw Error(why + " (--skip-unreadable leaves it out and goes on)");
     if (opt_.warn) opt_.warn(why + " (skipped)");
     skip_[file] = true;
     tree_.nodes[tree_.files[file]].omitted = true;

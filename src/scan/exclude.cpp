@@ -30,6 +30,7 @@ void ExcludeList::add(std::string pattern) {
   }
   if (pattern.empty() || pattern == ".") return;  // the source root itself is never excluded
   p.anchored = rooted || pattern.find('/') != std::string::npos;
+  p.rooted = rooted;
   p.glob = std::move(pattern);
   patterns_.push_back(std::move(p));
 }
@@ -61,6 +62,25 @@ void ExcludeList::add_from_file(const std::string& path) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.empty() || line[0] == '#') continue;
     add(line);
+  }
+}
+
+void ExcludeList::map_source_paths(const std::vector<std::pair<std::string, std::string>>& sources,
+                                   const std::function<void(const std::string&)>& note) {
+  for (auto& p : patterns_) {
+    if (!p.rooted) continue;
+    for (const auto& [disk, image] : sources) {
+      // disk is "/var/log": the pattern's glob (its leading '/' dropped) must start "var/log/".
+      if (disk.size() < 2 || p.glob.size() <= disk.size() || p.glob.compare(0, disk.size() - 1, disk, 1) != 0 ||
+          p.glob[disk.size() - 1] != '/')
+        continue;
+      const std::string rest = p.glob.substr(disk.size());
+      const std::string written = "/" + p.glob + (p.dir_only ? "/" : "");
+      p.glob = image.empty() ? rest : image + "/" + rest;
+      if (note) note("--exclude '" + written + "' names a path below SOURCE " + disk + ": taken as '/" + p.glob +
+                     (p.dir_only ? "/" : "") + "' in the image");
+      break;
+    }
   }
 }
 

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <thread>
 
 #include "common/endian.h"
@@ -50,6 +51,28 @@ uint16_t block_log(uint32_t bs) {
   uint16_t l = 0;
   while ((1u << l) < bs) ++l;
   return l;
+}
+
+// Each SOURCE's absolute path on disk and its path in the image, for
+// ExcludeList::map_source_paths.
+std::vector<std::pair<std::string, std::string>> source_paths(const CreateOptions& opt) {
+  namespace fs = std::filesystem;
+  auto absolute = [](const std::string& p) {
+    std::error_code ec;
+    std::string a = fs::absolute(fs::path(p), ec).lexically_normal().string();
+    while (a.size() > 1 && a.back() == '/') a.pop_back();
+    return a;
+  };
+  std::vector<std::pair<std::string, std::string>> out;
+  if (sources_form_root(opt.sources, opt.keep_as_directory)) {
+    out.emplace_back(absolute(opt.sources[0]), "");
+    return out;
+  }
+  for (const std::string& src : opt.sources) {
+    const auto [parent, name] = split_source(src);
+    out.emplace_back(absolute(join_path(parent, name)), name);
+  }
+  return out;
 }
 
 void count_entries(const Tree& tree, CreateStats& s) {
@@ -130,6 +153,8 @@ CreateStats create_image(CreateOptions opt, CreateProgress* progress) {
   ScanOptions scan;
   scan.sources = opt.sources;
   scan.excludes = opt.excludes;
+  scan.excludes.map_source_paths(source_paths(opt), opt.note);
+  scan.keep_as_directory = opt.keep_as_directory;
   scan.one_file_system = opt.one_file_system;
   scan.xattrs = opt.xattrs;
   scan.file_xattrs_later = opt.xattrs;  // the data phase reads them from the open files

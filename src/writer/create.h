@@ -26,7 +26,8 @@ struct CreateOptions {
   bool exportable = true;
   bool one_file_system = false;
   bool skip_unreadable = false;
-  bool strict = false;  // a file that changes while it is read is an error (DataOptions::strict)
+  bool strict = false;
+  bool keep_as_directory = false;  // ScanOptions::keep_as_directory  // a file that changes while it is read is an error (DataOptions::strict)
   bool detect_incompressible = true;
   ExcludeList excludes;
   std::optional<uint32_t> uid, gid;
