@@ -226,9 +226,9 @@ class DataPipeline {
       }
       if (hashed[k] < n.size) {
         // Its content is no longer n.size bytes, so it is no duplicate of a file of that size:
-        // stored on its own by the data pass, which finds where it ends now (and reads its
-        // attributes with its first range).
-        shrank(f, hashed[k]);
+        // stored on its own by the data pass, which finds (and reports) where it ends then,
+        // and reads its attributes with its first range.
+        if (opt_.strict) warn_shrank(f, hashed[k]);  // throws
         kinds_[f] = FileKind::kUnique;
         continue;
       }
@@ -458,7 +458,8 @@ class DataPipeline {
     if (s.data.size() < u.len) {
       len = s.data.size();
       last = true;
-      shrank(f, u.offset + len);
+      cut_[f] = u.offset + len;
+      warn_shrank(f, u.offset + len);
     } else if (!s.changed.empty()) {
       grew(f);
     }
@@ -525,8 +526,7 @@ class DataPipeline {
     file_changed(f, "grew while being read (" + size + " bytes when scanned)",
                  "stored its first " + size + " bytes");
   }
-  void shrank(uint32_t f, uint64_t now) {
-    cut_[f] = now;
+  void warn_shrank(uint32_t f, uint64_t now) {
     file_changed(f, "shrank while being read (" + std::to_string(node_of(f).size) + " bytes when scanned)",
                  "stored the " + std::to_string(now) + " bytes it still had");
   }

@@ -73,13 +73,14 @@ def all_stopped(pid):
     return True
 
 
-def run_changing(cmd, src, change):
-    """Runs cmd; when it opens src/a/first (the first file of the data pass), stops it, calls
-    change() and continues it. Returns (CompletedProcess-like, valid): valid is False when a file
-    of src/z was opened after that point but before sqar stopped."""
+def run_changing(cmd, src, change, trigger_at=("a", "first"), changed=None):
+    """Runs cmd; when it opens src/a/first (the first file of the data pass; or trigger_at),
+    stops it, calls change() and continues it. Returns (CompletedProcess-like, valid): valid is
+    False when a file of src/z that change() changes (any, unless `changed` names them) was
+    opened after that point but before sqar stopped."""
     ino = Inotify()
-    trigger = ino.watch(f"{src}/a", IN_OPEN)
     guard = ino.watch(f"{src}/z", IN_OPEN)
+    trigger = ino.watch(f"{src}/{trigger_at[0]}", IN_OPEN) if trigger_at[0] != "z" else guard
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     fired = False
     early = []
@@ -88,15 +89,16 @@ def run_changing(cmd, src, change):
             for wd, mask, name in ino.events(0.05):
                 if mask & IN_ISDIR or not name:
                     continue
-                if wd == trigger and name == "first" and not fired:
+                if wd == trigger and name == trigger_at[1] and not fired:
                     os.kill(p.pid, signal.SIGSTOP)
                     fired = True
-                elif wd == guard and fired:
+                elif wd == guard and fired and name != trigger_at[1] and (changed is None or name in changed):
                     early.append(name)
             if fired:
                 while not all_stopped(p.pid):
                     pass
-                early += [n for wd, m, n in ino.events(0) if wd == guard and n and not m & IN_ISDIR]
+                early += [n for wd, m, n in ino.events(0) if wd == guard and n and n != trigger_at[1]
+                          and not m & IN_ISDIR and (changed is None or n in changed)]
                 change()
                 os.kill(p.pid, signal.SIGCONT)
         out, err = p.communicate()
@@ -105,7 +107,7 @@ def run_changing(cmd, src, change):
             p.kill()
             p.wait()
         ino.close()
-    assert fired, f"sqar never opened {src}/a/first: {err}"
+    assert fired, f"sqar never opened {src}/{'/'.join(trigger_at)}: {err}"
     p.stdout, p.stderr = out, err
     return p, not early
 
@@ -118,7 +120,10 @@ ORIGINAL = {
     "gone_small": pseudo_random(9_000, 5),
     "gone_big": pseudo_random(2 * MIB + 9, 6),
     # Pairs of equal large files (hashed in a first pass, stored once): the first of each pair
-    # changes between that pass and the read that stores it.
+    # changes between that pass and the read that stores it (or, in test_during_hashing_pass,
+    # pair2_a while the pass reads pair0_*).
+    "pair0_a": pseudo_random(8 * MIB, 14),
+    "pair0_b": pseudo_random(8 * MIB, 14),
     "pair1_a": pseudo_random(2 * MIB + 11, 7),
     "pair1_b": pseudo_random(2 * MIB + 11, 7),
     "pair2_a": pseudo_random(2 * MIB + 13, 8),
@@ -176,6 +181,8 @@ EXPECTED = {
     "gone_big": (None, "vanished before it was read"),
     "pair1_a": (REWRITTEN, "changed between the hashing pass and the read that stored it"),
     "pair1_b": (ORIGINAL["pair1_b"], None),
+    "pair0_a": (ORIGINAL["pair0_a"], None),
+    "pair0_b": (ORIGINAL["pair0_b"], None),
     "pair2_a": (ORIGINAL["pair2_a"][:MIB + 5], "shrank while being read"),
     "pair2_b": (ORIGINAL["pair2_b"], None),
     "same1_a": (ORIGINAL["same1_a"], "grew while being read"),
@@ -269,6 +276,31 @@ def test_reuse():
         check_image(p, src, img, "build with --reuse")
 
 
+def test_during_hashing_pass():
+    """pair2_a shrinks while the hashing pass (-j1: one file after the other) reads pair0_a: the
+    pass finds it short, so it is not taken as pair2_b's duplicate; each keeps its own state."""
+    with tempdir(prefix=os.path.join(os.getcwd(), "sqar-live-")) as d:
+        for attempt in range(1, 4):
+            src, img = f"{d}/src{attempt}", f"{d}/img{attempt}.sqfs"
+            build_tree(src)
+            cmd = [SQAR, "create", "-q", "-j", "1", "-b", "64K", src, img]
+            p, valid = run_changing(cmd, src, lambda: os.truncate(f"{src}/z/pair2_a", MIB + 5),
+                                    trigger_at=("z", "pair0_a"), changed=("pair2_a",))
+            if valid:
+                break
+            log(f"try {attempt}: sqar had opened other files of z/ before it stopped; trying again")
+        else:
+            raise AssertionError("in 3 tries sqar always reached pair2_a before it could be stopped")
+        assert p.returncode == 0, f"exit {p.returncode}: {p.stderr}"
+        out = img + ".out"
+        unsquashfs_extract(img, out)
+        assert open(f"{out}/z/pair2_a", "rb").read() == ORIGINAL["pair2_a"][:MIB + 5], "pair2_a: not what it had"
+        assert open(f"{out}/z/pair2_b", "rb").read() == ORIGINAL["pair2_b"], "pair2_b: not its own content"
+        assert f"warning: {src}/z/pair2_a: shrank while being read" in p.stderr, p.stderr
+        run([SQAR, "verify", img])
+        log("ok: a file that shrank during the hashing pass is stored as it is, apart from its former twin")
+
+
 def test_strict():
     with tempdir(prefix=os.path.join(os.getcwd(), "sqar-live-")) as d:
         p, src, img = build_changing(d, strict=True)
@@ -282,4 +314,4 @@ def test_strict():
 if __name__ == "__main__":
     if not hasattr(os, "posix_fadvise"):
         skip("no posix_fadvise")
-    main([test_warm, test_cold, test_reuse, test_strict])
+    main([test_warm, test_cold, test_reuse, test_during_hashing_pass, test_strict])
