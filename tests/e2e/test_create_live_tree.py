@@ -63,10 +63,11 @@ class Inotify:
 
 
 def all_stopped(pid):
+    """Whether every thread of pid is stopped (or gone: a process that ended is a zombie)."""
     try:
         for t in os.listdir(f"/proc/{pid}/task"):
             with open(f"/proc/{pid}/task/{t}/stat") as f:
-                if f.read().rsplit(")", 1)[1].split()[0] not in ("T", "t"):
+                if f.read().rsplit(")", 1)[1].split()[0] not in ("T", "t", "Z", "X"):
                     return False
     except FileNotFoundError:
         return True
