@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "common/error.h"
+#include "common/open_file_limit.h"
 #include "filesystem.h"
 #include "log.h"
 #include "request_loop.h"
@@ -35,6 +36,7 @@ std::string escape_opt(const std::string& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  raise_open_file_limit();
   Options o;
   try {
     o = parse_options(argc, argv);

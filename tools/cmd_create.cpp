@@ -34,6 +34,8 @@ const char kHelp[] =
     "As with mksquashfs, one SOURCE directory becomes the image root; with several SOURCEs (or a\n"
     "single file) each SOURCE is an entry of the root under its own name: 'sqar create /etc\n"
     "/var/log img' stores /etc and /log. Two SOURCEs with the same name are an error.\n"
+    "A SOURCE that is a symlink to a directory is stored as the symlink (with a warning); write\n"
+    "it with a trailing '/' to pack the directory it points to, as rsync reads it.\n"
     "\n"
     "Compression:\n"
     "  -c, --compressor NAME   gzip, xz, lzo, lz4 or zstd (default zstd)\n"
@@ -47,8 +49,12 @@ const char kHelp[] =
     "      --exclude GLOB      leave out matching entries (repeatable). A GLOB with '/' inside or\n"
     "                          in front matches the path in the image ('build/*.o', '/build' is\n"
     "                          the top-level build only), one without matches names at any\n"
-    "                          depth ('*.tmp'); a trailing '/' matches directories only\n"
+    "                          depth ('*.tmp'); a trailing '/' matches directories only.\n"
+    "                          A GLOB that starts with a SOURCE's path ('/var/log/journal' with\n"
+    "                          SOURCE /var/log) is taken as the path below it ('/journal')\n"
     "      --exclude-from FILE read GLOBs from FILE, one a line ('#' starts a comment)\n"
+    "      --keep-as-directory store a single SOURCE directory under its own name instead of\n"
+    "                          making it the root (as mksquashfs -keep-as-directory)\n"
     "      --one-file-system   do not descend into directories on other filesystems\n"
     "      --no-xattrs         do not store extended attributes\n"
     "      --all-root          make every entry owned by root (same as --uid 0 --gid 0)\n"
@@ -57,6 +63,10 @@ const char kHelp[] =
     "                          (SOURCE_DATE_EPOCH in the environment clamps timestamps to it and\n"
     "                          sets the image time, for reproducible images)\n"
     "      --skip-unreadable   warn about unreadable files and directories instead of failing\n"
+    "      --strict            fail when a file changes while it is read. By default a file that\n"
+    "                          grows is stored as its first N bytes (N: its size when scanned),\n"
+    "                          one that shrinks as the bytes it still has, one that vanishes is\n"
+    "                          left out, each with a warning, and the exit status stays 0\n"
     "\n"
     "Dedup and extras:\n"
     "      --no-dedup          store every file separately\n"
@@ -68,7 +78,11 @@ const char kHelp[] =
     "                          by sqar the image is the same as without it. OLD may be IMAGE\n"
     "                          itself (with --force), or made by mksquashfs or with --no-manifest\n"
     "                          (its files are then decoded and hashed first). -c, -l and -b\n"
-    "                          default to OLD's\n"
+    "                          default to OLD's. An OLD that does not exist or cannot be read\n"
+    "                          gives a fresh build and a one-line note (a nightly job's first\n"
+    "                          night)\n"
+    "      --reuse-strict      with --reuse: an OLD that does not exist or cannot be read is an\n"
+    "                          error\n"
     "      --no-manifest       omit the trailer of content XXH3-128 hashes (used by sqar verify)\n"
     "      --no-export         omit the NFS export table\n"
     "\n"
@@ -80,7 +94,8 @@ const char kHelp[] =
     "  -h, --help              show this help\n"
     "\n"
     "The image is written to a temporary file beside IMAGE and renamed when complete; on any\n"
-    "error or interruption no partial image is left behind.\n"
+    "error or interruption no partial image is left behind. IMAGE cannot be '-': an image\n"
+    "needs seeking (for a stream, 'sqar extract --tar - IMAGE' writes an image as a tar).\n"
     "\n"
     "Examples:\n"
     "  sqar create /var/log logs.sqfs                      # zstd-9, 128K blocks, all cores\n"
@@ -193,7 +208,7 @@ int usage_error(const std::string& msg) {
 int create_main(int argc, char** argv) {
   enum {
     kExclude = 256, kExcludeFrom, kOneFs, kNoXattrs, kAllRoot, kUid, kGid, kMtime, kSkipUnreadable, kNoDedup,
-    kVerifyDedup, kReuse, kNoManifest, kNoExport, kProgress, kJson
+    kVerifyDedup, kReuse, kNoManifest, kNoExport, kProgress, kJson, kStrict, kReuseStrict, kKeepAsDirectory
   };
   static const option longopts[] = {
       {"compressor", required_argument, nullptr, 'c'}, {"level", required_argument, nullptr, 'l'},
@@ -204,8 +219,9 @@ int create_main(int argc, char** argv) {
       {"no-xattrs", no_argument, nullptr, kNoXattrs}, {"all-root", no_argument, nullptr, kAllRoot},
       {"uid", required_argument, nullptr, kUid}, {"gid", required_argument, nullptr, kGid},
       {"mtime", required_argument, nullptr, kMtime}, {"skip-unreadable", no_argument, nullptr, kSkipUnreadable},
+      {"strict", no_argument, nullptr, kStrict}, {"keep-as-directory", no_argument, nullptr, kKeepAsDirectory},
       {"no-dedup", no_argument, nullptr, kNoDedup}, {"verify-dedup", no_argument, nullptr, kVerifyDedup},
-      {"reuse", required_argument, nullptr, kReuse},
+      {"reuse", required_argument, nullptr, kReuse}, {"reuse-strict", no_argument, nullptr, kReuseStrict},
       {"no-manifest", no_argument, nullptr, kNoManifest}, {"no-export", no_argument, nullptr, kNoExport},
       {"progress", no_argument, nullptr, kProgress}, {"json", no_argument, nullptr, kJson},
       {nullptr, 0, nullptr, 0}};
@@ -250,7 +266,13 @@ int create_main(int argc, char** argv) {
       case 'q': quiet = true; break;
       case 'h': std::fputs(kHelp, stdout); return 0;
       case kExclude: opt.excludes.add(arg); break;
-      case kExcludeFrom: opt.excludes.add_from_file(arg); break;
+      case kExcludeFrom:
+        try {
+          opt.excludes.add_from_file(arg);
+        } catch (const Error& e) {
+          return usage_error(std::string("--exclude-from: ") + e.what());
+        }
+        break;
       case kOneFs: opt.one_file_system = true; break;
       case kNoXattrs: opt.xattrs = false; break;
       case kAllRoot: opt.uid = 0; opt.gid = 0; break;
@@ -267,9 +289,12 @@ int create_main(int argc, char** argv) {
         break;
       }
       case kSkipUnreadable: opt.skip_unreadable = true; break;
+      case kStrict: opt.strict = true; break;
+      case kKeepAsDirectory: opt.keep_as_directory = true; break;
       case kNoDedup: opt.dedup = false; break;
       case kVerifyDedup: opt.verify_dedup = true; break;
       case kReuse: opt.reuse = optarg; break;
+      case kReuseStrict: opt.reuse_strict = true; break;
       case kNoManifest: opt.manifest = false; break;
       case kNoExport: opt.exportable = false; break;
       case kProgress: force_progress = true; break;
@@ -281,6 +306,12 @@ int create_main(int argc, char** argv) {
   if (argc - optind < 2) return usage_error("need at least one SOURCE and the IMAGE");
   for (int i = optind; i < argc - 1; ++i) opt.sources.push_back(argv[i]);
   opt.image = argv[argc - 1];
+  // The superblock is written last and the tables after the data, so the image needs a file
+  // it can seek in; a file named '-' is never what was meant.
+  if (opt.image == "-")
+    return usage_error("IMAGE cannot be '-' (standard output): a SquashFS image needs a seekable file. Write it "
+                       "to a file and copy that, or stream a tar instead ('sqar extract --tar - IMAGE', "
+                       "or 'tar -C SOURCE -cf - .')");
   if (!opt.reuse.empty()) take_open_settings_from(opt.reuse, opt.codec, compressor_given, level_given, block_given);
   if (!level_given && opt.codec.id == CodecId::zstd) opt.codec.level = kDefaultZstdLevel;
   if (opt.codec.level < 0) opt.codec.level = default_level(opt.codec.id);
@@ -297,6 +328,7 @@ int create_main(int argc, char** argv) {
     opt.source_date = *v;
   }
   opt.warn = [](const std::string& w) { print_message("sqar create: warning: " + w); };
+  opt.note = [](const std::string& w) { print_message("sqar create: note: " + w); };
 
   // Every signal whose default action ends the process removes a named temporary image first
   // (only filesystems without O_TMPFILE need one). SIGXFSZ is ignored instead, so a file-size

@@ -5,6 +5,7 @@
 #include <exception>
 
 #include "command.h"
+#include "common/open_file_limit.h"
 #include "sqar_version.h"
 
 namespace sqar::cli {
@@ -56,6 +57,7 @@ int unknown_command(const char* name) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  sqar::raise_open_file_limit();
   if (argc < 2) {
     print_usage(stderr);
     return 2;

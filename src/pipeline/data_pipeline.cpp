@@ -1,8 +1,11 @@
 #include "pipeline/data_pipeline.h"
 #include "pipeline/incompressible.h"
 
+#include <fcntl.h>
+
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -10,6 +13,7 @@
 #include <mutex>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "common/all_zero.h"
 #include "common/error.h"
@@ -97,6 +101,7 @@ class DataPipeline {
     for (auto& t : workers) t.join();
     if (failed_) throw Error(error_);
     out_.flush();
+    for (const auto& [file, size] : cut_) tree_.nodes[tree_.files[file]].size = size;
     return finish();
   }
 
@@ -133,7 +138,7 @@ class DataPipeline {
   const Node& node_of(uint32_t file) const { return tree_.nodes[tree_.files[file]]; }
 
   void skip_file(uint32_t file, const std::string& why) {
-    if (!opt_.skip_unreadable) throw Error(why);
+    if (!opt_.skip_unreadable) throw Error(why + " (--skip-unreadable leaves it out and goes on)");
     if (opt_.warn) opt_.warn(why + " (skipped)");
     skip_[file] = true;
     tree_.nodes[tree_.files[file]].omitted = true;
@@ -189,13 +194,14 @@ class DataPipeline {
     prehash_.resize(kinds_.size());
     std::vector<int> errs(todo.size(), 0);
     std::vector<std::string> changed(todo.size());
+    std::vector<uint64_t> hashed(todo.size(), 0);
     std::vector<XattrList> xattrs(opt_.read_file_xattrs ? todo.size() : 0);
     std::vector<std::string> xattr_keys(todo.size());
     std::atomic<size_t> next{0};
     auto work = [&] {
       for (size_t k; (k = next.fetch_add(1)) < todo.size() && !failed_;) {
         const Node& n = node_of(todo[k]);
-        errs[k] = hash_source_file(tree_.path_of(n), n.size, prehash_[todo[k]], changed[k],
+        errs[k] = hash_source_file(tree_.path_of(n), n.size, prehash_[todo[k]], changed[k], hashed[k],
                                    opt_.read_file_xattrs ? &xattrs[k] : nullptr, &xattr_keys[k]);
         if (opt_.bytes_done) opt_.bytes_done->fetch_add(n.size, std::memory_order_relaxed);
       }
@@ -209,11 +215,23 @@ class DataPipeline {
       uint32_t f = todo[k];
       const Node& n = node_of(f);
       stats_.bytes_read += n.size;
+      if (errs[k] == ENOENT) {
+        vanished(f);
+        continue;
+      }
       if (errs[k]) {
         skip_file(f, errno_message(xattr_error_subject(tree_.path_of(n), xattr_keys[k]), errs[k]));
         continue;
       }
-      if (!changed[k].empty()) throw Error(tree_.path_of(n) + ": " + changed[k]);
+      if (hashed[k] < n.size) {
+        // Its content is no longer n.size bytes, so it is no duplicate of a file of that size:
+        // stored on its own by the data pass, which finds (and reports) where it ends then,
+        // and reads its attributes with its first range.
+        if (opt_.strict) warn_shrank(f, hashed[k]);  // throws
+        kinds_[f] = FileKind::kUnique;
+        continue;
+      }
+      if (!changed[k].empty()) grew(f);  // the hash is of its first n.size bytes, as stored
       if (opt_.read_file_xattrs) store_xattrs(f, xattrs[k]);
       locs_[f].hash = prehash_[f];
       if (!share_if_duplicate(f, n.size, prehash_[f])) look_up_reuse(f, n.size, prehash_[f]);
@@ -258,6 +276,7 @@ class DataPipeline {
       blocks += size / block_size_;
     }
     block_sizes_.assign(blocks, 0);
+    late_blocks_ = blocks;
   }
 
   // The next read unit in image order; called under read_mu_ only.
@@ -285,6 +304,7 @@ class DataPipeline {
     // that could not be read when err came from that.
     XattrList xattrs;
     std::string xattr_key;
+    uint64_t inode = 0;  // of the open file, for files of several units (process_unit)
     // Set by the reader (release) once data/err/changed are final; cleared by the sequencer.
     std::atomic<bool> ready{false};
   };
@@ -367,7 +387,7 @@ class DataPipeline {
     if (dirfd < 0) return errno;
     s.xattr_key.clear();
     return read.start(dirfd, tree_.name_cstr(n), u.offset, u.len, u.last, s.data, s.changed,
-                      reads_xattrs(u) ? &s.xattrs : nullptr, &s.xattr_key);
+                      reads_xattrs(u) ? &s.xattrs : nullptr, &s.xattr_key, n.size > chunk_ ? &s.inode : nullptr);
   }
 
   // ---- sequencer (main thread) ----
@@ -383,6 +403,7 @@ class DataPipeline {
       }
       if (failed_) return;
       process_unit(s.unit, s);
+      reread_orphans();
       // A slot keeps its buffer for the next small file, but not a large one: 256 slots that
       // each once held a 100 KiB file would pin 25 MB.
       if (s.data.capacity() > kSlotKeepBytes) std::vector<uint8_t>().swap(s.data);
@@ -402,21 +423,51 @@ class DataPipeline {
 
   void process_unit(const Unit& u, Slot& s) {
     const uint32_t f = u.file;
-    if (skip_[f]) return;
+    if (skip_[f] || ended_before(f, u.offset)) return;
     const Node& n = node_of(f);
+    if (s.err == ENOENT) {  // the file or its directory is gone
+      if (u.offset == 0) {
+        vanished(f);
+      } else {
+        file_changed(f, "vanished while being read", "stored its first " + std::to_string(u.offset) + " bytes");
+        end_at(f, u.offset);
+      }
+      return;
+    }
     if (s.err) {
       if (u.offset != 0) throw Error(errno_message(tree_.path_of(n), s.err));
       skip_file(f, errno_message(xattr_error_subject(tree_.path_of(n), s.xattr_key), s.err));
       return;
     }
-    if (!s.changed.empty())
-      throw Error(tree_.path_of(n) + ": " + s.changed + " (" + std::to_string(n.size) + " bytes when scanned)");
+    // The units of a large file are read through separate opens: all must read the same file.
+    if (n.size > chunk_) {
+      if (u.offset == 0) {
+        inode_ = s.inode;
+      } else if (s.inode != inode_) {
+        file_changed(f, "was replaced while being read",
+                     "stored the first " + std::to_string(u.offset) + " bytes of the file found first");
+        end_at(f, u.offset);
+        return;
+      }
+    }
+    // A file stores what was read of its first n.size bytes (the size the scan saw): all of
+    // them when it grew, up to where it ends now when it shrank.
+    uint64_t len = u.len;
+    bool last = u.last;
+    if (s.data.size() < u.len) {
+      len = s.data.size();
+      last = true;
+      cut_[f] = u.offset + len;
+      warn_shrank(f, u.offset + len);
+    } else if (!s.changed.empty()) {
+      grew(f);
+    }
     if (reads_xattrs(u)) store_xattrs(f, s.xattrs);
-    stats_.bytes_read += u.len;
+    stats_.bytes_read += len;
     // Prehashed files were counted once by the hashing pass; progress measures source bytes.
     if (opt_.bytes_done && kinds_[f] != FileKind::kPrehashed)
-      opt_.bytes_done->fetch_add(u.len, std::memory_order_relaxed);
-    const size_t full_blocks = size_t(u.len / block_size_);
+      opt_.bytes_done->fetch_add(len, std::memory_order_relaxed);
+    const size_t full_blocks = size_t(len / block_size_);
     // Only full blocks go to the compressors and need a shared buffer; a small file's bytes stay
     // in the slot (its buffer is reused: no allocation per small file).
     Buffer data;
@@ -425,14 +476,14 @@ class DataPipeline {
     FileLocation& loc = locs_[f];
     if (u.offset == 0) {
       if (kinds_[f] == FileKind::kSharedSmall) {
-        loc.hash = hash128(bytes, u.len);
-        if (share_if_duplicate(f, n.size, loc.hash)) return;
-        look_up_reuse(f, n.size, loc.hash);
+        loc.hash = hash128(bytes, len);
+        if (len && share_if_duplicate(f, len, loc.hash)) return;
+        look_up_reuse(f, len, loc.hash);
       } else {
         hasher_.reset();
       }
     }
-    if (kinds_[f] != FileKind::kSharedSmall) hasher_.update(bytes, u.len);
+    if (kinds_[f] != FileKind::kSharedSmall) hasher_.update(bytes, len);
 
     const auto reuse = reuse_first_.find(f);
     for (size_t b = 0; b < full_blocks; ++b) {
@@ -446,14 +497,10 @@ class DataPipeline {
       if (reuse != reuse_first_.end()) job->reuse_block = reuse->second + job->index;
       submit(std::move(job));
     }
-    if (!u.last) return;
+    if (!last) return;
     if (reuse != reuse_first_.end()) reuse_first_.erase(reuse);
-    if (kinds_[f] != FileKind::kSharedSmall) {
-      loc.hash = hasher_.digest();
-      if (kinds_[f] == FileKind::kPrehashed && !(loc.hash == prehash_[f]))
-        throw Error(tree_.path_of(n) + ": file changed while being read (content hash differs between passes)");
-    }
-    const size_t tail = size_t(u.len % block_size_);
+    finish_hash(f);
+    const size_t tail = size_t(len % block_size_);
     if (tail == 0) return;
     const uint8_t* tail_bytes = bytes + full_blocks * block_size_;
     if (all_zero(tail_bytes, tail)) {
@@ -463,6 +510,91 @@ class DataPipeline {
       return;
     }
     add_tail(f, tail_bytes, tail);
+  }
+
+  // ---- files that change while they are read (sequencer thread) ----
+
+  // An error with --strict; otherwise one warning per file, saying what was stored.
+  void file_changed(uint32_t f, const std::string& what, const std::string& stored) {
+    const std::string path = tree_.path_of(node_of(f));
+    if (opt_.strict) throw Error(path + ": " + what + " (--strict)");
+    if (warned_.insert(f).second && opt_.warn) opt_.warn(path + ": " + what + "; " + stored);
+  }
+  void grew(uint32_t f) {
+    const std::string size = std::to_string(node_of(f).size);
+    file_changed(f, "grew while being read (" + size + " bytes when scanned)",
+                 "stored its first " + size + " bytes");
+  }
+  void warn_shrank(uint32_t f, uint64_t now) {
+    file_changed(f, "shrank while being read (" + std::to_string(node_of(f).size) + " bytes when scanned)",
+                 "stored the " + std::to_string(now) + " bytes it still had");
+  }
+  void vanished(uint32_t f) {
+    file_changed(f, "vanished before it was read", "left out");
+    skip_[f] = true;
+    tree_.nodes[tree_.files[f]].omitted = true;
+    if (kinds_[f] == FileKind::kPrehashed) orphan_duplicates_of(f);
+  }
+  // Whether file f ended (shrank, vanished or was replaced) before byte `offset`.
+  bool ended_before(uint32_t f, uint64_t offset) const {
+    if (cut_.empty()) return false;
+    const auto c = cut_.find(f);
+    return c != cut_.end() && offset >= c->second;
+  }
+  // Ends file f at `size`, where its units so far ended (whole blocks), when the next one found
+  // it gone or replaced.
+  void end_at(uint32_t f, uint64_t size) {
+    cut_[f] = size;
+    if (const auto r = reuse_first_.find(f); r != reuse_first_.end()) reuse_first_.erase(r);
+    finish_hash(f);
+  }
+
+  // Called once a file's stored content is complete. A file's hash is the hash of exactly the
+  // bytes stored, and files found equal by the hashing pass share the data of the first: if
+  // that one stored other bytes than the pass hashed, each of them is read and stored on its
+  // own (reread_orphans).
+  void finish_hash(uint32_t f) {
+    if (kinds_[f] == FileKind::kSharedSmall) return;  // hashed whole when its only unit came in
+    locs_[f].hash = hasher_.digest();
+    if (kinds_[f] == FileKind::kPrehashed && (!(locs_[f].hash == prehash_[f]) || cut_.count(f))) {
+      file_changed(f, "changed between the hashing pass and the read that stored it", "stored the second read");
+      orphan_duplicates_of(f);
+    }
+  }
+  void orphan_duplicates_of(uint32_t owner) {
+    const uint64_t size = node_of(owner).size;
+    for (uint32_t i = owner + 1; i < locs_.size(); ++i) {  // the owner is the first of its content
+      if (locs_[i].same_as != owner) continue;
+      locs_[i].same_as = kNoNode;
+      --stats_.dedup_files;
+      stats_.dedup_bytes -= size;
+      orphans_.push_back(i);
+    }
+  }
+  // Reads and stores the files orphan_duplicates_of() took from an owner, here on the
+  // sequencer thread (a rare case: a large file changed between its two reads). Their block
+  // size words go after the planned ones; the writer makes room for them.
+  void reread_orphans() {
+    while (!orphans_.empty()) {
+      const uint32_t f = orphans_.front();
+      orphans_.pop_front();
+      const Node& n = node_of(f);
+      if (late_blocks_ > UINT32_MAX - n.size / block_size_)
+        throw Error("more than 2^32 data blocks in one image; use a larger block size (-b)");
+      locs_[f].first_block = uint32_t(late_blocks_);
+      late_blocks_ += n.size / block_size_;
+      const std::string path = tree_.path_of(n);
+      Slot s;
+      SourceRead read;
+      for (uint64_t off = 0; off < n.size && !skip_[f] && !ended_before(f, off); off += chunk_) {
+        s.unit = Unit{f, off, std::min(chunk_, n.size - off), off + chunk_ >= n.size};
+        s.changed.clear();
+        s.err = read.start(AT_FDCWD, path.c_str(), off, s.unit.len, s.unit.last, s.data, s.changed, nullptr,
+                           nullptr, &s.inode);
+        if (s.err == SourceRead::kReadPending) s.err = read.finish(s.data, s.changed);
+        process_unit(s.unit, s);
+      }
+    }
   }
 
   void add_tail(uint32_t f, const uint8_t* p, size_t len) {
@@ -623,7 +755,9 @@ class DataPipeline {
     } else {
       FileLocation& loc = locs_[job.file];
       if (job.index == 0) loc.blocks_start = pos;
-      block_sizes_[loc.first_block + job.index] = job.size_word;
+      const size_t at = size_t(loc.first_block) + job.index;
+      if (at >= block_sizes_.size()) block_sizes_.resize(at + 1);  // a re-read file (reread_orphans)
+      block_sizes_[at] = job.size_word;
       if (job.sparse) return;
     }
     const uint8_t* p = job.raw ? job.buf->data() + job.off : job.packed.data();
@@ -682,6 +816,12 @@ class DataPipeline {
 
   // sequencer state
   StreamHasher hasher_;
+  uint64_t inode_ = 0;  // of the large file being sequenced, from its first unit
+  // Files that ended before the size the scan saw -> the size they are stored with.
+  std::unordered_map<uint32_t, uint64_t> cut_;
+  std::unordered_set<uint32_t> warned_;  // files already reported as changed
+  std::deque<uint32_t> orphans_;         // files to read again (orphan_duplicates_of)
+  uint64_t late_blocks_ = 0;             // next block slot for them
   Buffer frag_buf_;
   uint32_t fragment_count_ = 0;
   uint64_t sparse_tails_ = 0;  // zero tails stored as sparse blocks (sequencer thread)

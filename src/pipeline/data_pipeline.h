@@ -28,6 +28,9 @@ struct DataOptions {
   bool dedup = true;
   bool verify_dedup = false;  // byte-compare files before sharing their data
   bool skip_unreadable = false;
+  // A file that grows, shrinks, vanishes or is replaced while it is read is an error. Without
+  // it the file is stored as read (at most the size the scan saw), with a warning.
+  bool strict = false;
   bool detect_incompressible = true;
   // The scan left the attributes of regular files with content to the data phase
   // (ScanOptions::file_xattrs_later): read them from each file as it is opened, into Tree::xattrs.
@@ -88,7 +91,8 @@ struct DataResult {
 };
 
 // Writes all file data to `out` starting at its current position. Marks nodes `omitted` when
-// they are unreadable and opt.skip_unreadable. Throws sqar::Error naming the file and the cause.
+// they are unreadable and opt.skip_unreadable, or vanished before they were read; a file that
+// shrank gets its stored size in Node::size. Throws sqar::Error naming the file and the cause.
 DataResult write_file_data(Tree& tree, ImageFile& out, const DataOptions& opt);
 
 }  // namespace sqar

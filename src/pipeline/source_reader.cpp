@@ -1,9 +1,11 @@
 #include "pipeline/source_reader.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -52,7 +54,8 @@ int64_t read_at_most(int fd, uint8_t* buf, uint64_t len, uint64_t offset) {
 
 namespace {
 // Checks what a read of [offset, offset+len) found (n bytes; len+1 were asked when expect_eof)
-// and trims `out` to the range. Returns 0: a changed file is reported through `changed`.
+// and trims `out` to the bytes of the range that exist: all len of them when the file grew,
+// fewer when it shrank. Returns 0: a changed file is reported through `changed`.
 int check_range_read(int64_t n, uint64_t offset, uint64_t len, bool expect_eof, std::vector<uint8_t>& out,
                      std::string& changed) {
   if (n < 0) return int(-n);
@@ -63,7 +66,7 @@ int check_range_read(int64_t n, uint64_t offset, uint64_t len, bool expect_eof, 
   } else if (expect_eof && uint64_t(n) > len) {
     changed = "file grew while being read: it is longer than " + std::to_string(offset + len) + " bytes";
   }
-  out.resize(len);
+  out.resize(std::min(uint64_t(n), len));
   return 0;
 }
 
@@ -78,10 +81,20 @@ SourceRead::~SourceRead() {
 
 int SourceRead::start(int dirfd, const char* name, uint64_t offset, uint64_t len, bool expect_eof,
                       std::vector<uint8_t>& out, std::string& changed, XattrList* xattrs,
-                      std::string* xattrs_failed_key) {
+                      std::string* xattrs_failed_key, uint64_t* inode) {
   if (fd_ >= 0) close(fd_);
   fd_ = open_source(dirfd, name);
   if (fd_ < 0) return errno;
+  if (inode) {
+    struct stat st;
+    if (fstat(fd_, &st) != 0) {
+      const int err = errno;
+      close(fd_);
+      fd_ = -1;
+      return err;
+    }
+    *inode = uint64_t(st.st_ino);
+  }
   if (xattrs) {
     if (int err = read_xattrs_of_fd(fd_, *xattrs, *xattrs_failed_key)) {
       close(fd_);
@@ -129,7 +142,7 @@ int SourceRead::finish(std::vector<uint8_t>& out, std::string& changed, int64_t 
 }
 
 int hash_source_file(const std::string& path, uint64_t expected_size, Hash128& out, std::string& changed,
-                     XattrList* xattrs, std::string* xattrs_failed_key) {
+                     uint64_t& hashed, XattrList* xattrs, std::string* xattrs_failed_key) {
   Fd f{open_source(path)};
   if (f.fd < 0) return errno;
   if (xattrs) {
@@ -138,22 +151,33 @@ int hash_source_file(const std::string& path, uint64_t expected_size, Hash128& o
   posix_fadvise(f.fd, 0, 0, POSIX_FADV_SEQUENTIAL);
   StreamHasher hasher;
   std::vector<uint8_t> buf(kStreamChunk);
+  // Only the first expected_size bytes are hashed: a file that grew is stored as its first
+  // expected_size bytes (the size the scan saw), and this hash must be of those. One byte more
+  // is asked for at the end, to notice the growth.
   uint64_t total = 0;
+  bool longer = false;
   for (;;) {
-    ssize_t n = read(f.fd, buf.data(), buf.size());
+    const size_t want = size_t(std::min<uint64_t>(buf.size(), expected_size - total + (total == expected_size)));
+    ssize_t n = read(f.fd, buf.data(), want);
     if (n < 0) {
       if (errno == EINTR) continue;
       return errno;
     }
     if (n == 0) break;
-    hasher.update(buf.data(), size_t(n));
-    total += uint64_t(n);
-    if (total > expected_size) break;
+    if (total == expected_size) {
+      longer = true;
+      break;
+    }
+    const size_t use = size_t(std::min<uint64_t>(uint64_t(n), expected_size - total));
+    hasher.update(buf.data(), use);
+    total += use;
   }
-  if (total != expected_size)
-    changed = std::string("file ") + (total > expected_size ? "grew" : "shrank") + " while being read (expected " +
-              std::to_string(expected_size) + " bytes)";
+  if (longer)
+    changed = "file grew while being read: it is longer than " + std::to_string(expected_size) + " bytes";
+  else if (total < expected_size)
+    changed = "file shrank while being read: it ends at byte " + std::to_string(total);
   out = hasher.digest();
+  hashed = total;
   return 0;
 }
 

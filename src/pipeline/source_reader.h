@@ -30,10 +30,15 @@ class SourceRead {
   ~SourceRead();
 
   // Returns 0 (done), an errno value, or kReadPending (call finish() with the same out/changed).
+  // `out` ends up with the bytes of the range that exist (fewer than len when the file shrank).
   // With `xattrs`, the file's attributes are read from it once it is open (an error is
-  // returned as errno; `xattrs_failed_key` then names the attribute, or is empty).
+  // returned as errno; `xattrs_failed_key` then names the attribute, or is empty). With
+  // `inode`, the open file's inode number is stored there: the ranges of one large file are
+  // read through separate opens, and the caller compares them to notice a file replaced
+  // between two of its ranges.
   int start(int dirfd, const char* name, uint64_t offset, uint64_t len, bool expect_eof, std::vector<uint8_t>& out,
-            std::string& changed, XattrList* xattrs = nullptr, std::string* xattrs_failed_key = nullptr);
+            std::string& changed, XattrList* xattrs = nullptr, std::string* xattrs_failed_key = nullptr,
+            uint64_t* inode = nullptr);
   // Completes a pending read (blocking); returns 0 or an errno value.
   int finish(std::vector<uint8_t>& out, std::string& changed);
 
@@ -67,10 +72,12 @@ class DirectoryHandle {
   DirectoryCursor cursor_;
 };
 
-// Streams a whole file through XXH3-128 with a bounded buffer. Returns 0 or an errno value.
+// Streams the first expected_size bytes of a file through XXH3-128 with a bounded buffer (all
+// of it when it shrank; `changed` then says so, or that it grew). Returns 0 or an errno value.
 // With `xattrs`, also reads the file's attributes (as SourceRead::start does).
+// `hashed` receives the number of bytes hashed (less than expected_size when the file shrank).
 int hash_source_file(const std::string& path, uint64_t expected_size, Hash128& out, std::string& changed,
-                     XattrList* xattrs = nullptr, std::string* xattrs_failed_key = nullptr);
+                     uint64_t& hashed, XattrList* xattrs = nullptr, std::string* xattrs_failed_key = nullptr);
 
 // Byte comparison of two source files (for --verify-dedup). Returns true when identical.
 bool source_files_identical(const std::string& a, const std::string& b, uint64_t size);

@@ -54,6 +54,10 @@ int DirectoryCursor::open(const std::string& base, std::string_view rel, bool re
     levels_.push_back({end, fd, last && readable});
     rel_.append(rel.substr(rel_.size(), end - rel_.size()));
     pos = end;
+    if (levels_.size() > kMaxLevels) {  // keep the base and the deepest levels
+      ::close(levels_[1].fd);
+      levels_.erase(levels_.begin() + 1);
+    }
   }
   Level& target = levels_.back();
   if (readable && !target.readable) {

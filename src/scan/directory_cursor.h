@@ -5,6 +5,12 @@
 // component again: on the ports set (72k directories) those walks were 13% of the build's CPU.
 // The cursor keeps the chain of open directories from the source down to the last one and
 // opens only the components that differ, one openat(2) each.
+//
+// The chain is capped at kMaxLevels descriptors: beyond it the shallowest levels below the base
+// are closed, so a 1000-deep tree costs no more descriptors than a 16-deep one. Each scan
+// lister and each reader holds a cursor (up to 16 + 1 + N of them): uncapped, a 400-deep tree
+// took 400 descriptors each and failed under the default limit of 1024 at -j2. Trees up to 16
+// deep (nearly all) open exactly as before; deeper ones walk down from the deepest level kept.
 #pragma once
 #include <string>
 #include <string_view>
@@ -33,6 +39,7 @@ class DirectoryCursor {
     bool readable;
   };
   void close_above(size_t keep);
+  static constexpr size_t kMaxLevels = 16;
 
   std::string base_;
   std::string rel_;  // the deepest open directory below base_

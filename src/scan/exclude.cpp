@@ -1,9 +1,11 @@
 #include "scan/exclude.h"
 
+#include <fcntl.h>
 #include <fnmatch.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
-#include <fstream>
 
 #include "common/error.h"
 
@@ -28,18 +30,57 @@ void ExcludeList::add(std::string pattern) {
   }
   if (pattern.empty() || pattern == ".") return;  // the source root itself is never excluded
   p.anchored = rooted || pattern.find('/') != std::string::npos;
+  p.rooted = rooted;
   p.glob = std::move(pattern);
   patterns_.push_back(std::move(p));
 }
 
 void ExcludeList::add_from_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw_errno(path, errno);
-  std::string line;
-  while (std::getline(in, line)) {
+  // Read with plain system calls: an ifstream opens a directory and then reads nothing, which
+  // silently excluded nothing; an error reading the file must name it and the cause.
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw_errno(path, errno);
+  std::string text;
+  struct stat st;
+  int err = fstat(fd, &st) != 0 ? errno : S_ISDIR(st.st_mode) ? EISDIR : 0;
+  char buf[1 << 16];
+  while (!err) {
+    const ssize_t n = read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) err = errno;
+    if (n <= 0) break;
+    text.append(buf, size_t(n));
+  }
+  close(fd);
+  if (err) throw_errno(path, err);
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    std::string line = text.substr(pos, end - pos);
+    pos = end + 1;
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.empty() || line[0] == '#') continue;
     add(line);
+  }
+}
+
+void ExcludeList::map_source_paths(const std::vector<std::pair<std::string, std::string>>& sources,
+                                   const std::function<void(const std::string&)>& note) {
+  for (auto& p : patterns_) {
+    if (!p.rooted) continue;
+    for (const auto& [disk, image] : sources) {
+      // disk is "/var/log": the pattern's glob (its leading '/' dropped) must start "var/log/".
+      if (disk.size() < 2 || p.glob.size() <= disk.size() || p.glob.compare(0, disk.size() - 1, disk, 1) != 0 ||
+          p.glob[disk.size() - 1] != '/')
+        continue;
+      const std::string rest = p.glob.substr(disk.size());
+      const std::string written = "/" + p.glob + (p.dir_only ? "/" : "");
+      p.glob = image.empty() ? rest : image + "/" + rest;
+      if (note) note("--exclude '" + written + "' names a path below SOURCE " + disk + ": taken as '/" + p.glob +
+                     (p.dir_only ? "/" : "") + "' in the image");
+      break;
+    }
   }
 }
 

@@ -1,7 +1,9 @@
 // Exclude patterns for `sqar create --exclude GLOB`.
 #pragma once
+#include <functional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace sqar {
@@ -14,12 +16,19 @@ class ExcludeList {
   void add(std::string pattern);
   void add_from_file(const std::string& path);  // one pattern a line; '#' comments, blank lines skipped
   bool excluded(std::string_view relative_path, std::string_view name, bool is_dir) const;
+  // Users write the paths they see on disk: a pattern with a leading '/' that starts with a
+  // SOURCE's absolute path ("/var/log/journal" with SOURCE /var/log) is taken as that path in
+  // the image ("/journal"). `sources` pairs each SOURCE's absolute path (no trailing '/') with
+  // its path in the image ("" for the root); `note` hears of each pattern rewritten.
+  void map_source_paths(const std::vector<std::pair<std::string, std::string>>& sources,
+                        const std::function<void(const std::string&)>& note);
   bool empty() const { return patterns_.empty(); }
 
  private:
   struct Pattern {
     std::string glob;
     bool anchored;   // contains a '/': match the relative path
+    bool rooted;     // was written with a leading '/' (or './')
     bool dir_only;
   };
   std::vector<Pattern> patterns_;

@@ -199,31 +199,33 @@ class Scanner {
   }
 
   // As mksquashfs does it: one SOURCE directory becomes the root (its entries are the root's);
-  // with several SOURCEs, or one that is not a directory, each SOURCE is an entry of the root
-  // under its own name, and the root is made up (see made_up_root).
+  // with several SOURCEs, one that is not a directory, or keep_as_directory, each SOURCE is an
+  // entry of the root under its own name, and the root is made up (see made_up_root).
   void add_root_entries() {
-    if (opt_.sources.size() == 1) {
+    if (sources_form_root(opt_.sources, opt_.keep_as_directory)) {
       const std::string& src = opt_.sources[0];
       struct stat st;
       if (lstat(src.c_str(), &st) != 0) throw_errno(src, errno);
-      if (S_ISDIR(st.st_mode)) {
-        source_dev_.push_back(st.st_dev);
-        tree_.source_dirs.push_back(src);
-        fill_metadata(tree_.nodes[0], st, 0);
-        if (opt_.xattrs) store_xattrs(0, read_xattrs(AT_FDCWD, src.c_str(), [&] { return src; }, opt_));
-        DirTask task{0, 0, src, "", {}, {}, false};
-        DirectoryCursor cursor;
-        list_directory(task, opt_, cursor, src);
-        if (!task.error.empty()) throw Error(task.error);
-        for (auto& e : task.entries) root_entries_.push_back({std::move(e), 0});
-        attach_root_entries();
-        return;
-      }
+      source_dev_.push_back(st.st_dev);
+      tree_.source_dirs.push_back(src);
+      fill_metadata(tree_.nodes[0], st, 0);
+      if (opt_.xattrs) store_xattrs(0, read_xattrs(AT_FDCWD, src.c_str(), [&] { return src; }, opt_));
+      DirTask task{0, 0, src, "", {}, {}, false};
+      DirectoryCursor cursor;
+      list_directory(task, opt_, cursor, src);
+      if (!task.error.empty()) throw Error(task.error);
+      for (auto& e : task.entries) root_entries_.push_back({std::move(e), 0});
+      attach_root_entries();
+      return;
     }
     int64_t newest = 0;
     for (const auto& src : opt_.sources) {
       struct stat st;  // a missing SOURCE is an error, not an entry that vanished
       if (lstat(src.c_str(), &st) != 0) throw_errno(src, errno);
+      if (struct stat target; S_ISLNK(st.st_mode) && stat(src.c_str(), &target) == 0 && S_ISDIR(target.st_mode) &&
+                              opt_.warn)
+        opt_.warn(src + ": a symlink to a directory: the image holds the symlink, not the directory; write '" + src +
+                  "/' to pack the directory it points to");
       auto [parent, name] = split_source(src);
       const uint16_t source = uint16_t(tree_.source_dirs.size());
       tree_.source_dirs.push_back(parent);
@@ -256,25 +258,6 @@ class Scanner {
     st.st_gid = getegid();
     st.st_mtim.tv_sec = mtime;
     fill_metadata(tree_.nodes[0], st, 0);
-  }
-
-  // A SOURCE's directory and its name in the image: "a/b/" -> ("a", "b"); "." and ".." are
-  // resolved first, since they name no entry. Its trailing '/' does not change what is packed.
-  static std::pair<std::string, std::string> split_source(const std::string& src) {
-    std::string path = src;
-    while (path.size() > 1 && path.back() == '/') path.pop_back();
-    auto slash = path.find_last_of('/');
-    std::string last = slash == std::string::npos ? path : path.substr(slash + 1);
-    if (last == "." || last == "..") {
-      char* real = realpath(path.c_str(), nullptr);
-      if (!real) throw_errno(src, errno);
-      path = real;
-      std::free(real);
-      slash = path.find_last_of('/');
-    }
-    if (path == "/") throw Error(src + ": the file system root has no name to store it under; pass it as the only SOURCE");
-    if (slash == std::string::npos) return {".", path};
-    return {slash == 0 ? "/" : path.substr(0, slash), path.substr(slash + 1)};
   }
 
   void attach_root_entries() {
@@ -349,7 +332,8 @@ class Scanner {
       }
       wait_or_list(i, *task);
       if (!task->error.empty()) {
-        if (!opt_.skip_unreadable) throw Error(task->error);
+        if (!opt_.skip_unreadable)
+          throw Error(task->error + " (--skip-unreadable stores it as an empty directory and goes on)");
         if (opt_.warn) opt_.warn(task->error + " (stored as an empty directory)");
       }
       const uint32_t node = task->node;
@@ -536,5 +520,28 @@ class Scanner {
 }  // namespace
 
 Tree scan_sources(const ScanOptions& options) { return Scanner(options).run(); }
+
+std::pair<std::string, std::string> split_source(const std::string& src) {
+  std::string path = src;
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  auto slash = path.find_last_of('/');
+  std::string last = slash == std::string::npos ? path : path.substr(slash + 1);
+  if (last == "." || last == "..") {
+    char* real = realpath(path.c_str(), nullptr);
+    if (!real) throw_errno(src, errno);
+    path = real;
+    std::free(real);
+    slash = path.find_last_of('/');
+  }
+  if (path == "/") throw Error(src + ": the file system root has no name to store it under; pass it as the only SOURCE");
+  if (slash == std::string::npos) return {".", path};
+  return {slash == 0 ? "/" : path.substr(0, slash), path.substr(slash + 1)};
+}
+
+bool sources_form_root(const std::vector<std::string>& sources, bool keep_as_directory) {
+  struct stat st;
+  // lstat: "link" is the symlink itself, "link/" the directory it points to.
+  return sources.size() == 1 && !keep_as_directory && lstat(sources[0].c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
 
 }  // namespace sqar

@@ -22,6 +22,9 @@ struct ScanOptions {
   // readers: pipeline/source_reader.h), which reads them from the open file.
   bool file_xattrs_later = false;
   bool skip_unreadable = false;
+  // A single SOURCE directory is an entry of the root under its own name, not the root
+  // (mksquashfs's -keep-as-directory).
+  bool keep_as_directory = false;
   unsigned threads = 1;  // directories listed in parallel; the tree is the same for any count
   // Listers added while listing waits on the disk (a tree not in the cache), up to this many
   // in all; 0 or less than `threads`: never more than `threads`.
@@ -39,5 +42,15 @@ struct ScanOptions {
 
 // Throws sqar::Error naming the path and the cause on the first fatal problem.
 Tree scan_sources(const ScanOptions& options);
+
+// Whether the SOURCEs' content becomes the image root (one SOURCE that is a directory, as
+// mksquashfs does it) rather than each SOURCE being an entry of the root under its own name.
+// A SOURCE that names a symlink to a directory is a directory only when written with a
+// trailing '/' (as rsync reads it).
+bool sources_form_root(const std::vector<std::string>& sources, bool keep_as_directory);
+
+// A SOURCE's directory and its name in the image: "a/b/" -> ("a", "b"); "." and ".." are
+// resolved first, since they name no entry. Its trailing '/' does not change what is packed.
+std::pair<std::string, std::string> split_source(const std::string& src);
 
 }  // namespace sqar

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <thread>
 
 #include "common/endian.h"
@@ -50,6 +51,28 @@ uint16_t block_log(uint32_t bs) {
   uint16_t l = 0;
   while ((1u << l) < bs) ++l;
   return l;
+}
+
+// Each SOURCE's absolute path on disk and its path in the image, for
+// ExcludeList::map_source_paths.
+std::vector<std::pair<std::string, std::string>> source_paths(const CreateOptions& opt) {
+  namespace fs = std::filesystem;
+  auto absolute = [](const std::string& p) {
+    std::error_code ec;
+    std::string a = fs::absolute(fs::path(p), ec).lexically_normal().string();
+    while (a.size() > 1 && a.back() == '/') a.pop_back();
+    return a;
+  };
+  std::vector<std::pair<std::string, std::string>> out;
+  if (sources_form_root(opt.sources, opt.keep_as_directory)) {
+    out.emplace_back(absolute(opt.sources[0]), "");
+    return out;
+  }
+  for (const std::string& src : opt.sources) {
+    const auto [parent, name] = split_source(src);
+    out.emplace_back(absolute(join_path(parent, name)), name);
+  }
+  return out;
 }
 
 void count_entries(const Tree& tree, CreateStats& s) {
@@ -107,10 +130,11 @@ CreateStats create_image(CreateOptions opt, CreateProgress* progress) {
     try {
       reuse = ReuseIndex::open(opt.reuse, opt.codec, why_not);
     } catch (const Error& e) {
-      throw Error(std::string("--reuse: ") + e.what());
+      if (opt.reuse_strict) throw Error(std::string("--reuse: ") + e.what());
+      if (opt.note) opt.note(std::string("--reuse: ") + e.what() + "; building without it");
     }
     if (!why_not.empty() && opt.warn) opt.warn("not reusing data of " + opt.reuse + ": " + why_not);
-    if (reuse->empty()) reuse.reset();
+    if (reuse && reuse->empty()) reuse.reset();
     if (progress) progress->phase = 0;
   }
 
@@ -129,6 +153,8 @@ CreateStats create_image(CreateOptions opt, CreateProgress* progress) {
   ScanOptions scan;
   scan.sources = opt.sources;
   scan.excludes = opt.excludes;
+  scan.excludes.map_source_paths(source_paths(opt), opt.note);
+  scan.keep_as_directory = opt.keep_as_directory;
   scan.one_file_system = opt.one_file_system;
   scan.xattrs = opt.xattrs;
   scan.file_xattrs_later = opt.xattrs;  // the data phase reads them from the open files
@@ -175,6 +201,7 @@ CreateStats create_image(CreateOptions opt, CreateProgress* progress) {
   data_opt.dedup = opt.dedup;
   data_opt.verify_dedup = opt.verify_dedup;
   data_opt.skip_unreadable = opt.skip_unreadable;
+  data_opt.strict = opt.strict;
   data_opt.detect_incompressible = opt.detect_incompressible;
   data_opt.read_file_xattrs = opt.xattrs;
   data_opt.warn = opt.warn;

@@ -26,13 +26,19 @@ struct CreateOptions {
   bool exportable = true;
   bool one_file_system = false;
   bool skip_unreadable = false;
+  bool strict = false;
+  bool keep_as_directory = false;  // ScanOptions::keep_as_directory  // a file that changes while it is read is an error (DataOptions::strict)
   bool detect_incompressible = true;
   ExcludeList excludes;
   std::optional<uint32_t> uid, gid;
   std::optional<int64_t> mtime;         // --mtime: every inode and the superblock
   std::optional<int64_t> source_date;   // SOURCE_DATE_EPOCH: superblock time, inode times clamped
   std::string reuse;  // --reuse OLD: copy OLD's compressed blocks of unchanged content (ReuseIndex)
+  // An OLD that is missing or cannot be read is an error; otherwise the build goes on without
+  // it (a nightly job's first night) and says so through `note`.
+  bool reuse_strict = false;
   std::function<void(const std::string&)> warn;
+  std::function<void(const std::string&)> note;  // one-line remarks that are not warnings
 };
 
 struct CreateProgress {

@@ -212,10 +212,17 @@ def test_unusable_or_missing_old():
             assert "not reusing" in p.stderr and why in p.stderr, f"{opts}: {p.stderr}"
             os.remove(f"{d}/new.sqfs")
             log(f"ok: {' '.join(opts)} with {old}: {p.stderr.strip()}")
-        p = run([SQAR, "create", *CODEC, "--reuse", f"{d}/missing.sqfs", src, f"{d}/new.sqfs"], check=False)
+        # A missing OLD gives a fresh build with a note (test_create_cli_errors.py has the
+        # nightly case); with --reuse-strict it is an error that leaves nothing behind.
+        p = run([SQAR, "create", *CODEC, "--reuse-strict", "--reuse", f"{d}/missing.sqfs", src, f"{d}/new.sqfs"],
+                check=False)
         assert p.returncode != 0 and "--reuse" in p.stderr and "missing.sqfs" in p.stderr, p.stderr
         assert sorted(os.listdir(d)) == ["bad-manifest.sqfs", "bare.sqfs", "old.sqfs", "src"], os.listdir(d)
-        log(f"ok: a missing OLD is an error that leaves nothing behind: {p.stderr.strip()}")
+        log(f"ok: with --reuse-strict a missing OLD is an error that leaves nothing behind: {p.stderr.strip()}")
+        p = run([SQAR, "create", "-q", *CODEC, "--reuse", f"{d}/missing.sqfs", src, f"{d}/new.sqfs"])
+        assert "note: --reuse:" in p.stderr and "missing.sqfs" in p.stderr, p.stderr
+        run([SQAR, "verify", f"{d}/new.sqfs"])
+        log(f"ok: without it the build goes on: {p.stderr.strip()}")
 
 
 def test_old_without_manifest_is_hashed_by_decoding():

@@ -147,6 +147,8 @@ TEST_F(SourceReadTest, FileThatShrankBeforeFinishIsReported) {
   ASSERT_EQ(truncate((dir_path_ + "/shrinks").c_str(), 5000), 0);
   ASSERT_EQ(r.finish(out, changed), 0);
   EXPECT_NE(changed.find("shrank"), std::string::npos) << changed;
+  // What the file still has, and nothing more: it is what gets stored and hashed.
+  EXPECT_EQ(out, std::vector<uint8_t>(data.begin(), data.begin() + 5000));
 }
 
 TEST_F(SourceReadTest, FileThatGrewBeforeFinishIsReported) {
@@ -164,6 +166,49 @@ TEST_F(SourceReadTest, FileThatGrewBeforeFinishIsReported) {
   close(fd);
   ASSERT_EQ(r.finish(out, changed), 0);
   EXPECT_NE(changed.find("grew"), std::string::npos) << changed;
+  EXPECT_EQ(out, data);  // the size asked for: the appended bytes are not part of it
+}
+
+// The hashing pass for large same-size files: its hash must be of exactly the bytes the data
+// pass stores, which are the first expected_size bytes of a file that grew.
+struct Hashed {
+  int rc;
+  Hash128 hash;
+  std::string changed;
+  uint64_t bytes;
+};
+Hashed hash_file(const std::string& path, uint64_t expected_size) {
+  Hashed r{};
+  r.rc = hash_source_file(path, expected_size, r.hash, r.changed, r.bytes);
+  return r;
+}
+
+TEST_F(SourceReadTest, HashOfAFileThatGrewCoversOnlyItsScannedSize) {
+  auto data = write_file("hash-grew", 3 * (1 << 20) + 7);
+  const uint64_t scanned = 2 * (1 << 20) + 5;  // past a 1 MiB read: the limit holds across reads
+  const Hashed r = hash_file(dir_path_ + "/hash-grew", scanned);
+  ASSERT_EQ(r.rc, 0);
+  EXPECT_NE(r.changed.find("grew"), std::string::npos) << r.changed;
+  EXPECT_EQ(r.bytes, scanned);
+  EXPECT_TRUE(r.hash == hash128(data.data(), scanned));
+}
+
+TEST_F(SourceReadTest, HashOfAFileThatShrankCoversWhatItHas) {
+  auto data = write_file("hash-shrank", 10000);
+  const Hashed r = hash_file(dir_path_ + "/hash-shrank", 20000);
+  ASSERT_EQ(r.rc, 0);
+  EXPECT_NE(r.changed.find("shrank"), std::string::npos) << r.changed;
+  EXPECT_EQ(r.bytes, 10000u);
+  EXPECT_TRUE(r.hash == hash128(data.data(), data.size()));
+}
+
+TEST_F(SourceReadTest, HashOfAnUnchangedFileReportsNothing) {
+  auto data = write_file("hash-same", 5000);
+  const Hashed r = hash_file(dir_path_ + "/hash-same", 5000);
+  ASSERT_EQ(r.rc, 0);
+  EXPECT_EQ(r.changed, "");
+  EXPECT_EQ(r.bytes, 5000u);
+  EXPECT_TRUE(r.hash == hash128(data.data(), data.size()));
 }
 
 TEST_F(SourceReadTest, MissingFileIsAnErrnoNotPending) {

@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""`sqar create` command lines a user gets wrong or runs for the first time: an --exclude-from
+that is a directory or cannot be read is a usage error naming the path and the cause (exit 2,
+nothing written); the README's nightly `--force --reuse IMAGE ... IMAGE` works on its first
+night (no IMAGE yet) and over a damaged one, with a one-line note, while --reuse-strict keeps
+the error; `-` as IMAGE is refused, naming the alternatives."""
+import os
+
+from sqartest import SQAR, log, main, pseudo_random, run, tempdir, unsquashfs_extract, write
+
+
+def small_tree(root):
+    write(f"{root}/a.log", pseudo_random(300_000, 1))
+    write(f"{root}/sub/b.log", b"b\n" * 1000)
+    return root
+
+
+def same_content(src, out):
+    for d, _, names in os.walk(src):
+        for n in names:
+            rel = os.path.relpath(os.path.join(d, n), src)
+            assert open(f"{out}/{rel}", "rb").read() == open(f"{src}/{rel}", "rb").read(), f"{rel} differs"
+
+
+def test_exclude_from_a_directory_or_an_unreadable_file():
+    with tempdir() as d:
+        src = small_tree(f"{d}/src")
+        os.makedirs(f"{d}/patterns.d")
+        # /proc/self/mem opens for anyone (root too) and fails on the first read (EIO).
+        for path, cause in ((f"{d}/patterns.d", "Is a directory"), (f"{d}/absent", "No such file or directory"),
+                            ("/proc/self/mem", "Input/output error")):
+            p = run([SQAR, "create", "--exclude-from", path, src, f"{d}/img"], check=False)
+            assert p.returncode == 2, f"--exclude-from {path}: exit {p.returncode}: {p.stderr}"
+            assert f"--exclude-from: {path}: {cause}" in p.stderr, f"--exclude-from {path}: {p.stderr!r}"
+            assert not os.path.exists(f"{d}/img"), "an image was written"
+            log(f"ok: {p.stderr.splitlines()[0]}")
+
+
+def nightly(src, img, *extra):
+    """The README's nightly command, as written there (run in IMAGE's directory)."""
+    return run([SQAR, "create", *extra, "--force", "--reuse", os.path.basename(img), src, os.path.basename(img)],
+               check=False, cwd=os.path.dirname(img))
+
+
+def test_nightly_reuse_on_its_first_night_and_over_a_damaged_image():
+    with tempdir() as d:
+        src = small_tree(f"{d}/log")
+        img = f"{d}/logs.sqfs"
+        # First night: no logs.sqfs yet.
+        p = nightly(src, img)
+        assert p.returncode == 0, f"first night: exit {p.returncode}: {p.stderr}"
+        notes = [line for line in p.stderr.splitlines() if line.strip()]
+        assert len(notes) == 1 and "note: --reuse: logs.sqfs: No such file or directory" in notes[0], \
+            f"first night: expected one note naming logs.sqfs, got {p.stderr!r}"
+        unsquashfs_extract(img, f"{d}/out1")
+        same_content(src, f"{d}/out1")
+        log(f"ok: first night builds: {notes[0]}")
+        # Second night: the image is reused, silently.
+        p = nightly(src, img)
+        assert p.returncode == 0 and "note:" not in p.stderr, f"second night: exit {p.returncode}: {p.stderr}"
+        # A damaged image (cut short, as a full disk leaves it) gives a fresh build too.
+        with open(img, "r+b") as f:
+            f.truncate(3000)
+        p = nightly(src, img)
+        assert p.returncode == 0, f"damaged OLD: exit {p.returncode}: {p.stderr}"
+        assert "note: --reuse: logs.sqfs:" in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+        unsquashfs_extract(img, f"{d}/out2")
+        same_content(src, f"{d}/out2")
+        run([SQAR, "verify", img])
+        log(f"ok: a damaged OLD gives a fresh build: {p.stderr.strip()}")
+        # --reuse-strict keeps the error, and writes nothing.
+        os.unlink(img)
+        p = nightly(src, img, "--reuse-strict")
+        assert p.returncode == 1 and "--reuse: logs.sqfs: No such file or directory" in p.stderr, \
+            f"--reuse-strict: exit {p.returncode}: {p.stderr}"
+        assert not os.path.exists(img), "--reuse-strict: an image was written"
+        log(f"ok: --reuse-strict: {p.stderr.strip()}")
+
+
+def test_image_on_standard_output_is_refused():
+    with tempdir() as d:
+        src = small_tree(f"{d}/src")
+        p = run([SQAR, "create", src, "-"], check=False, cwd=d)
+        assert p.returncode == 2, f"exit {p.returncode}: {p.stderr}"
+        assert "standard output" in p.stderr and "sqar extract --tar -" in p.stderr, p.stderr
+        assert not os.path.exists(f"{d}/-"), "a file named '-' was written"
+        log(f"ok: {p.stderr.splitlines()[0]}")
+
+
+if __name__ == "__main__":
+    main([test_exclude_from_a_directory_or_an_unreadable_file,
+          test_nightly_reuse_on_its_first_night_and_over_a_damaged_image,
+          test_image_on_standard_output_is_refused])

@@ -1,0 +1,318 @@
+#!/usr/bin/env python3
+"""`create` on a tree that is written while it is packed (a live /var/log). Files grow, shrink,
+vanish and are rewritten between the scan (which fixes each file's size) and the read that
+stores them. Without --strict the build warns naming each such file and exits 0, and the image
+holds one consistent state of every file: the first N bytes of a file that grew (N: its size
+when scanned), the bytes a shrunk file still has, nothing of a vanished one; a large file
+rewritten between the hashing pass and its stored read keeps its new content while its former
+duplicate keeps its own. With --strict the build fails and leaves no image. Checked with
+unsquashfs, on the warm (page cache) and cold (evicted) read paths and with --reuse.
+
+The change is made at a known point, not by racing a writer: the test watches the source with
+inotify, and when the data pass opens the first file in image order it stops sqar (SIGSTOP),
+rewrites the files that come thousands of files later, and lets it go on (SIGCONT). If any of
+them was opened before sqar stopped (a very slow reaction), the try does not count and is
+repeated."""
+import ctypes
+import os
+import select
+import signal
+import struct
+import subprocess
+
+from sqarfs_common import resident_pages
+from sqartest import SQAR, leftovers, log, main, pseudo_random, run, skip, tempdir, unsquashfs_extract, write
+
+IN_OPEN = 0x20
+IN_ISDIR = 0x40000000
+MIB = 1 << 20
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+class Inotify:
+    def __init__(self):
+        self.fd = _libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+        assert self.fd >= 0, f"inotify_init1: {os.strerror(ctypes.get_errno())}"
+        self.buf = b""
+
+    def watch(self, path, mask):
+        wd = _libc.inotify_add_watch(self.fd, os.fsencode(path), mask)
+        assert wd >= 0, f"inotify_add_watch {path}: {os.strerror(ctypes.get_errno())}"
+        return wd
+
+    def events(self, timeout):
+        """[(wd, mask, name)] queued now, waiting up to timeout seconds for the first."""
+        if not select.select([self.fd], [], [], timeout)[0]:
+            return []
+        try:
+            self.buf += os.read(self.fd, 1 << 16)
+        except BlockingIOError:
+            pass
+        out = []
+        while len(self.buf) >= 16:
+            wd, mask, _, n = struct.unpack_from("iIII", self.buf)
+            if len(self.buf) < 16 + n:
+                break
+            out.append((wd, mask, self.buf[16:16 + n].rstrip(b"\0").decode()))
+            self.buf = self.buf[16 + n:]
+        return out
+
+    def close(self):
+        os.close(self.fd)
+
+
+def all_stopped(pid):
+    """Whether every thread of pid is stopped (or gone: a process that ended is a zombie)."""
+    try:
+        for t in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{t}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] not in ("T", "t", "Z", "X"):
+                    return False
+    except FileNotFoundError:
+        return True
+    return True
+
+
+def run_changing(cmd, src, change, trigger_at=("a", "first"), changed=None):
+    """Runs cmd; when it opens src/a/first (the first file of the data pass; or trigger_at),
+    stops it, calls change() and continues it. Returns (CompletedProcess-like, valid): valid is
+    False when a file of src/z that change() changes (any, unless `changed` names them) was
+    opened after that point but before sqar stopped."""
+    ino = Inotify()
+    guard = ino.watch(f"{src}/z", IN_OPEN)
+    trigger = ino.watch(f"{src}/{trigger_at[0]}", IN_OPEN) if trigger_at[0] != "z" else guard
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    fired = False
+    early = []
+    try:
+        while p.poll() is None and not fired:
+            for wd, mask, name in ino.events(0.05):
+                if mask & IN_ISDIR or not name:
+                    continue
+                if wd == trigger and name == trigger_at[1] and not fired:
+                    os.kill(p.pid, signal.SIGSTOP)
+                    fired = True
+                elif wd == guard and fired and name != trigger_at[1] and (changed is None or name in changed):
+                    early.append(name)
+            if fired:
+                while not all_stopped(p.pid):
+                    pass
+                early += [n for wd, m, n in ino.events(0) if wd == guard and n and n != trigger_at[1]
+                          and not m & IN_ISDIR and (changed is None or n in changed)]
+                change()
+                os.kill(p.pid, signal.SIGCONT)
+        out, err = p.communicate()
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        ino.close()
+    assert fired, f"sqar never opened {src}/{'/'.join(trigger_at)}: {err}"
+    p.stdout, p.stderr = out, err
+    return p, not early
+
+
+ORIGINAL = {
+    "grow_small": pseudo_random(10_000, 1),
+    "grow_big": pseudo_random(3 * MIB + 5, 2),  # several 1 MiB read units
+    "shrink_small": pseudo_random(20_000, 3),
+    "shrink_big": pseudo_random(3 * MIB + 77, 4),
+    "gone_small": pseudo_random(9_000, 5),
+    "gone_big": pseudo_random(2 * MIB + 9, 6),
+    # Pairs of equal large files (hashed in a first pass, stored once): the first of each pair
+    # changes between that pass and the read that stores it (or, in test_during_hashing_pass,
+    # pair2_a while the pass reads pair0_*).
+    "pair0_a": pseudo_random(8 * MIB, 14),
+    "pair0_b": pseudo_random(8 * MIB, 14),
+    "pair1_a": pseudo_random(2 * MIB + 11, 7),
+    "pair1_b": pseudo_random(2 * MIB + 11, 7),
+    "pair2_a": pseudo_random(2 * MIB + 13, 8),
+    "pair2_b": pseudo_random(2 * MIB + 13, 8),
+    # Equal small files (hashed in memory): the first one grows or shrinks.
+    "same1_a": pseudo_random(5_000, 9),
+    "same1_b": pseudo_random(5_000, 9),
+    "same2_a": pseudo_random(6_000, 10),
+    "same2_b": pseudo_random(6_000, 10),
+    "dir_gone/f1": pseudo_random(3_000, 11),
+    "dir_gone/f2": pseudo_random(4_000, 12),
+    "steady": pseudo_random(7_000, 13),
+}
+REWRITTEN = pseudo_random(2 * MIB + 11, 99)
+
+
+def build_tree(src):
+    write(f"{src}/a/first", b"the first file of the data pass\n")
+    for i in range(4000):  # what the data pass reads between the trigger and the files changed
+        write(f"{src}/m/{i % 40}/f{i}", pseudo_random(200 + i % 700, 1000 + i))
+    for name, data in ORIGINAL.items():
+        write(f"{src}/z/{name}", data)
+
+
+def change_tree(src, evict_after):
+    z = f"{src}/z"
+    with open(f"{z}/grow_small", "ab") as f:
+        f.write(b"appended " * 500)
+    with open(f"{z}/grow_big", "ab") as f:
+        f.write(b"appended " * 50000)
+    os.truncate(f"{z}/shrink_small", 7_000)
+    os.truncate(f"{z}/shrink_big", MIB + MIB // 2 + 3)
+    os.unlink(f"{z}/gone_small")
+    os.unlink(f"{z}/gone_big")
+    with open(f"{z}/pair1_a", "r+b") as f:  # same size, other bytes
+        f.write(REWRITTEN)
+    os.truncate(f"{z}/pair2_a", MIB + 5)
+    with open(f"{z}/same1_a", "ab") as f:
+        f.write(b"more")
+    os.truncate(f"{z}/same2_a", 100)
+    for n in ("f1", "f2"):
+        os.unlink(f"{z}/dir_gone/{n}")
+    os.rmdir(f"{z}/dir_gone")
+    if evict_after:
+        evict(z)
+
+
+# name -> (content expected in the image or None when left out, words the warning must hold)
+EXPECTED = {
+    "grow_small": (ORIGINAL["grow_small"], "grew while being read"),
+    "grow_big": (ORIGINAL["grow_big"], "grew while being read"),
+    "shrink_small": (ORIGINAL["shrink_small"][:7_000], "shrank while being read"),
+    "shrink_big": (ORIGINAL["shrink_big"][:MIB + MIB // 2 + 3], "shrank while being read"),
+    "gone_small": (None, "vanished before it was read"),
+    "gone_big": (None, "vanished before it was read"),
+    "pair1_a": (REWRITTEN, "changed between the hashing pass and the read that stored it"),
+    "pair1_b": (ORIGINAL["pair1_b"], None),
+    "pair0_a": (ORIGINAL["pair0_a"], None),
+    "pair0_b": (ORIGINAL["pair0_b"], None),
+    "pair2_a": (ORIGINAL["pair2_a"][:MIB + 5], "shrank while being read"),
+    "pair2_b": (ORIGINAL["pair2_b"], None),
+    "same1_a": (ORIGINAL["same1_a"], "grew while being read"),
+    "same1_b": (ORIGINAL["same1_b"], None),
+    "same2_a": (ORIGINAL["same2_a"][:100], "shrank while being read"),
+    "same2_b": (ORIGINAL["same2_b"], None),
+    "dir_gone/f1": (None, "vanished before it was read"),
+    "dir_gone/f2": (None, "vanished before it was read"),
+    "steady": (ORIGINAL["steady"], None),
+}
+
+
+def evict(root):
+    """Drops the page-cache pages of every file below root; returns how many stay resident."""
+    left = 0
+    for d, _, names in os.walk(root):
+        for n in names:
+            fd = os.open(os.path.join(d, n), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+            left += resident_pages(os.path.join(d, n))[0]
+    return left
+
+
+def build_changing(d, extra=(), strict=False, cold=False):
+    """Builds a fresh tree, packs it while changing it; returns (process, src, image)."""
+    for attempt in range(1, 4):
+        src, img = f"{d}/src{attempt}", f"{d}/img{attempt}.sqfs"
+        build_tree(src)
+        if cold and evict(f"{src}/z"):
+            skip("pages stay in the page cache after POSIX_FADV_DONTNEED (a tmpfs?): no cold reads to test")
+        cmd = [SQAR, "create", "-q", "-j", "2", "-b", "64K", *extra, *(["--strict"] if strict else []), src, img]
+        p, valid = run_changing(cmd, src, lambda: change_tree(src, cold))
+        if valid:
+            return p, src, img
+        log(f"try {attempt}: sqar had opened files of z/ before it stopped; trying again")
+    raise AssertionError("in 3 tries sqar always reached the files to change before it could be stopped")
+
+
+def check_image(p, src, img, what):
+    assert p.returncode == 0, f"{what}: exit {p.returncode}, stderr: {p.stderr}"
+    out = img + ".out"
+    unsquashfs_extract(img, out)
+    for name, (content, warning) in EXPECTED.items():
+        path = f"{out}/z/{name}"
+        if content is None:
+            assert not os.path.lexists(path), f"{what}: {name} vanished before it was read but is in the image"
+        else:
+            got = open(path, "rb").read()
+            assert got == content, (f"{what}: {name} holds {len(got)} bytes, not the {len(content)} bytes of the "
+                                    f"state documented (first difference at "
+                                    f"{next((i for i, (a, b) in enumerate(zip(got, content)) if a != b), None)})")
+        if warning:
+            line = f"warning: {src}/z/{name}: {warning}"
+            assert line in p.stderr, f"{what}: no warning '{line}' in:\n{p.stderr}"
+        else:
+            assert f"{src}/z/{name}:" not in p.stderr, f"{what}: {name} did not change but was warned about"
+    assert os.path.isdir(f"{out}/z/dir_gone") and not os.listdir(f"{out}/z/dir_gone"), \
+        f"{what}: the directory that vanished is not an empty directory in the image"
+    # Everything else is as on disk.
+    for dirpath, _, names in os.walk(f"{src}/m"):
+        for n in names:
+            rel = os.path.relpath(os.path.join(dirpath, n), src)
+            assert open(f"{out}/{rel}", "rb").read() == open(f"{src}/{rel}", "rb").read(), f"{what}: {rel} differs"
+    # sqar's own check of the content hashes: each is the hash of the bytes stored.
+    run([SQAR, "verify", img])
+    log(f"ok: {what}: exit 0, a warning naming each changed file, unsquashfs gives the documented state")
+
+
+def test_warm():
+    with tempdir(prefix=os.path.join(os.getcwd(), "sqar-live-")) as d:
+        p, src, img = build_changing(d)
+        check_image(p, src, img, "warm build")
+
+
+def test_cold():
+    # In the working directory (the build tree, on disk): /tmp may be a tmpfs.
+    with tempdir(prefix=os.path.join(os.getcwd(), "sqar-live-")) as d:
+        p, src, img = build_changing(d, cold=True)
+        check_image(p, src, img, "cold build")
+
+
+def test_reuse():
+    with tempdir(prefix=os.path.join(os.getcwd(), "sqar-live-")) as d:
+        build_tree(f"{d}/old-src")
+        run([SQAR, "create", "-q", "-b", "64K", f"{d}/old-src", f"{d}/old.sqfs"])
+        p, src, img = build_changing(d, extra=["--reuse", f"{d}/old.sqfs"])
+        check_image(p, src, img, "build with --reuse")
+
+
+def test_during_hashing_pass():
+    """pair2_a shrinks while the hashing pass (-j1: one file after the other) reads pair0_a: the
+    pass finds it short, so it is not taken as pair2_b's duplicate; each keeps its own state."""
+    with tempdir(prefix=os.path.join(os.getcwd(), "sqar-live-")) as d:
+        for attempt in range(1, 4):
+            src, img = f"{d}/src{attempt}", f"{d}/img{attempt}.sqfs"
+            build_tree(src)
+            cmd = [SQAR, "create", "-q", "-j", "1", "-b", "64K", src, img]
+            p, valid = run_changing(cmd, src, lambda: os.truncate(f"{src}/z/pair2_a", MIB + 5),
+                                    trigger_at=("z", "pair0_a"), changed=("pair2_a",))
+            if valid:
+                break
+            log(f"try {attempt}: sqar had opened other files of z/ before it stopped; trying again")
+        else:
+            raise AssertionError("in 3 tries sqar always reached pair2_a before it could be stopped")
+        assert p.returncode == 0, f"exit {p.returncode}: {p.stderr}"
+        out = img + ".out"
+        unsquashfs_extract(img, out)
+        assert open(f"{out}/z/pair2_a", "rb").read() == ORIGINAL["pair2_a"][:MIB + 5], "pair2_a: not what it had"
+        assert open(f"{out}/z/pair2_b", "rb").read() == ORIGINAL["pair2_b"], "pair2_b: not its own content"
+        assert f"warning: {src}/z/pair2_a: shrank while being read" in p.stderr, p.stderr
+        run([SQAR, "verify", img])
+        log("ok: a file that shrank during the hashing pass is stored as it is, apart from its former twin")
+
+
+def test_strict():
+    with tempdir(prefix=os.path.join(os.getcwd(), "sqar-live-")) as d:
+        p, src, img = build_changing(d, strict=True)
+        assert p.returncode == 1, f"--strict: exit {p.returncode}, stderr: {p.stderr}"
+        assert f"{src}/z/" in p.stderr and "(--strict)" in p.stderr, f"--strict: the error names no file: {p.stderr}"
+        assert not os.path.exists(img), "--strict: an image was left behind"
+        assert not leftovers(img), f"--strict: temporary files left behind: {leftovers(img)}"
+        log(f"ok: --strict fails naming the file: {p.stderr.strip()}")
+
+
+if __name__ == "__main__":
+    if not hasattr(os, "posix_fadvise"):
+        skip("no posix_fadvise")
+    main([test_warm, test_cold, test_reuse, test_during_hashing_pass, test_strict])
