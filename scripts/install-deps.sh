@@ -3,7 +3,7 @@
 set -euo pipefail
 PACKAGES=(
   build-essential cmake ninja-build pkg-config python3
-  libsquashfs-dev libzstd-dev libxxhash-dev zlib1g-dev liblzma-dev liblz4-dev liblzo2-dev
+  libsquashfs-dev libzstd-dev libxxhash-dev zlib1g-dev libdeflate-dev liblzma-dev liblz4-dev liblzo2-dev
   libfuse3-dev fuse3 libgtest-dev
   # independent readers the tests compare against, and the peers the benchmark runs
   squashfs-tools squashfs-tools-ng squashfuse erofs-utils zstd pigz attr

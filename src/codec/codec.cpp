@@ -12,6 +12,8 @@ namespace sqar {
 namespace {
 // Levels that the format (mksquashfs, the kernel) treats as default: no options block needed.
 constexpr int kGzipFormatDefault = 9;
+constexpr int kGzipMaxLevel = 12;
+constexpr int kGzipMaxStoredLevel = 9;  // unsquashfs and libsquashfs refuse more in the options block
 constexpr int kZstdFormatDefault = 15;
 constexpr int kLzoFormatDefault = 8;
 constexpr uint32_t kLzoAlgorithm999 = 4;
@@ -71,7 +73,7 @@ int default_level(CodecId id) {
 
 std::pair<int, int> level_range(CodecId id) {
   switch (id) {
-    case CodecId::gzip: return {1, 9};
+    case CodecId::gzip: return {1, kGzipMaxLevel};  // 10-12: libdeflate's levels beyond zlib's 9
     case CodecId::xz: return {0, 9};
     case CodecId::lzo: return {1, 9};
     case CodecId::lz4: return {0, 12};  // 0: fast LZ4; 1..12: LZ4-HC at that level
@@ -87,13 +89,16 @@ std::vector<uint8_t> encode_codec_options(const CodecConfig& cfg) {
   const int level = resolved_level(cfg);
   std::vector<uint8_t> out;
   switch (cfg.id) {
-    case CodecId::gzip:
-      if (level == kGzipFormatDefault && cfg.gzip_window == 15) return out;
+    case CodecId::gzip: {
+      // Readers only use the window; the level is informational, so 10-12 are stored as 9.
+      const int stored = level > kGzipMaxStoredLevel ? kGzipMaxStoredLevel : level;
+      if (stored == kGzipFormatDefault && cfg.gzip_window == 15) return out;
       out.resize(8);
-      store_le32(&out[0], uint32_t(level));
+      store_le32(&out[0], uint32_t(stored));
       store_le16(&out[4], uint16_t(cfg.gzip_window));
       store_le16(&out[6], 0);  // strategies: default only
       return out;
+    }
     case CodecId::zstd:
       if (level == kZstdFormatDefault) return out;
       out.resize(4);

@@ -29,11 +29,18 @@ bool looks_incompressible(const uint8_t* data, size_t len) {
     }
   }
   if (entropy < 7.9) return false;
-  // High byte entropy can still hide long repeats; a fast LZ4 pass finds those cheaply.
+  // Uniform random bytes fall short of 8 bits/byte only by sampling noise, about
+  // 255 / (2 len ln 2) bits. A larger shortfall is skew the real codec's entropy stage turns
+  // into bytes saved (packed binaries, deflate streams, files with headers), so those blocks
+  // go to it: storing them raw made /usr/lib images larger than mksquashfs's.
+  const double random_shortfall = 255.0 / (2.0 * double(len) * std::log(2.0));
+  if (8.0 - entropy > 4.0 * random_shortfall) return false;
+  // High byte entropy can still hide repeats; a fast LZ4 pass finds those cheaply. Any saving
+  // at all sends the block to the real codec, which finds at least as many matches.
   thread_local std::vector<char> scratch;
   scratch.resize(size_t(LZ4_compressBound(int(len))));
   int n = LZ4_compress_default(reinterpret_cast<const char*>(data), scratch.data(), int(len), int(scratch.size()));
-  return n <= 0 || size_t(n) > len - len / 32;
+  return n <= 0 || size_t(n) >= len;
 }
 
 }  // namespace sqar
