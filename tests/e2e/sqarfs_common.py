@@ -14,12 +14,7 @@ import sys
 import tempfile
 import time
 
-SKIP = 77
-
-
-def skip(why):
-    print(f"SKIP: {why}")
-    sys.exit(SKIP)
+from sqartest import check_sanitizers, skip  # noqa: F401 - skip is part of this module's interface
 
 
 def sqarfs_binary():
@@ -125,7 +120,11 @@ def check_transport(mnt):
 
 
 def run(cmd, **kw):
-    return subprocess.run(cmd, check=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)
+    check_sanitizers(cmd, p.returncode, p.stderr)
+    if p.returncode != 0:
+        raise subprocess.CalledProcessError(p.returncode, cmd, p.stdout, p.stderr)
+    return p
 
 
 def unmount(mnt):
@@ -154,6 +153,7 @@ class Mount:
         t0 = time.monotonic()
         r = subprocess.run(self.cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=30)
         self.mount_seconds = time.monotonic() - t0
+        check_sanitizers(self.cmd, r.returncode, r.stderr)
         if r.returncode != 0:
             raise AssertionError(f"sqarfs failed ({r.returncode}): {r.stderr}")
         if not is_mounted(self.mnt):
@@ -337,7 +337,8 @@ def sqar_create_works():
     sqar = os.environ.get("SQAR", "")
     if not sqar or not os.access(sqar, os.X_OK):
         return None
-    r = subprocess.run([sqar, "create", "--help"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    r = subprocess.run([sqar, "create", "--help"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    check_sanitizers([sqar, "create", "--help"], r.returncode, r.stderr)
     return sqar if r.returncode == 0 else None
 
 
