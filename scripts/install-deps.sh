@@ -10,6 +10,8 @@ PACKAGES=(
   # what the tests call that a minimal Debian may lack: pgrep and sysctl, mount/losetup, and
   # modprobe (the kernel runs it to load squashfs or fuse when they are modules)
   procps mount kmod
+  # a FUSE filesystem without O_TMPFILE: the interrupt tests exercise sqar's named temporary image
+  bindfs
   # the man page test renders man/*.1 and man/*.8
   groff-base man-db
   # fuzzing and sanitizers

@@ -310,6 +310,32 @@ def leftovers(image):
     return [n for n in os.listdir(d) if n.startswith(base + ".sqar-tmp-") or n.startswith(".sqar-scratch")]
 
 
+def o_tmpfile_works(directory):
+    try:
+        fd = os.open(directory, os.O_TMPFILE | os.O_WRONLY, 0o600)
+    except OSError:
+        return False
+    os.close(fd)
+    return True
+
+
+@contextlib.contextmanager
+def dir_without_o_tmpfile(lower, mnt):
+    """A bindfs (FUSE) view of directory `lower` at `mnt`, where O_TMPFILE fails: sqar then
+    writes its image as IMAGE.sqar-tmp-XXXXXX, the fallback whose cleanup the interrupt tests
+    must reach. Skips when bindfs is missing or the FUSE stack implements O_TMPFILE."""
+    need_tool("bindfs")
+    os.makedirs(lower, exist_ok=True)
+    os.makedirs(mnt, exist_ok=True)
+    run(["bindfs", "--no-allow-other", lower, mnt])
+    try:
+        if o_tmpfile_works(mnt):
+            skip(f"O_TMPFILE works on the FUSE mount {mnt} (bindfs): no filesystem here lacks it")
+        yield mnt
+    finally:
+        unmount_fuse(mnt)
+
+
 def unsquashfs_extract(image, dest):
     need_tool("unsquashfs")
     run(["unsquashfs", "-no-progress", "-d", dest, image])
