@@ -75,13 +75,14 @@ def spinning_threads(pid, samples=20, tids=None, during=None):
     return {t: n for t, n in counts.items() if n * 2 > taken}, taken
 
 
-def context_switches(pid, tids):
-    """Voluntary plus involuntary context switches of the threads: grows only when they run."""
+def context_switches(pid, tids, kinds=("voluntary_ctxt", "nonvoluntary_ctxt")):
+    """Context switches of the threads (voluntary ones: each time they went to sleep). Grows
+    only when they run."""
     total = 0
     for tid in tids:
         try:
             with open(f"/proc/{pid}/task/{tid}/status") as f:
-                total += sum(int(line.split()[1]) for line in f if line.startswith(("voluntary_ctxt", "nonvoluntary_ctxt")))
+                total += sum(int(line.split()[1]) for line in f if line.startswith(kinds))
         except OSError:
             continue
     return total
@@ -132,16 +133,23 @@ def check_listener_groups(sqarfs, img, mnt, src, contents, not_checked):
         extra = [t for t, c in pins.items() if c != cpus[0]]
         if len(set(pins.values())) < 2 or not any(c == cpus[0] for c in pins.values()):
             failures.append(f"listener groups: request threads are not pinned one group per CPU: {pins}")
-        walked = {}
-        spinning, looks = spinning_threads(m.proc.pid, samples=1000, tids=extra,
-                                           during=lambda: walked.update(result=compare_trees(src, mnt)))
-        problems, seen = walked["result"]  # one client thread
+        # An extra listener sleeps until the gate calls it, listens while called, then sleeps
+        # again: its voluntary context switches count the calls. The gate may open once, for
+        # its 10 ms hold, when the walk's thread follows the mount's; a single client must not
+        # call them again and again. (Whether they are on a CPU at a given moment says nothing
+        # here: on a loaded machine a called listener may wait long for its pinned CPU.)
+        sleeps_before = context_switches(m.proc.pid, extra, ("voluntary_ctxt",))
+        problems, seen = compare_trees(src, mnt)  # one client thread
+        sleeps = context_switches(m.proc.pid, extra, ("voluntary_ctxt",)) - sleeps_before
         failures += [f"listener groups, one client: {p}" for p in problems]
-        # The gate may open once, for its 10 ms hold, when the walk's thread follows the mount's:
-        # the extra listeners then run for a moment, never for most of the walk.
+        if sleeps > 2 * len(extra):
+            failures.append(f"listener groups: the {len(extra)} extra listeners went to sleep {sleeps} times while "
+                            f"a single client walked the tree: called again and again (at most once expected)")
+        # Then, with nobody asking, they must all be asleep.
+        spinning, looks = spinning_threads(m.proc.pid, tids=extra)
         if spinning:
             failures.append(f"listener groups: extra listeners {sorted(spinning)} were running in most of {looks} "
-                            f"looks while a single client walked the tree (they should sleep)")
+                            f"looks over a second after a single client's walk (they should sleep)")
     with ForegroundMount([sqarfs, img, mnt], mnt) as m:
         if not m.mounted:
             return failures + [f"listener groups: did not mount: {m.stderr[-500:]}"]
@@ -150,8 +158,8 @@ def check_listener_groups(sqarfs, img, mnt, src, contents, not_checked):
         errs = hammer(mnt, contents, threads=8, reads=100)
         several = context_switches(m.proc.pid, extra) - before
         failures += [f"listener groups, 8 clients: {e}" for e in errs]
-    print(f"listener groups: pinned {pins}; extra listeners running in most of {looks} looks during a walk of "
-          f"{seen} entries by one client: {sorted(spinning) or 'none'}; {several} context switches of theirs "
+    print(f"listener groups: pinned {pins}; extra listeners slept {sleeps} times during a walk of {seen} entries "
+          f"by one client, running afterwards: {sorted(spinning) or 'none'}; {several} context switches of theirs "
           f"while 8 clients read")
     if several <= 0:
         failures.append("listener groups: the extra groups never ran while 8 clients read")
