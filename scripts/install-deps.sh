@@ -12,6 +12,8 @@ PACKAGES=(
   procps mount kmod
   # the extract race test checks the modes extract creates directories with
   strace
+  # a FUSE filesystem without O_TMPFILE: the interrupt tests exercise sqar's named temporary image
+  bindfs
   # the man page test renders man/*.1 and man/*.8
   groff-base man-db
   # fuzzing and sanitizers

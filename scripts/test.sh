@@ -38,12 +38,18 @@ if [[ ${SQAR_QUICK:-0} == 1 ]]; then
   exit 0
 fi
 
+# The sanitizers exit with a code of their own (86, SANITIZER_EXIT_CODE in tests/e2e/sqartest.py):
+# by default ASan and UBSan exit 1, which is also sqar's code for an error, so a report from a
+# command a test expects to fail would pass unnoticed. The e2e helpers fail a command on this
+# code or on a report in its stderr.
+SANITIZER_EXIT_CODE=86
+
 # ASan + UBSan: the whole suite, leaks included (LSan also checks sqarfs daemons when they exit).
 asan_stage() {
   BUILD_DIR=build-asan CMAKE_ARGS="-DSANITIZE=address" bash scripts/build.sh
   cd build-asan
-  ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:detect_stack_use_after_return=1 \
-  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:detect_stack_use_after_return=1:exitcode=$SANITIZER_EXIT_CODE \
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:exitcode=$SANITIZER_EXIT_CODE \
     ctest --output-on-failure -j"$(nproc)" --timeout 900
 }
 
@@ -61,7 +67,7 @@ tsan_stage() {
     sysctl -q -w vm.mmap_rnd_bits=28 || echo "note: cannot lower vm.mmap_rnd_bits; TSan may fail to start"
   fi
   cd build-tsan
-  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:exitcode=$SANITIZER_EXIT_CODE \
     ctest --output-on-failure -j"$(nproc)" --timeout 900 \
       -R '^[A-Z]|^e2e\.test_(create_threads|create_cold|create_slow_source|create_reuse|extract|list_info_cat|verify_diff|sqarfs_threads|sqarfs_load|sqarfs_request_loop)$'
 }

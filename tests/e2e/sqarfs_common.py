@@ -13,12 +13,7 @@ import sys
 import tempfile
 import time
 
-SKIP = 77
-
-
-def skip(why):
-    print(f"SKIP: {why}")
-    sys.exit(SKIP)
+from sqartest import check_sanitizers, skip  # noqa: F401 - skip is part of this module's interface
 
 
 def sqarfs_binary():
@@ -55,7 +50,11 @@ def daemon_pids(mnt):
 
 
 def run(cmd, **kw):
-    return subprocess.run(cmd, check=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)
+    check_sanitizers(cmd, p.returncode, p.stderr)
+    if p.returncode != 0:
+        raise subprocess.CalledProcessError(p.returncode, cmd, p.stdout, p.stderr)
+    return p
 
 
 def unmount(mnt):
@@ -84,6 +83,7 @@ class Mount:
         t0 = time.monotonic()
         r = subprocess.run(self.cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=30)
         self.mount_seconds = time.monotonic() - t0
+        check_sanitizers(self.cmd, r.returncode, r.stderr)
         if r.returncode != 0:
             raise AssertionError(f"sqarfs failed ({r.returncode}): {r.stderr}")
         if not is_mounted(self.mnt):
@@ -259,11 +259,12 @@ def mksquashfs(src, img, *opts):
 
 
 def sqar_create_works():
+    """The sqar binary (built with sqarfs, so a sqar that does not run fails the test)."""
     sqar = os.environ.get("SQAR", "")
     if not sqar or not os.access(sqar, os.X_OK):
-        return None
-    r = subprocess.run([sqar, "create", "--help"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return sqar if r.returncode == 0 else None
+        raise AssertionError(f"sqar is not built (SQAR={sqar!r})")
+    run([sqar, "create", "--help"])
+    return sqar
 
 
 class TempDir:

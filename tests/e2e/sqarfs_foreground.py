@@ -7,8 +7,7 @@ import threading
 import time
 
 from sqarfs_common import is_mounted, unmount
-
-SANITIZER_MARKS = ("Sanitizer", "runtime error:", "LeakSanitizer")
+from sqartest import sanitizer_problem
 
 
 class ForegroundMount:
@@ -61,8 +60,9 @@ class ForegroundMount:
         other than 0 (clean unmount) / 1 (image refused before mounting)."""
         if self.returncode is None or self.returncode < 0:
             return f"sqarfs ended with {self.returncode}: {self.stderr[-2000:]}"
-        if any(m in self.stderr for m in SANITIZER_MARKS):
-            return f"sqarfs sanitizer report: {self.stderr[-3000:]}"
+        report = sanitizer_problem(self.cmd, self.returncode, self.stderr)
+        if report:
+            return report
         if self.returncode not in (0, 1) or (self.mounted and self.returncode != 0):
             return f"sqarfs exited {self.returncode}: {self.stderr[-1000:]}"
         return None

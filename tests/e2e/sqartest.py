@@ -2,8 +2,14 @@
 
 Tests prove behaviour against readers nobody here wrote (unsquashfs, the kernel, squashfuse):
 they build trees with every entry type, pack them, read them back through those readers and
-compare content and metadata entry by entry. A test that cannot run calls skip(), which prints
-the reason and exits 77 (ctest reports it as skipped).
+compare content and metadata entry by entry. A test that cannot run calls skip(reason): main()
+records that test as skipped and runs the next one; a file whose tests all skip exits 77 (ctest
+reports it as skipped), any failure makes it exit 1. With CI=true a skip that
+expected_skips.py does not list is a failure.
+
+Every command a test runs goes through a check for sanitizer reports: scripts/test.sh gives
+ASan, UBSan and TSan their own exit code (SANITIZER_EXIT_CODE), and a report on stderr fails the
+test even when the command was expected to fail.
 """
 import contextlib
 import hashlib
@@ -17,14 +23,48 @@ import sys
 import tempfile
 import time
 
+from expected_skips import unexpected_in_ci
+
 SQAR = os.environ.get("SQAR", "sqar")
 SQARFS = os.environ.get("SQARFS", "sqarfs")
 SKIP = 77
+# The exitcode= that scripts/test.sh gives ASan, UBSan and TSan: sqar's own codes are 0, 1 and 2.
+SANITIZER_EXIT_CODE = 86
+SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "WARNING: ThreadSanitizer",
+                   "ThreadSanitizer:", "runtime error:", "SUMMARY: AddressSanitizer",
+                   "SUMMARY: UndefinedBehaviorSanitizer")
+
+
+class Skipped(SystemExit):
+    """Raised by skip(). main() records it per test; outside main() it exits 77 as SystemExit."""
+
+    def __init__(self, reason):
+        super().__init__(SKIP)
+        self.reason = reason
 
 
 def skip(reason):
-    print(f"SKIPPED: {reason}")
-    sys.exit(SKIP)
+    unexpected = unexpected_in_ci(reason)
+    if unexpected:
+        raise AssertionError(unexpected)
+    print(f"SKIPPED: {reason}", flush=True)
+    raise Skipped(reason)
+
+
+def sanitizer_problem(cmd, returncode, stderr):
+    """Why a finished command shows a sanitizer report (exit code or stderr), or None."""
+    if isinstance(stderr, bytes):
+        stderr = stderr.decode(errors="replace")
+    stderr = stderr or ""
+    if returncode == SANITIZER_EXIT_CODE or any(m in stderr for m in SANITIZER_MARKS):
+        return f"sanitizer report from {cmd} (exit {returncode}):\n{stderr[-4000:]}"
+    return None
+
+
+def check_sanitizers(cmd, returncode, stderr):
+    problem = sanitizer_problem(cmd, returncode, stderr)
+    if problem:
+        raise AssertionError(problem)
 
 
 def log(msg):
@@ -35,7 +75,9 @@ def run(cmd, check=True, **kw):
     """Runs a command, returns CompletedProcess with text output; raises with its output on failure."""
     kw.setdefault("stdout", subprocess.PIPE)
     kw.setdefault("stderr", subprocess.PIPE)
-    p = subprocess.run(cmd, text=True, **kw)
+    kw.setdefault("text", True)
+    p = subprocess.run(cmd, **kw)
+    check_sanitizers(cmd, p.returncode, p.stderr)
     if check and p.returncode != 0:
         raise AssertionError(f"{cmd} exited {p.returncode}\nstdout: {p.stdout}\nstderr: {p.stderr}")
     return p
@@ -268,6 +310,32 @@ def leftovers(image):
     return [n for n in os.listdir(d) if n.startswith(base + ".sqar-tmp-") or n.startswith(".sqar-scratch")]
 
 
+def o_tmpfile_works(directory):
+    try:
+        fd = os.open(directory, os.O_TMPFILE | os.O_WRONLY, 0o600)
+    except OSError:
+        return False
+    os.close(fd)
+    return True
+
+
+@contextlib.contextmanager
+def dir_without_o_tmpfile(lower, mnt):
+    """A bindfs (FUSE) view of directory `lower` at `mnt`, where O_TMPFILE fails: sqar then
+    writes its image as IMAGE.sqar-tmp-XXXXXX, the fallback whose cleanup the interrupt tests
+    must reach. Skips when bindfs is missing or the FUSE stack implements O_TMPFILE."""
+    need_tool("bindfs")
+    os.makedirs(lower, exist_ok=True)
+    os.makedirs(mnt, exist_ok=True)
+    run(["bindfs", "--no-allow-other", lower, mnt])
+    try:
+        if o_tmpfile_works(mnt):
+            skip(f"O_TMPFILE works on the FUSE mount {mnt} (bindfs): no filesystem here lacks it")
+        yield mnt
+    finally:
+        unmount_fuse(mnt)
+
+
 def unsquashfs_extract(image, dest):
     need_tool("unsquashfs")
     run(["unsquashfs", "-no-progress", "-d", dest, image])
@@ -328,18 +396,27 @@ def unmount_fuse(mnt):
 
 
 def main(tests):
-    """Runs test functions in order; a failure prints its message and exits 1. The last line
-    names the failures too: CI summaries often keep only a test's last line."""
-    failures = []
+    """Runs every test function in order. A skip() marks that test skipped and the next one
+    runs. Exits 1 if any test failed, 77 if every test skipped, else 0. The last line names the
+    failures and skips too: CI summaries often keep only a test's last line."""
+    failures, skips = [], []
     for t in tests:
         log(f"--- {t.__name__}")
         try:
             t()
-        except SystemExit:
-            raise
+        except Skipped as s:
+            skips.append(f"{t.__name__}: {s.reason}")
+            log(f"SKIPPED {t.__name__}: {s.reason}")
+        except SystemExit as e:  # sys.exit() inside a test is a bug of the test, not a verdict
+            failures.append(f"{t.__name__}: called sys.exit({e.code})")
+            log(f"FAILED {t.__name__}: called sys.exit({e.code})")
         except Exception as e:  # noqa: BLE001 - report every failing test, then fail
             failures.append(f"{t.__name__}: {' '.join(str(e).split())[:400]}")
             log(f"FAILED {t.__name__}: {e}")
-    summary = f"{len(tests) - len(failures)} passed, {len(failures)} failed"
-    log(summary + ("" if not failures else " (" + "; ".join(failures) + ")"))
-    sys.exit(1 if failures else 0)
+    passed = len(tests) - len(failures) - len(skips)
+    summary = f"{passed} passed, {len(failures)} failed, {len(skips)} skipped"
+    details = [f"failed {f}" for f in failures] + [f"skipped {s}" for s in skips]
+    log(summary + (" (" + "; ".join(details) + ")" if details else ""))
+    if failures:
+        sys.exit(1)
+    sys.exit(SKIP if tests and len(skips) == len(tests) else 0)

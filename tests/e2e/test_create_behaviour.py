@@ -1,6 +1,7 @@
 """sqar create: dedup never compresses a duplicate, output is deterministic, failures leave
 nothing behind, and the manifest trailer is invisible to other readers."""
 import base64
+import contextlib
 import json
 import os
 import re
@@ -10,8 +11,9 @@ import stat
 import subprocess
 import time
 
-from sqartest import (SQAR, compare_trees, image_in_progress, kernel_mount, leftovers, log, main, make_full_tree,
-                      need_root, pseudo_random, run, sqar_create, tempdir, unsquashfs_extract, write, xattrs_of)
+from sqartest import (SQAR, check_sanitizers, compare_trees, dir_without_o_tmpfile, image_in_progress, kernel_mount,
+                      leftovers, log, main, make_full_tree, need_root, o_tmpfile_works, pseudo_random, run, sqar_create,
+                      tempdir, unsquashfs_extract, write, xattrs_of)
 
 
 def test_duplicates_are_never_compressed():
@@ -182,81 +184,195 @@ def test_unreadable_file_names_path_and_cause():
         assert "squashfs-root/ok" in listing and "secret" not in listing, listing
 
 
+# The build-failure tests below run twice: where O_TMPFILE gives an unnamed image, and on a
+# bindfs (FUSE) mount without O_TMPFILE, where sqar writes IMAGE.sqar-tmp-XXXXXX and its error
+# paths and signal handlers must remove that name. Each also runs with --force over an old
+# image (the replacement is staged under a name), which must stay byte-identical.
+OLD_IMAGE = b"the old image, which a failed --force build must leave as it was\n" * 64
+
+
+def place_old_image(img, force):
+    if force:
+        write(img, OLD_IMAGE)
+
+
+def check_failed_build_left_nothing(img, force, what):
+    """After a failed build into img's directory: only the old image (unchanged), if any."""
+    d = os.path.dirname(img)
+    names = sorted(os.listdir(d))
+    if force:
+        assert names == [os.path.basename(img)], f"{what}: left behind: {names}"
+        assert open(img, "rb").read() == OLD_IMAGE, f"{what}: the old image changed"
+    else:
+        assert names == [], f"{what}: left behind: {names}"
+
+
+def no_space_left(tiny, force):
+    """tiny: a 256 KiB filesystem. The image runs out of space in the data phase, then (no
+    data, a large directory table) in the metadata phase, where the directory table goes to a
+    scratch file first."""
+    d = os.path.dirname(tiny)
+    args = ["--force"] if force else []
+    for phase, src in (("data", f"{d}/src"), ("metadata", f"{d}/meta")):
+        img = f"{tiny}/img-{phase}"
+        place_old_image(img, force)
+        p = run([SQAR, "create", *args, src, img], check=False)
+        assert p.returncode == 1 and "no space left" in p.stderr.lower(), p.stderr
+        assert "libsquashfs error" not in p.stderr, p.stderr
+        check_failed_build_left_nothing(img, force, f"no space left ({phase} phase{', --force' if force else ''})")
+        if force:
+            os.unlink(img)
+        log(f"ok: {p.stderr.strip()}")
+
+
+def make_no_space_sources(d):
+    write(f"{d}/src/big", pseudo_random(3 << 20, 5))
+    for i in range(4000):
+        os.makedirs(f"{d}/meta/{pseudo_random(90, i).hex()}")
+
+
+@contextlib.contextmanager
+def tiny_tmpfs(path):
+    os.makedirs(path)
+    run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", path])
+    try:
+        yield path
+    finally:
+        run(["umount", path])
+
+
 def test_no_space_left_is_reported_and_cleaned_up():
     need_root()
     with tempdir() as d:
-        write(f"{d}/src/big", pseudo_random(3 << 20, 5))
-        os.makedirs(f"{d}/tiny")
-        run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", f"{d}/tiny"])
+        make_no_space_sources(d)
+        with tiny_tmpfs(f"{d}/tiny") as tiny:
+            for force in (False, True):
+                no_space_left(tiny, force)
+
+
+def test_no_space_left_without_o_tmpfile():
+    need_root()
+    with tempdir() as d:
+        make_no_space_sources(d)
+        with tiny_tmpfs(f"{d}/tiny-lower"), dir_without_o_tmpfile(f"{d}/tiny-lower", f"{d}/tiny") as tiny:
+            for force in (False, True):
+                no_space_left(tiny, force)
+
+
+def interrupt(src, out, force, signals):
+    """Interrupts builds of out/img with each signal while the data phase runs."""
+    img = f"{out}/img"
+    named = not o_tmpfile_works(out)  # the fallback: the image has a name while it is written
+    for sig in signals:
+        place_old_image(img, force)
+        proc = subprocess.Popen([SQAR, "create", "-q", "--no-dedup", *(["--force"] if force else []), src, img],
+                                stderr=subprocess.PIPE, text=True)
         try:
-            p = run([SQAR, "create", f"{d}/src", f"{d}/tiny/img"], check=False)
-            assert p.returncode == 1 and "no space left" in p.stderr.lower(), p.stderr
-            assert os.listdir(f"{d}/tiny") == [], os.listdir(f"{d}/tiny")
-            # No data but a large directory table: the space runs out in the metadata phase,
-            # where the directory table goes to a scratch file first.
-            for i in range(4000):
-                os.makedirs(f"{d}/meta/{pseudo_random(90, i).hex()}")
-            p = run([SQAR, "create", f"{d}/meta", f"{d}/tiny/img2"], check=False)
-            assert p.returncode == 1 and "no space left" in p.stderr.lower(), p.stderr
-            assert "libsquashfs error" not in p.stderr, p.stderr
-            assert os.listdir(f"{d}/tiny") == [], os.listdir(f"{d}/tiny")
-            log(f"ok: {p.stderr.strip()}")
+            deadline = time.monotonic() + 60
+            while not image_in_progress(proc.pid, img) and time.monotonic() < deadline and proc.poll() is None:
+                time.sleep(0.01)
+            assert image_in_progress(proc.pid, img), "temporary image never appeared"
+            time.sleep(0.3)
+            if named:
+                assert leftovers(img), f"no {os.path.basename(img)}.sqar-tmp-* in {out}: {os.listdir(out)}"
+            proc.send_signal(sig)
+            _, err = proc.communicate(timeout=60)
         finally:
-            run(["umount", f"{d}/tiny"])
+            if proc.poll() is None:
+                proc.kill()
+        check_sanitizers(proc.args, proc.returncode, err)
+        assert proc.returncode != 0, f"{sig.name}: the build was not interrupted"
+        check_failed_build_left_nothing(img, force, f"{sig.name}{' with --force' if force else ''}")
+        if force:
+            os.unlink(img)
+        log(f"ok: {sig.name}{' with --force' if force else ''} left nothing behind")
+
+
+def make_huge_source(d):
+    os.makedirs(f"{d}/src")
+    with open(f"{d}/src/huge", "wb") as f:  # 64 GiB of holes: reading it takes long enough
+        f.truncate(64 << 30)
+    return f"{d}/src"
 
 
 def test_interrupt_leaves_no_partial_image():
     with tempdir() as d:
-        with open(f"{d}/huge", "wb") as f:  # 64 GiB of holes: reading it takes long enough
-            f.truncate(64 << 30)
-        os.makedirs(f"{d}/src")
-        os.rename(f"{d}/huge", f"{d}/src/huge")
+        src = make_huge_source(d)
+        os.makedirs(f"{d}/out")
         # SIGKILL cannot be caught: only an image that has no name until it is complete
         # (O_TMPFILE) leaves nothing behind then.
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGQUIT, signal.SIGPIPE, signal.SIGKILL):
-            proc = subprocess.Popen([SQAR, "create", "-q", "--no-dedup", f"{d}/src", f"{d}/img"],
-                                    stderr=subprocess.PIPE)
-            deadline = time.time() + 10
-            while not image_in_progress(proc.pid, f"{d}/img") and time.time() < deadline:
-                time.sleep(0.05)
-            assert image_in_progress(proc.pid, f"{d}/img"), "temporary image never appeared"
-            time.sleep(0.3)
-            proc.send_signal(sig)
-            proc.wait(timeout=30)
-            assert proc.returncode != 0
-            assert sorted(os.listdir(d)) == ["src"], f"left behind after {sig.name}: {os.listdir(d)}"
-            log(f"ok: {sig.name} left nothing behind")
+        for force in (False, True):
+            interrupt(src, f"{d}/out", force,
+                      (signal.SIGINT, signal.SIGTERM, signal.SIGQUIT, signal.SIGPIPE, signal.SIGKILL))
+
+
+def test_interrupt_without_o_tmpfile_removes_the_named_image():
+    with tempdir() as d:
+        src = make_huge_source(d)
+        with dir_without_o_tmpfile(f"{d}/lower", f"{d}/out") as out:
+            assert not o_tmpfile_works(out)
+            # The signal handlers remove IMAGE.sqar-tmp-XXXXXX (SIGKILL would leave it: it
+            # cannot be caught, which is why O_TMPFILE is used where it exists).
+            for force in (False, True):
+                interrupt(src, out, force, (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT,
+                                            signal.SIGPIPE))
+
+
+def file_size_limit(d, out, force):
+    img = f"{out}/img"
+    place_old_image(img, force)
+    p = subprocess.run([SQAR, "create", "-q", *(["--force"] if force else []), f"{d}/src", img],
+                       stderr=subprocess.PIPE, text=True,
+                       preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20)))
+    check_sanitizers(p.args, p.returncode, p.stderr)
+    assert p.returncode == 1 and img in p.stderr and "File too large" in p.stderr, (p.returncode, p.stderr)
+    check_failed_build_left_nothing(img, force, f"file size limit{' with --force' if force else ''}")
+    if force:
+        os.unlink(img)
+    log(f"ok: {p.stderr.strip()}")
 
 
 def test_file_size_limit_is_an_error_not_a_kill():
     with tempdir() as d:
         write(f"{d}/src/noise", pseudo_random(4 << 20, 3))  # incompressible: the image is > 1 MiB
-        p = subprocess.run([SQAR, "create", "-q", f"{d}/src", f"{d}/img"], stderr=subprocess.PIPE, text=True,
-                           preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20)))
-        assert p.returncode == 1 and f"{d}/img" in p.stderr and "File too large" in p.stderr, (p.returncode, p.stderr)
-        assert sorted(os.listdir(d)) == ["src"], os.listdir(d)
-        log(f"ok: {p.stderr.strip()}")
+        os.makedirs(f"{d}/out")
+        for force in (False, True):
+            file_size_limit(d, f"{d}/out", force)
+
+
+def test_file_size_limit_without_o_tmpfile():
+    with tempdir() as d:
+        write(f"{d}/src/noise", pseudo_random(4 << 20, 3))
+        with dir_without_o_tmpfile(f"{d}/lower", f"{d}/out") as out:
+            for force in (False, True):
+                file_size_limit(d, out, force)
 
 
 def test_image_mode_follows_umask_and_the_replaced_image():
     with tempdir() as d:
         write(f"{d}/src/f", b"secret")
-        p = subprocess.run([SQAR, "create", "-q", f"{d}/src", f"{d}/private"], preexec_fn=lambda: os.umask(0o077))
-        assert p.returncode == 0
+        run([SQAR, "create", "-q", f"{d}/src", f"{d}/private"], preexec_fn=lambda: os.umask(0o077))
         assert stat.S_IMODE(os.stat(f"{d}/private").st_mode) == 0o600, oct(os.stat(f"{d}/private").st_mode)
-        p = subprocess.run([SQAR, "create", "-q", f"{d}/src", f"{d}/shared"], preexec_fn=lambda: os.umask(0o002))
+        run([SQAR, "create", "-q", f"{d}/src", f"{d}/shared"], preexec_fn=lambda: os.umask(0o002))
         assert stat.S_IMODE(os.stat(f"{d}/shared").st_mode) == 0o664, oct(os.stat(f"{d}/shared").st_mode)
-        # --force over an existing image keeps its permissions (and, for root, its owner).
+        # --force over an existing image replaces it and keeps its permissions (and, for root,
+        # its owner). The new source differs, so the replaced image must differ too.
         os.chmod(f"{d}/private", 0o640)
         if os.geteuid() == 0:
             os.chown(f"{d}/private", 1234, 5678)
-        p = subprocess.run([SQAR, "create", "-q", "--force", f"{d}/src", f"{d}/private"],
-                           preexec_fn=lambda: os.umask(0o022))
+        old = open(f"{d}/private", "rb").read()
+        old_inode = os.stat(f"{d}/private").st_ino
+        write(f"{d}/src/f", b"the new content of the replacing image")
+        run([SQAR, "create", "-q", "--force", f"{d}/src", f"{d}/private"], preexec_fn=lambda: os.umask(0o022))
         st = os.stat(f"{d}/private")
+        assert open(f"{d}/private", "rb").read() != old, "--force left the old image in place"
+        assert st.st_ino != old_inode, "--force rewrote the old image in place instead of replacing it"
+        assert run([SQAR, "cat", f"{d}/private", "f"]).stdout == "the new content of the replacing image"
         assert stat.S_IMODE(st.st_mode) == 0o640, oct(st.st_mode)
         if os.geteuid() == 0:
             assert (st.st_uid, st.st_gid) == (1234, 5678), (st.st_uid, st.st_gid)
-        log("ok: new images follow the umask; a replaced image keeps its mode and owner")
+        assert not leftovers(f"{d}/private"), os.listdir(d)
+        log("ok: new images follow the umask; a replaced image has the new content, and keeps its mode and owner")
 
 
 def test_image_made_by_someone_else_meanwhile_is_not_replaced():
@@ -434,8 +550,10 @@ if __name__ == "__main__":
           test_image_inside_its_source_is_not_packed, test_xattrs_read_the_same_without_listxattrat,
           test_xattrs_of_files_are_read_from_the_open_file,
           test_bad_usage_is_explained, test_unreadable_file_names_path_and_cause,
-          test_no_space_left_is_reported_and_cleaned_up, test_interrupt_leaves_no_partial_image,
-          test_file_size_limit_is_an_error_not_a_kill, test_image_mode_follows_umask_and_the_replaced_image,
+          test_no_space_left_is_reported_and_cleaned_up, test_no_space_left_without_o_tmpfile,
+          test_interrupt_leaves_no_partial_image, test_interrupt_without_o_tmpfile_removes_the_named_image,
+          test_file_size_limit_is_an_error_not_a_kill, test_file_size_limit_without_o_tmpfile,
+          test_image_mode_follows_umask_and_the_replaced_image,
           test_image_made_by_someone_else_meanwhile_is_not_replaced, test_json_summary_is_valid_for_any_image_name,
           test_times_squashfs_cannot_store_are_clamped_with_a_warning, test_zero_blocks_and_zero_tails_unpack_as_holes,
           test_manifest_is_invisible_to_other_readers, test_big_directory_and_file_over_4gib,

@@ -4,7 +4,7 @@ import os
 import sys
 
 from sqartest import (compare_trees, kernel_mount, kernel_supports, log, main, make_full_tree, need_root, need_tool,
-                      run, snapshot, sqar_create, squashfuse_mount, tempdir, unsquashfs_extract)
+                      run, skip, snapshot, sqar_create, squashfuse_mount, tempdir, unsquashfs_extract)
 
 COMPRESSORS = ["gzip", "xz", "lzo", "lz4", "zstd"]
 WORK = {}
@@ -34,17 +34,18 @@ def test_unsquashfs_reads_every_compressor():
 
 def test_kernel_mount_every_compressor():
     d, src = WORK["dir"], WORK["src"]
-    mounted = 0
+    lacking = []
     for comp in COMPRESSORS:
         if not kernel_supports(comp):
-            log(f"skipped kernel check for {comp}: this kernel's squashfs lacks it")
+            lacking.append(comp)
             continue
         with kernel_mount(f"{d}/{comp}.sqfs", f"{d}/mnt-{comp}") as mnt:
             compare_trees(src, mnt, f"kernel({comp})")
             st = os.stat(f"{mnt}/sparse.img")
             assert st.st_size == 16 * 131072
-        mounted += 1
-    assert mounted > 0, "the kernel mounted none of the compressors"
+    assert len(lacking) < len(COMPRESSORS), "the kernel mounted none of the compressors"
+    if lacking:  # the others were checked above; say which were not
+        skip(f"this kernel's squashfs cannot mount {', '.join(lacking)} images")
 
 
 def test_squashfuse_reads_image():
@@ -122,6 +123,8 @@ def test_block_sizes():
         if kernel_supports("lz4"):
             with kernel_mount(img, f"{d}/mnt-bs-{bs}") as mnt:
                 compare_trees(src, mnt, f"kernel(block {bs})")
+    if not kernel_supports("lz4"):
+        skip("this kernel's squashfs cannot mount lz4 images: block sizes checked through unsquashfs only")
 
 
 if __name__ == "__main__":

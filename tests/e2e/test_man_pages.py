@@ -146,8 +146,7 @@ def test_exit_status_documented():
 def test_cmake_install_puts_pages_in_mandir():
     build_dir = os.path.dirname(os.path.dirname(os.path.abspath(SQAR)))
     if not os.path.exists(os.path.join(build_dir, "CMakeCache.txt")):
-        log(f"skipped: {SQAR} is not inside a CMake build directory, so there is nothing to install")
-        return
+        skip(f"{SQAR} is not inside a CMake build directory, so there is nothing to install")
     need_tool("cmake")
     with tempdir() as prefix:
         run(["cmake", "--install", build_dir, "--prefix", prefix])

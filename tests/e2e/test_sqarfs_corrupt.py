@@ -7,6 +7,7 @@ import struct
 import subprocess
 import sys
 
+from sqartest import check_sanitizers
 from sqarfs_common import Mount, TempDir, compare_trees, is_mounted, mksquashfs, rand_bytes, require_fuse, file_hash
 import random
 
@@ -70,6 +71,7 @@ def unreadable_fragment_table_is_refused_at_mount(tmp):
         f.write(bytes([top ^ 0x80]))
     os.makedirs(mnt, exist_ok=True)
     r = subprocess.run([os.environ["SQARFS"], img, mnt], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    check_sanitizers(r.args, r.returncode, r.stderr)
     if is_mounted(mnt):
         subprocess.run(["fusermount3", "-u", mnt])
         return [f"an unreadable fragment table was mounted (exit {r.returncode}, {r.stderr!r})"]
@@ -129,6 +131,7 @@ def main():
             f.write(b"JUNK")
         os.makedirs(mnt, exist_ok=True)
         r = subprocess.run([os.environ["SQARFS"], img, mnt], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        check_sanitizers(r.args, r.returncode, r.stderr)
         if r.returncode == 0 or "not a SquashFS image" not in r.stderr:
             failures.append(f"bad superblock: exit {r.returncode}, {r.stderr!r}")
             subprocess.run(["fusermount3", "-u", mnt])

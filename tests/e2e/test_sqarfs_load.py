@@ -16,6 +16,7 @@ import time
 from sqarfs_common import (TempDir, file_hash, is_mounted, mksquashfs, rand_bytes, require_fuse, sqar_create_works,
                            sqarfs_binary, unmount, run)
 from sqarfs_foreground import ForegroundMount
+from sqartest import check_sanitizers
 
 READ_SECONDS = 10  # bounded load phase (<= 20 s as the issue asks)
 READERS = 16
@@ -95,6 +96,7 @@ def main():
         for label, img in images:
             proc_cmd = [sqarfs, img, mnt, "-o", "cache=1M,threads=16"]
             r = subprocess.run(proc_cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
+            check_sanitizers(proc_cmd, r.returncode, r.stderr)
             if r.returncode != 0:
                 failures.append(f"{label}: sqarfs failed: {r.stderr}")
                 continue

@@ -5,6 +5,7 @@ import os
 import sys
 import time
 
+from sqartest import check_sanitizers
 from sqarfs_common import (Mount, TempDir, compare_trees, make_tree, mksquashfs, require_fuse, sqar_create_works,
                            sqarfs_binary, run)
 
@@ -125,11 +126,13 @@ def main():
                           ([img, mnt, "-o", "gid=4294967295"], "gid -1"), ([img, mnt, "-o", "threads=0"], "threads=0")):
             import subprocess
             r = subprocess.run([sqarfs, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=30)
+            check_sanitizers(r.args, r.returncode, r.stderr)
             if r.returncode == 0 or not r.stderr.strip():
                 failures.append(f"{why}: exit {r.returncode}, stderr {r.stderr!r}")
                 run(["fusermount3", "-u", mnt]) if r.returncode == 0 else None
         r = subprocess.run([sqarfs, img, mnt, "-o", "handoff=maybe"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            text=True, timeout=30)
+        check_sanitizers(r.args, r.returncode, r.stderr)
         if r.returncode == 0 or "handoff=maybe" not in r.stderr:
             failures.append(f"-o handoff=maybe: exit {r.returncode}, stderr {r.stderr!r}")
         failures += holes_match_the_kernel(tmp)

@@ -1,17 +1,41 @@
 #!/usr/bin/env python3
 """16 threads read random ranges of large files through sqarfs and check every byte
-against the source (with a cache smaller than the data, so blocks get evicted while in use)."""
+against the source (with a cache smaller than the data, so blocks get evicted while in use).
+Each reader's result comes back through a future: an exception (EIO) or a short read in any
+thread fails the test."""
+import concurrent.futures
 import os
 import random
 import sys
-import threading
 
 from sqarfs_common import Mount, TempDir, mksquashfs, rand_bytes, require_fuse, sqar_create_works, run
 
 
-def hammer(mnt, contents, threads=16, reads=300):
+def run_readers(worker, threads):
+    """Runs worker(seed) on `threads` threads at once. Each returns the list of its wrong
+    answers; an exception in any (an EIO, a short read) is returned as a failure too, never
+    lost with its thread."""
     errors = []
+    with concurrent.futures.ThreadPoolExecutor(max_workers=threads) as pool:
+        futures = {pool.submit(worker, seed): seed for seed in range(threads)}
+        for f in concurrent.futures.as_completed(futures):
+            try:
+                errors += f.result()
+            except Exception as e:  # noqa: BLE001 - every reader's failure is the test's
+                errors.append(f"reader {futures[f]}: {type(e).__name__}: {e}")
+    return errors
 
+
+def pread_exactly(fd, size, off, file_size, what):
+    """pread that fails on a short answer: sqarfs must return every byte up to the end."""
+    got = os.pread(fd, size, off)
+    want = max(0, min(size, file_size - off))
+    if len(got) != want:
+        raise AssertionError(f"{what} @{off}+{size}: short read, {len(got)} of {want} bytes")
+    return got
+
+
+def hammer(mnt, contents, threads=16, reads=300):
     def worker(seed):
         rng = random.Random(seed)
         fds = {n: os.open(f"{mnt}/{n}", os.O_RDONLY) for n in contents}
@@ -21,22 +45,14 @@ def hammer(mnt, contents, threads=16, reads=300):
                 data = contents[name]
                 off = rng.randrange(len(data))
                 size = rng.choice((1, 4096, 65536, 200000, rng.randrange(1, 300000)))
-                got = os.pread(fds[name], size, off)
-                if got != data[off:off + size]:
-                    errors.append(f"{name} @{off}+{size}: wrong bytes")
-                    return
-        except OSError as e:
-            errors.append(f"thread {seed}: {e}")
+                if pread_exactly(fds[name], size, off, len(data), name) != data[off:off + size]:
+                    return [f"{name} @{off}+{size}: wrong bytes"]
         finally:
             for fd in fds.values():
                 os.close(fd)
+        return []
 
-    ts = [threading.Thread(target=worker, args=(i,)) for i in range(threads)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    return errors
+    return run_readers(worker, threads)
 
 
 def main():
@@ -55,12 +71,8 @@ def main():
         images = []
         mksquashfs(src, f"{tmp}/zstd.sqfs", "-comp", "zstd")
         images.append(("mksquashfs zstd", f"{tmp}/zstd.sqfs"))
-        sqar = sqar_create_works()
-        if sqar:
-            run([sqar, "create", src, f"{tmp}/sqar.sqfs"])
-            images.append(("sqar create", f"{tmp}/sqar.sqfs"))
-        else:
-            print("NOTE: `sqar create` is not available yet; only mksquashfs images checked")
+        run([sqar_create_works(), "create", src, f"{tmp}/sqar.sqfs"])
+        images.append(("sqar create", f"{tmp}/sqar.sqfs"))
         for label, img in images:
             # Drop the page cache between runs by remounting; keep the block cache small.
             with Mount(img, mnt, "cache=1M,threads=16"):
@@ -68,6 +80,8 @@ def main():
             print(f"{label}: {'OK' if not errs else errs[:5]}")
             failures += errs
         failures += file_with_a_huge_block_list(tmp)
+    for f in failures[:40]:
+        print("FAIL:", f)
     return 1 if failures else 0
 
 
@@ -104,7 +118,6 @@ def file_with_a_huge_block_list(tmp):
 
     img = f"{tmp}/big.sqfs"
     mksquashfs(src, img, "-b", "4096", "-comp", "gzip")
-    errors = []
 
     def worker(seed):
         r = random.Random(seed)
@@ -115,18 +128,14 @@ def file_with_a_huge_block_list(tmp):
                 start = r.choice(list(spans)) if k % 2 else r.randrange(size)
                 off = min(size - 1, start + r.randrange(0, 5000))
                 n = r.choice((1, 4096, 10000))
-                if os.pread(fd, n, off) != expected(off, min(n, size - off)):
-                    errors.append(f"big @{off}+{n}: wrong bytes")
-                    return
+                if pread_exactly(fd, n, off, size, "big") != expected(off, min(n, size - off)):
+                    return [f"big @{off}+{n}: wrong bytes"]
         finally:
             os.close(fd)
+        return []
 
     with Mount(img, mnt, "threads=8"):
-        ts = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
-        for t in ts:
-            t.start()
-        for t in ts:
-            t.join()
+        errors = run_readers(worker, 8)
     print(f"360 MiB file at 4 KiB blocks: {'OK' if not errors else errors[:5]}")
     return errors
 
