@@ -50,12 +50,11 @@ reader::Inode resolve_file(reader::Image& image, std::string path) {
     if (ino->is_dir()) throw Error(shown + ": is a directory");
     if (!ino->is_symlink()) throw Error(shown + ": is not a regular file");
     std::string target = image.read_symlink(*ino);
-    if (!target.empty() && target[0] == '/') {
-      path = normalize_image_path(target);
-    } else {
+    {
+      // An absolute target starts at the image root; '..' is resolved lexically and stops at
+      // the root, whichever form the target has: the image has no other root to escape to.
       size_t slash = path.rfind('/');
-      std::string base = slash == std::string::npos ? "" : path.substr(0, slash);
-      // Resolve '..' lexically: the image has no other root to escape to.
+      std::string base = (!target.empty() && target[0] == '/') || slash == std::string::npos ? "" : path.substr(0, slash);
       std::string joined = base.empty() ? target : base + "/" + target;
       std::string out;
       for (size_t i = 0; i <= joined.size();) {

@@ -13,6 +13,7 @@
 #include <memory>
 #include <atomic>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 
 #include "common/error.h"
@@ -299,6 +300,9 @@ class Extractor::Impl {
     std::mutex mu;
     int fd = -1;
     bool opened = false;
+    // The inode with its block list, read once by the range that opens the file: read per
+    // range, a 64 GiB file's 2 MB block list was parsed 8192 times (95 s against 2 s at -j1).
+    std::optional<Inode> inode;
     std::atomic<bool> failed{false};
     std::atomic<size_t> ranges_left{0};
   };
@@ -485,6 +489,7 @@ class Extractor::Impl {
       if (!sf.opened) {
         sf.opened = true;
         try {
+          sf.inode.emplace(img_.read_inode(it.inode.ref));
           sf.fd = create_file(dfd, it);
         } catch (...) {
           sf.failed = true;
@@ -498,13 +503,14 @@ class Extractor::Impl {
     std::string why;
     if (!sf.failed) {
       try {
-        write_content(fd, img_.read_inode(it.inode.ref), t.from, t.to);
+        write_content(fd, *sf.inode, t.from, t.to);
       } catch (const std::exception& e) {
         report = !sf.failed.exchange(true);
         why = e.what();
       }
     }
     const bool last = --sf.ranges_left == 0;
+    if (last) sf.inode.reset();  // the other ranges are done with it
     if (last) entry_done();
     if (last && fd >= 0) {
       try {
