@@ -77,6 +77,12 @@ void pwrite_all(int fd, const uint8_t* p, size_t n, uint64_t off) {
 
 [[noreturn]] void sys_fail(const std::string& what) { throw Error(what + ": " + strerror(errno)); }
 
+// An entry is in the way and --overwrite was not given: reported once for all of them.
+class AlreadyExists : public Error {
+ public:
+  using Error::Error;
+};
+
 }  // namespace
 
 class Extractor::Impl {
@@ -94,6 +100,7 @@ class Extractor::Impl {
     if (opt_.progress) opt_.progress->phase = 2;
     make_links();
     finish_dirs();
+    report_existing();
     return errors_;
   }
 
@@ -227,6 +234,24 @@ class Extractor::Impl {
     if (opt_.problems) opt_.problems(Severity::error, path.empty() ? "." : path, msg);
   }
 
+  void fail(const std::string& path, const std::exception& e) {
+    if (dynamic_cast<const AlreadyExists*>(&e)) {
+      std::lock_guard lock(mu_);
+      ++errors_;
+      if (existing_++ == 0) first_existing_ = path;
+      return;
+    }
+    fail(path, std::string(e.what()));
+  }
+
+  // Extracting over an earlier extraction without --overwrite: one line, not one per entry.
+  void report_existing() {
+    if (!existing_ || !opt_.problems) return;
+    std::string more = existing_ == 1 ? "" : ", and so do " + std::to_string(existing_ - 1) + " more entries";
+    opt_.problems(Severity::error, first_existing_,
+                  "already exists" + more + " (use --overwrite to replace " + (existing_ == 1 ? "it" : "them") + ")");
+  }
+
   void warn(const std::string& path, const std::string& why) {
     std::lock_guard lock(mu_);
     if (opt_.problems) opt_.problems(Severity::warning, path, why);
@@ -235,7 +260,7 @@ class Extractor::Impl {
   // Removes an existing non-directory so it can be replaced (--overwrite); never a directory.
   void replace_existing(int dfd, const std::string& name, const Item& it) {
     struct stat st;
-    if (!opt_.overwrite) throw Error("already exists (use --overwrite to replace it)");
+    if (!opt_.overwrite) throw AlreadyExists("already exists");
     if (::fstatat(dfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))
       throw Error("already exists as a directory; not replacing it");
     if (::unlinkat(dfd, name.c_str(), 0) != 0) sys_fail("cannot remove the existing " + path_of(it));
@@ -280,7 +305,7 @@ class Extractor::Impl {
       } else if (::fstatat(dfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode)) {
         ds.setgid = st.st_mode & S_ISGID;  // reused as it is
       } else {
-        if (!opt_.overwrite) throw Error("already exists and is not a directory (use --overwrite)");
+        if (!opt_.overwrite) throw AlreadyExists("already exists and is not a directory");
         if (::unlinkat(dfd, name.c_str(), 0) != 0 || ::mkdirat(dfd, name.c_str(), mode) != 0) sys_fail("cannot replace");
         ds.created = true;
         ds.setgid = parent.setgid;
@@ -449,7 +474,7 @@ class Extractor::Impl {
           else if (it.inode.is_dir()) make_dir(dfd, it, dstate);
           else write_entry(dfd, it, dstate);
         } catch (const std::exception& e) {
-          fail(path_of(it), e.what());
+          fail(path_of(it), e);
         }
         if (!t.shared) entry_done();  // a range of a big file counts once its last range is written
       }
@@ -654,7 +679,7 @@ class Extractor::Impl {
           replace_existing(dfd, name, it);
         }
       } catch (const std::exception& e) {
-        fail(path_of(it), e.what());
+        fail(path_of(it), e);
       }
       entry_done();
     }
@@ -685,7 +710,7 @@ class Extractor::Impl {
       try {
         finish_dir_at(ds.open(path_of(items_[size_t(it.parent)])), std::string(name_of(it)), it);
       } catch (const std::exception& e) {
-        fail(path_of(it), e.what());
+        fail(path_of(it), e);
       }
     };
     parallel_for((now.size() + kChunk - 1) / kChunk, jobs, [&](size_t c, unsigned w) {
@@ -717,7 +742,7 @@ class Extractor::Impl {
       auto [owned, mode_set] = dir_owned_mode_set(it);
       set_meta_fd(fd, it, owned, mode_set);
     } catch (const std::exception& e) {
-      fail(path_of(it), e.what());
+      fail(path_of(it), e);
     }
   }
 
@@ -750,6 +775,8 @@ class Extractor::Impl {
   std::unique_ptr<DirState[]> dir_state_;  // by Item::dir_slot
   std::mutex mu_;
   size_t errors_ = 0;
+  size_t existing_ = 0;  // entries in the way (counted in errors_ too)
+  std::string first_existing_;
 };
 
 Extractor::Extractor(reader::Image& image, const ExtractOptions& options)
