@@ -4,7 +4,10 @@
 // consecutive directories share most of their path. Opening each by its full path walked every
 // component again: on the ports set (72k directories) those walks were 13% of the build's CPU.
 // The cursor keeps the chain of open directories from the source down to the last one and
-// opens only the components that differ, one openat(2) each.
+// opens only the components that differ, one openat(2) each. Descriptors are bounded: the
+// deepest kKeepTop levels stay open and above them every kCheckpoint-th, so a 1000-deep tree
+// costs ~60 per cursor, not 1000 (several listers ran into `ulimit -n 1024`); a closed level
+// is reopened from the nearest open one above it.
 #pragma once
 #include <string>
 #include <string_view>
@@ -26,13 +29,18 @@ class DirectoryCursor {
   // Returns an fd owned by the cursor, valid until the next call, or -1 with errno set.
   int open(const std::string& base, std::string_view rel, bool readable);
 
+  static constexpr size_t kKeepTop = 32, kCheckpoint = 32;
+  size_t open_descriptors() const;  // for tests
+
  private:
   struct Level {
     size_t end;  // rel_.substr(0, end) is open as fd (0: the base itself)
-    int fd;
+    int fd;  // -1 while closed by trim()
     bool readable;
   };
   void close_above(size_t keep);
+  int fd_at(size_t level);  // reopens a closed level; -1 with errno on failure
+  void trim();
 
   std::string base_;
   std::string rel_;  // the deepest open directory below base_
