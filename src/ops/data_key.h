@@ -6,6 +6,7 @@
 #include <tuple>
 #include <vector>
 
+#include "common/hash.h"
 #include "reader/image.h"
 
 namespace sqar::ops {
@@ -24,5 +25,15 @@ struct DataKey {
            std::tie(o.blocks_start, o.frag, o.frag_offset, o.size, o.sizes);
   }
 };
+
+// XXH3-128 of a data key: a table keyed by it holds 16 bytes per stored content instead of a
+// copy of its block list.
+inline Hash128 fingerprint(const DataKey& k) {
+  StreamHasher h;
+  const uint64_t head[] = {k.blocks_start, k.size, uint64_t(k.frag) << 32 | k.frag_offset};
+  h.update(head, sizeof head);
+  h.update(k.sizes.data(), k.sizes.size() * sizeof(uint32_t));
+  return h.digest();
+}
 
 }  // namespace sqar::ops
