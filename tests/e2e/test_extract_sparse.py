@@ -4,7 +4,7 @@ holes kept as holes (few allocated blocks). unsquashfs extracts the same image a
 reference. The timing comparison lives in bench/extract_sparse.sh."""
 import os
 
-from sqartest import SQAR, log, main, need_tool, run, sqar_create, tempdir, unsquashfs_extract
+from sqartest import SQAR, log, main, need_tool, run, skip, sqar_create, tempdir, unsquashfs_extract
 
 SIZE = 64 << 30
 # Data islands: at the start, inside, across an 8 MiB range boundary, and at the very end.
@@ -61,7 +61,6 @@ def test_sparse_64g_parallel():
                 f.write(data)
         probe = os.stat(f"{src}/big")
         if probe.st_blocks * 512 > 64 << 20:
-            from sqartest import skip
             skip(f"{d} does not keep holes")
         img = f"{d}/sparse.sqfs"
         sqar_create(src, img)
