@@ -10,12 +10,16 @@
 #include <cstdint>
 #include <exception>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
+#include <unordered_set>
 #include <vector>
 
 #include "command.h"
 #include "common/error.h"
+#include "common/hash.h"
+#include "ops/manifest_check.h"
 #include "read_common.h"
 
 namespace sqar::cli {
@@ -25,11 +29,15 @@ const char kHelp[] =
     "Usage: sqar cat [OPTIONS] IMAGE PATH...\n"
     "\n"
     "Write the content of each PATH inside IMAGE to standard output, in order. Symlinks inside\n"
-    "the image are followed (absolute targets are taken relative to the image root).\n"
+    "the image are followed (absolute targets are taken relative to the image root; '..' stops\n"
+    "at it). When the image carries sqar's manifest trailer, what was printed is checked against\n"
+    "the file's XXH3-128; a mismatch names the file (\"content differs from the manifest\") and\n"
+    "makes the exit status 1, after the content was written.\n"
     "\n"
     "Options:\n"
     "  -j, --threads N     threads decoding blocks ahead of the output (default: all cores)\n"
     "      --offset N      the image starts N bytes into IMAGE\n"
+    "      --no-verify     do not check contents against the manifest trailer\n"
     "  -h, --help          show this help\n"
     "\n"
     "Examples:\n"
@@ -37,7 +45,7 @@ const char kHelp[] =
     "  sqar cat image.sqfs logs/a.log logs/b.log | grep ERROR\n"
     "  sqar cat image.sqfs big.iso > big.iso\n"
     "\n"
-    "Exit status: 0 when every PATH was printed, 1 when one is missing or not a regular file\n"
+    "Exit status: 0 when every PATH was printed, 1 when one is missing, not a regular file or damaged\n"
     "(the others are still printed), 2 on bad usage.\n";
 
 // Resolves PATH, following symlinks inside the image (at most 40, like the kernel).
@@ -50,12 +58,11 @@ reader::Inode resolve_file(reader::Image& image, std::string path) {
     if (ino->is_dir()) throw Error(shown + ": is a directory");
     if (!ino->is_symlink()) throw Error(shown + ": is not a regular file");
     std::string target = image.read_symlink(*ino);
-    if (!target.empty() && target[0] == '/') {
-      path = normalize_image_path(target);
-    } else {
+    {
+      // An absolute target starts at the image root; '..' is resolved lexically and stops at
+      // the root, whichever form the target has: the image has no other root to escape to.
       size_t slash = path.rfind('/');
-      std::string base = slash == std::string::npos ? "" : path.substr(0, slash);
-      // Resolve '..' lexically: the image has no other root to escape to.
+      std::string base = (!target.empty() && target[0] == '/') || slash == std::string::npos ? "" : path.substr(0, slash);
       std::string joined = base.empty() ? target : base + "/" + target;
       std::string out;
       for (size_t i = 0; i <= joined.size();) {
@@ -89,7 +96,8 @@ void write_all(const uint8_t* p, size_t n) {
 // ring of slots while this thread writes them in order, so a big file streams at the speed of
 // all cores (one thread decoding xz left `sqar cat` at half the speed of `unsquashfs -cat`).
 // Everything before a damaged block is written; then its error is thrown.
-void cat_file(reader::Image& image, const reader::Inode& ino, unsigned jobs, const std::string& shown) {
+void cat_file(reader::Image& image, const reader::Inode& ino, unsigned jobs, const std::string& shown,
+              StreamHasher* hasher) {
   const size_t bs = image.super().block_size;
   const uint64_t nblocks = (ino.size + bs - 1) / bs;
   std::vector<uint8_t> one;
@@ -108,6 +116,7 @@ void cat_file(reader::Image& image, const reader::Inode& ino, unsigned jobs, con
   };
   auto check_and_write = [&](const uint8_t* p, size_t len) {
     if (len == 0) throw Error(shown + ": content ends before the file size");
+    if (hasher) hasher->update(p, len);
     write_all(p, len);
   };
   if (nblocks <= 1 || jobs <= 1) {
@@ -184,21 +193,66 @@ void cat_file(reader::Image& image, const reader::Inode& ino, unsigned jobs, con
   }
 }
 
+// The manifest check of what cat printed. Duplicates and small files in a fragment block need
+// every regular inode learned: that metadata walk runs only when such a file is printed.
+class PrintedCheck {
+ public:
+  explicit PrintedCheck(reader::Image& image) : image_(image) {
+    check_.emplace(image);
+    if (!check_->has_manifest()) check_.reset();
+  }
+  bool active() const { return check_.has_value(); }
+
+  void check(const reader::Inode& ino, const Hash128& got, const std::string& shown) {
+    std::optional<Hash128> want = check_->expected(ino);
+    if (!want || check_->in_fragment_digest(ino)) {
+      learn_all();
+      want = check_->expected(ino);
+    }
+    if (check_->in_fragment_digest(ino)) {
+      if (!check_->bad_fragments({{ino.inode_number, got}}).empty())
+        throw Error(shown + ": content differs from the manifest: the digest of fragment block " +
+                    std::to_string(ino.fragment_index) +
+                    " over its small files does not match (this file or another of them is damaged)");
+      return;
+    }
+    if (want && !(*want == got))
+      throw Error(shown + ": content differs from the manifest (XXH3-128 " + got.hex() + ", expected " + want->hex() + ")");
+  }
+
+ private:
+  void learn_all() {
+    if (learned_) return;
+    learned_ = true;
+    std::unordered_set<uint32_t> seen;
+    image_.walk([&](const std::string&, const reader::Inode& i) {
+      if (i.is_regular() && seen.insert(i.inode_number).second) check_->learn(i);
+      return true;
+    });
+  }
+  reader::Image& image_;
+  std::optional<ops::ManifestCheck> check_;
+  bool learned_ = false;
+};
+
 int cat_main(int argc, char** argv) {
   return run_guarded("cat", [&] {
-    enum { kOffset = 256 };
+    enum { kOffset = 256, kNoVerify };
     static const option longopts[] = {{"threads", required_argument, nullptr, 'j'},
+                                      {"no-verify", no_argument, nullptr, kNoVerify},
                                       {"offset", required_argument, nullptr, kOffset},
                                       {"help", no_argument, nullptr, 'h'},
                                       {nullptr, 0, nullptr, 0}};
     uint64_t offset = 0;
     unsigned jobs = default_jobs();
+    bool verify = true;
     optind = 1;
     opterr = 0;
     for (int c; (c = getopt_long(argc, argv, ":j:h", longopts, nullptr)) != -1;) {
       switch (c) {
         case 'j': jobs = parse_jobs_arg(optarg); break;
         case kOffset: offset = parse_offset_arg(optarg); break;
+        case kNoVerify: verify = false; break;
         case 'h': std::fputs(kHelp, stdout); return 0;
         case ':': throw UsageError(std::string("option '") + argv[optind - 1] + "' needs a value");
         default: throw UsageError(std::string("unknown option '") + argv[optind - 1] + "'");
@@ -209,11 +263,16 @@ int cat_main(int argc, char** argv) {
     // Blocks are decoded outside the cache (each is read once), so it only serves fragment
     // blocks shared by several PATHs.
     auto image = open_image(image_path, offset, 8u << 20);
+    std::optional<PrintedCheck> printed;
+    if (verify) printed.emplace(*image);
     int status = 0;
     for (; optind < argc; ++optind) {
       try {
         const reader::Inode ino = resolve_file(*image, normalize_image_path(argv[optind]));
-        cat_file(*image, ino, jobs, argv[optind]);
+        const bool checking = printed && printed->active();
+        StreamHasher hasher;
+        cat_file(*image, ino, jobs, argv[optind], checking ? &hasher : nullptr);
+        if (checking) printed->check(ino, hasher.digest(), argv[optind]);
       } catch (const Error& e) {
         if (std::strstr(e.what(), "standard output: ")) throw;
         report("cat", image_path, e.what());

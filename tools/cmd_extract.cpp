@@ -34,10 +34,16 @@ const char kHelp[] =
     "                        are reused; without this option any existing non-directory is an error)\n"
     "      --no-same-owner   do not restore owners (the default unless running as root)\n"
     "      --no-xattrs       do not restore extended attributes\n"
+    "      --no-verify       do not check file contents against the image's manifest trailer\n"
     "      --offset N        the image starts N bytes into IMAGE (e.g. inside a larger file)\n"
     "  -q, --quiet           no progress bar and no summary\n"
     "      --progress        show the progress bar (and summary) even when stderr is not a terminal\n"
     "  -h, --help            show this help\n"
+    "\n"
+    "Content check: when the image carries sqar's manifest trailer, every file it covers is\n"
+    "checked against its XXH3-128 while it is written; a file that does not match is removed\n"
+    "and named (\"content differs from the manifest\"), and the exit status is 1. Small files\n"
+    "sharing a fragment block are checked together: a mismatch removes and names all of them.\n"
     "\n"
     "Safety: entry names containing '/', empty names, '.', '..', duplicate names (a symlink\n"
     "followed by an entry of the same name) and directory loops make the whole extraction fail\n"
@@ -64,13 +70,14 @@ std::string extract_status(const ops::ExtractProgress& p, double secs) {
 
 int extract_main(int argc, char** argv) {
   return run_guarded("extract", [&] {
-    enum { kOverwrite = 256, kNoSameOwner, kNoXattrs, kOffset, kProgress };
+    enum { kOverwrite = 256, kNoSameOwner, kNoXattrs, kOffset, kProgress, kNoVerify };
     static const option longopts[] = {
         {"directory", required_argument, nullptr, 'C'}, {"threads", required_argument, nullptr, 'j'},
         {"overwrite", no_argument, nullptr, kOverwrite}, {"no-same-owner", no_argument, nullptr, kNoSameOwner},
         {"no-xattrs", no_argument, nullptr, kNoXattrs},   {"offset", required_argument, nullptr, kOffset},
         {"quiet", no_argument, nullptr, 'q'},             {"progress", no_argument, nullptr, kProgress},
-        {"help", no_argument, nullptr, 'h'},              {nullptr, 0, nullptr, 0}};
+        {"no-verify", no_argument, nullptr, kNoVerify},   {"help", no_argument, nullptr, 'h'},
+        {nullptr, 0, nullptr, 0}};
     ops::ExtractOptions opt;
     opt.jobs = default_jobs();
     opt.same_owner = geteuid() == 0;
@@ -85,6 +92,7 @@ int extract_main(int argc, char** argv) {
         case kOverwrite: opt.overwrite = true; break;
         case kNoSameOwner: opt.same_owner = false; break;
         case kNoXattrs: opt.xattrs = false; break;
+        case kNoVerify: opt.verify = false; break;
         case kOffset: offset = parse_offset_arg(optarg); break;
         case 'q': quiet = true; break;
         case kProgress: force_progress = true; break;

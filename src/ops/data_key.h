@@ -37,4 +37,15 @@ struct DataKey {
   }
 };
 
+// XXH3-128 of a data key: a table keyed by it holds 16 bytes per stored content instead of a
+// copy of its block list.
+inline Hash128 fingerprint(const DataKey& k) {
+  StreamHasher h;
+  const uint64_t head[] = {k.blocks_start, k.size, uint64_t(k.frag) << 32 | k.frag_offset};
+  h.update(head, sizeof head);
+  const uint64_t sizes[] = {k.sizes_low, k.sizes_high};
+  h.update(sizes, sizeof sizes);
+  return h.digest();
+}
+
 }  // namespace sqar::ops

@@ -52,7 +52,13 @@ void PinnedEntry::chmod(mode_t mode) {
 
 void PinnedEntry::set_mtime(uint32_t seconds) {
   struct timespec ts[2] = {{time_t(seconds), 0}, {time_t(seconds), 0}};
-  if (::utimensat(fd_, "", ts, AT_EMPTY_PATH) != 0) sys_fail("set mtime");
+  if (::utimensat(fd_, "", ts, AT_EMPTY_PATH) == 0) return;
+  // Kernels before 5.8 refuse AT_EMPTY_PATH here: the pinned inode through /proc for what is
+  // not a symlink; a symlink by name, which AT_SYMLINK_NOFOLLOW never follows.
+  if (errno != EINVAL) sys_fail("set mtime");
+  const int rc = is_symlink() ? ::utimensat(dfd_, name_.c_str(), ts, AT_SYMLINK_NOFOLLOW)
+                              : ::utimensat(AT_FDCWD, proc_path(fd_).c_str(), ts, 0);
+  if (rc != 0) sys_fail("set mtime");
 }
 
 int PinnedEntry::set_xattr(const char* key, const std::string& value) {

@@ -41,6 +41,9 @@ struct ExtractOptions {
   bool overwrite = false;   // replace existing non-directories (never follows or removes dirs)
   bool same_owner = false;  // restore uid/gid (default when running as root)
   bool xattrs = true;
+  // Check each file the image's manifest trailer covers against its XXH3-128; a file that does
+  // not match is removed and reported as failed.
+  bool verify = true;
   ExtractProgress* progress = nullptr;  // updated when set
   ProblemSink problems;                 // each failed entry and each warning; none when empty
 };

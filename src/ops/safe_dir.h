@@ -13,11 +13,17 @@ namespace sqar::ops {
 // Splits "a/b/c" into its parent "a/b" and name "c" ("" parent for top-level names).
 std::pair<std::string_view, std::string_view> split_parent(std::string_view path);
 
-// Keeps the descriptors of the directories on the current path open. Entries processed in
-// walk order share long prefixes, so each open() costs about one openat on average.
+// Opens directories below the root in walk order. Entries processed in walk order share
+// long prefixes, so each open() costs about one openat on average. Descriptors are bounded:
+// the deepest kKeepTop levels of the current path stay open, and above them every
+// kCheckpoint-th level, so a 1000-deep tree holds about 60 descriptors per DirStack, not
+// 1000 (which ran into `ulimit -n 1024` with two threads). A level whose descriptor was closed
+// is reopened from the nearest open level above it, one O_NOFOLLOW component at a time.
 // Not thread-safe: one DirStack per thread.
 class DirStack {
  public:
+  static constexpr size_t kKeepTop = 32, kCheckpoint = 32;
+
   explicit DirStack(int root_fd) : root_(root_fd) {}
   ~DirStack();
   DirStack(const DirStack&) = delete;
@@ -28,9 +34,17 @@ class DirStack {
   // not a directory, or a symlink.
   int open(std::string_view dir);
 
+  size_t open_descriptors() const;  // for tests: how many this stack holds now
+
  private:
+  struct Level {
+    std::string name;
+    int fd;  // -1 while closed (see the class comment)
+  };
+  int fd_at(size_t level);  // reopens when closed
+  void trim();              // closes what the bound does not keep
   int root_;
-  std::vector<std::pair<std::string, int>> stack_;
+  std::vector<Level> stack_;
   std::string cur_;  // the path of stack_'s top ("" is the root)
 };
 

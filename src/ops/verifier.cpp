@@ -165,17 +165,6 @@ class Verifier::Impl {
     return out;
   }
 
-  // XXH3-128 of a data key: the memo below keeps 16 bytes per stored content instead of a
-  // copy of its block list.
-  static Hash128 fingerprint(const DataKey& k) {
-    StreamHasher h;
-    const uint64_t head[] = {k.blocks_start, k.size, uint64_t(k.frag) << 32 | k.frag_offset};
-    h.update(head, sizeof head);
-    const uint64_t sizes[] = {k.sizes_low, k.sizes_high};
-    h.update(sizes, sizeof sizes);
-    return h.digest();
-  }
-
   void check_contents(const std::vector<FileJob>& files) {
     std::atomic<uint64_t> bytes{0};
     parallel_for(files.size(), jobs_, [&](size_t i, unsigned) {

@@ -16,10 +16,38 @@ DirectoryCursor::~DirectoryCursor() { close_above(0); }
 
 void DirectoryCursor::close_above(size_t keep) {
   while (levels_.size() > keep) {
-    ::close(levels_.back().fd);
+    if (levels_.back().fd >= 0) ::close(levels_.back().fd);
     levels_.pop_back();
   }
   rel_.resize(levels_.empty() ? 0 : levels_.back().end);
+}
+
+size_t DirectoryCursor::open_descriptors() const {
+  size_t n = 0;
+  for (const Level& l : levels_) n += l.fd >= 0;
+  return n;
+}
+
+void DirectoryCursor::trim() {
+  const size_t top = levels_.size() > kKeepTop ? levels_.size() - kKeepTop : 0;
+  for (size_t i = 1; i < top; ++i)  // level 0, the base, stays open
+    if (levels_[i].fd >= 0 && i % kCheckpoint != 0) {
+      ::close(levels_[i].fd);
+      levels_[i].fd = -1;
+      levels_[i].readable = false;
+    }
+}
+
+int DirectoryCursor::fd_at(size_t level) {
+  size_t j = level;
+  while (levels_[j].fd < 0) --j;  // the base is always open
+  for (++j; j <= level; ++j) {
+    const size_t start = levels_[j - 1].end + (j > 1 ? 1 : 0);  // past the '/'
+    const std::string name = rel_.substr(start, levels_[j].end - start);
+    levels_[j].fd = ::openat(levels_[j - 1].fd, name.c_str(), kPathFlags | O_NOFOLLOW);
+    if (levels_[j].fd < 0) return -1;
+  }
+  return levels_[level].fd;
 }
 
 int DirectoryCursor::open(const std::string& base, std::string_view rel, bool readable) {
@@ -41,6 +69,7 @@ int DirectoryCursor::open(const std::string& base, std::string_view rel, bool re
     }
   }
   close_above(keep);
+  if (fd_at(levels_.size() - 1) < 0) return -1;
   // Open the remaining components one by one.
   size_t pos = levels_.back().end;
   while (pos < rel.size()) {
@@ -54,10 +83,7 @@ int DirectoryCursor::open(const std::string& base, std::string_view rel, bool re
     levels_.push_back({end, fd, last && readable});
     rel_.append(rel.substr(rel_.size(), end - rel_.size()));
     pos = end;
-    if (levels_.size() > kMaxLevels) {  // keep the base and the deepest levels
-      ::close(levels_[1].fd);
-      levels_.erase(levels_.begin() + 1);
-    }
+    trim();
   }
   Level& target = levels_.back();
   if (readable && !target.readable) {

@@ -4,13 +4,10 @@
 // consecutive directories share most of their path. Opening each by its full path walked every
 // component again: on the ports set (72k directories) those walks were 13% of the build's CPU.
 // The cursor keeps the chain of open directories from the source down to the last one and
-// opens only the components that differ, one openat(2) each.
-//
-// The chain is capped at kMaxLevels descriptors: beyond it the shallowest levels below the base
-// are closed, so a 1000-deep tree costs no more descriptors than a 16-deep one. Each scan
-// lister and each reader holds a cursor (up to 16 + 1 + N of them): uncapped, a 400-deep tree
-// took 400 descriptors each and failed under the default limit of 1024 at -j2. Trees up to 16
-// deep (nearly all) open exactly as before; deeper ones walk down from the deepest level kept.
+// opens only the components that differ, one openat(2) each. Descriptors are bounded: the
+// deepest kKeepTop levels stay open and above them every kCheckpoint-th, so a 1000-deep tree
+// costs ~60 per cursor, not 1000 (several listers ran into `ulimit -n 1024`); a closed level
+// is reopened from the nearest open one above it.
 #pragma once
 #include <string>
 #include <string_view>
@@ -32,14 +29,18 @@ class DirectoryCursor {
   // Returns an fd owned by the cursor, valid until the next call, or -1 with errno set.
   int open(const std::string& base, std::string_view rel, bool readable);
 
+  static constexpr size_t kKeepTop = 32, kCheckpoint = 32;
+  size_t open_descriptors() const;  // for tests
+
  private:
   struct Level {
     size_t end;  // rel_.substr(0, end) is open as fd (0: the base itself)
-    int fd;
+    int fd;  // -1 while closed by trim()
     bool readable;
   };
   void close_above(size_t keep);
-  static constexpr size_t kMaxLevels = 16;
+  int fd_at(size_t level);  // reopens a closed level; -1 with errno on failure
+  void trim();
 
   std::string base_;
   std::string rel_;  // the deepest open directory below base_

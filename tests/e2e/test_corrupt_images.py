@@ -24,12 +24,6 @@ TIMEOUT = 60  # seconds per command; the ASan build is several times slower than
 # The readers judged by what they produce: a zero exit on damage a checksum covers must give
 # exactly the undamaged image's output.
 JUDGED = ("extract", "list", "cat", "diff")
-# (image, command) pairs that still exit 0 with damaged output when a data block of a sqar image
-# is flipped: sqar stores incompressible blocks raw and zstd frames carry no checksum, so only
-# the manifest's stored hashes can catch it, and extract and cat do not check them yet (issue 23
-# item 9). Empty this set once they do; every other pair is judged strictly.
-AWAITING_EXTRACT_HASH_CHECK = {("sqar-gzip", "extract"), ("sqar-zstd", "extract"),
-                               ("sqar-gzip", "cat"), ("sqar-zstd", "cat")}
 
 
 def run_command(args, cwd):
@@ -80,9 +74,8 @@ def reference_outputs(label, img, src, work):
 
 
 def check_image(label, img, src, damage, work, ref):
-    """Runs every command on one damaged image; returns (problems, commands that failed, pairs
-    let through by AWAITING_EXTRACT_HASH_CHECK)."""
-    problems, failed, awaiting = [], [], []
+    """Runs every command on one damaged image; returns (problems, commands that failed)."""
+    problems, failed = [], []
     out = f"{work}/out"
     for name, args in commands(label, img, src, out).items():
         shutil.rmtree(out, ignore_errors=True)
@@ -106,13 +99,10 @@ def check_image(label, img, src, damage, work, ref):
             problems.append(f"{what}: exit 0 although the damage hits checked data\n{stdout[-300:]!r}")
         elif damage.must_fail and rc == 0 and name in JUDGED and \
                 produced(name, rc, stdout.replace(img.encode(), b"IMAGE"), out) != ref[name]:
-            if (label, name) in AWAITING_EXTRACT_HASH_CHECK and damage.name.startswith("data byte"):
-                awaiting.append((label, name))
-            else:
-                problems.append(f"{what}: exit 0 with output that differs from the undamaged image's, although "
-                                f"the damage hits checked data")
+            problems.append(f"{what}: exit 0 with output that differs from the undamaged image's, although "
+                            f"the damage hits checked data")
     shutil.rmtree(out, ignore_errors=True)
-    return problems, failed, awaiting
+    return problems, failed
 
 
 def test_every_command_on_every_damage():
@@ -133,16 +123,13 @@ def test_every_command_on_every_damage():
                     f.write(damage.data)
                 jobs.append((label, img, damage, work))
         log(f"{len(jobs)} damaged images, 6 commands each")
-        problems, failures, awaiting = [], collections.Counter(), collections.Counter()
+        problems, failures = [], collections.Counter()
         t0 = time.monotonic()
         with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
-            for found, failed, let_through in pool.map(
+            for found, failed in pool.map(
                     lambda j: check_image(j[0], j[1], src, j[2], j[3], refs[j[0]]), jobs):
                 problems += found
                 failures.update(failed)
-                awaiting.update(let_through)
-        if awaiting:
-            log(f"note: damaged output let through until extract and cat check stored hashes: {dict(awaiting)}")
         # The counts show the damage is real: most damaged images make most commands fail.
         log(f"checked in {time.monotonic() - t0:.1f} s; {sum(j[2].must_fail for j in jobs)} damages verify must catch;"
             f" non-zero exits per command: {dict(failures)}")

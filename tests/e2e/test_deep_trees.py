@@ -5,9 +5,10 @@ among them), where xattrs are read by path. Checked against the kernel's squashf
 Python's path functions fail with ENAMETOOLONG on such paths too, so this test walks every tree
 with descriptors (dir_fd), never with full paths."""
 import os
+import sys
 
 from clitest import expect_fail, sqar
-from sqartest import SQAR, kernel_mount, log, main, need_root, run, tempdir
+from sqartest import SQAR, kernel_mount, log, main, need_root, need_tool, run, tempdir
 
 DEPTH = 80
 NAME = "d{:03d}_" + "n" * 56  # 61 characters: 80 levels make ~4.9 KB paths
@@ -134,5 +135,63 @@ def test_deep_tree_round_trip():
         log("ok: sqar diff names the changed xattr at the bottom")
 
 
+def build_chain(root, depth):
+    """depth nested directories named d, a file on every 100th level and one at the bottom,
+    made one relative step at a time."""
+    os.makedirs(root)
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for i in range(depth):
+            os.mkdir("d", 0o755, dir_fd=fd)
+            if i % 100 == 0:
+                f = os.open(f"f{i}", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd)
+                os.write(f, f"level {i}\n".encode())
+                os.close(f)
+            sub = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = sub
+        f = os.open("leaf", os.O_WRONLY | os.O_CREAT, 0o600, dir_fd=fd)
+        os.write(f, b"the bottom\n")
+        os.close(f)
+    finally:
+        os.close(fd)
+
+
+def test_thousand_levels_under_the_default_descriptor_limit():
+    """Under `ulimit -n 1024`, extract -j2 and diff -j2 of a 1000-deep tree work, as
+    unsquashfs does: no descriptor is held per level per thread."""
+    need_tool("prlimit")
+    need_tool("unsquashfs")
+    sys.setrecursionlimit(10000)  # snapshot_fd recurses once per level
+    with tempdir() as d:
+        src = f"{d}/src"
+        build_chain(src, 1000)
+        expected = snapshot_fd(src)
+        img = f"{d}/deep.sqfs"
+        run([SQAR, "create", "-q", "-j1", src, img])
+        limit = ["prlimit", "--nofile=1024:1024"]
+        run(limit + ["unsquashfs", "-no-progress", "-q", "-d", f"{d}/ref", img])
+        if snapshot_fd(f"{d}/ref") != expected:
+            raise AssertionError("unsquashfs's extraction differs from the source")
+        for jobs in ("1", "2"):
+            out = f"{d}/out{jobs}"
+            p = run(limit + [SQAR, "extract", "-q", "-j", jobs, img, "-C", out], check=False)
+            if p.returncode != 0:
+                raise AssertionError(f"extract -j{jobs} under ulimit -n 1024 failed: {p.stderr[-500:]}")
+            got = snapshot_fd(out)
+            if got != expected:
+                missing = sorted(expected.keys() - got.keys(), key=len)[:1]
+                raise AssertionError(f"extract -j{jobs}: differs from the source (missing {[m[-40:] for m in missing]})")
+            log(f"ok: extract -j{jobs} of 1000 levels under ulimit -n 1024 matches the source and unsquashfs")
+        p = run(limit + [SQAR, "diff", "-j2", "--no-times", img, src], check=False)
+        if p.returncode != 0:
+            raise AssertionError(f"diff -j2 under ulimit -n 1024 exited {p.returncode}: {p.stdout[-300:]} {p.stderr[-300:]}")
+        os.unlink(f"{d}/out2/" + "d/" * 1000 + "leaf")
+        p = run(limit + [SQAR, "diff", "-j2", "--no-times", img, f"{d}/out2"], check=False)
+        if p.returncode != 1 or not p.stdout.strip().endswith("/d/leaf") or not p.stdout.startswith("- "):
+            raise AssertionError(f"diff -j2 of the tree without its leaf: exit {p.returncode}, {p.stdout[-200:]}")
+        log("ok: diff -j2 of 1000 levels under ulimit -n 1024 finds no difference, then the missing leaf")
+
+
 if __name__ == "__main__":
-    main([test_deep_tree_round_trip])
+    main([test_deep_tree_round_trip, test_thousand_levels_under_the_default_descriptor_limit])

@@ -103,7 +103,15 @@ def test_selection_overwrite_offset():
         full = f"{d}/full"
         sqar("extract", img, "-C", full)
         p = expect_fail(["extract", img, "-C", full], 1, img, "already exists")
-        log(f"ok: existing files are refused: {p.stderr.splitlines()[0]}")
+        # Said once, with the count and the option, not once per entry.
+        existing = sum(1 for a, ds, fs in os.walk(full) for n in fs) + sum(
+            1 for a, ds, fs in os.walk(full) for n in ds if os.path.islink(os.path.join(a, n)))
+        lines = [ln for ln in p.stderr.splitlines() if "already exists" in ln]
+        if len(lines) != 1 or f"and so do {existing - 1} more entries" not in lines[0] or "--overwrite" not in lines[0]:
+            raise AssertionError(f"expected one line naming {existing} existing entries and --overwrite: {p.stderr}")
+        if len(p.stderr.splitlines()) != 2 or f"{existing} entries could not be extracted" not in p.stderr:
+            raise AssertionError(f"expected that line and the count of failures, got: {p.stderr}")
+        log(f"ok: existing files are refused once for all: {lines[0]}")
         write(f"{full}/small.txt", b"changed")
         os.unlink(f"{full}/link-rel")
         os.symlink("/etc/passwd", f"{full}/link-rel")

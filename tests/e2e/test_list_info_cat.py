@@ -148,6 +148,25 @@ def test_cat():
         log("ok: cat prints content, follows symlinks, names bad paths")
 
 
+def test_cat_clamps_escaping_symlinks_at_the_root():
+    """A symlink climbing out of the image, absolute or relative, stops at the image root as
+    in a chroot: /../../etc/passwd inside the image is the image's etc/passwd."""
+    with tempdir() as d:
+        src = f"{d}/src"
+        write(f"{src}/etc/passwd", b"the image's passwd\n")
+        os.makedirs(f"{src}/a/b")
+        os.symlink("/../../etc/passwd", f"{src}/abs-up")
+        os.symlink("/etc/../../../etc/passwd", f"{src}/a/abs-mid")
+        os.symlink("../../../../etc/passwd", f"{src}/a/b/rel-up")
+        img = f"{d}/img.sqfs"
+        run([SQAR, "create", "-q", src, img])
+        for name in ("abs-up", "a/abs-mid", "a/b/rel-up"):
+            p = subprocess.run([SQAR, "cat", img, name], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            if p.returncode != 0 or p.stdout != b"the image's passwd\n":
+                raise AssertionError(f"cat {name}: exit {p.returncode}, {p.stdout!r} {p.stderr!r}")
+        log("ok: cat resolves escaping absolute and relative symlinks at the image root")
+
+
 def test_cat_streams_big_files_in_order():
     """Blocks are decoded ahead on several threads but written in order; a damaged block stops
     the output exactly at its start, after everything before it was written."""
@@ -199,4 +218,4 @@ if __name__ == "__main__":
     if shutil.which("mksquashfs") is None:
         print("SKIPPED: mksquashfs is not installed")
         raise SystemExit(77)
-    main([test_list, test_info, test_info_reads_metadata_only, test_cat, test_cat_streams_big_files_in_order, test_help_and_usage])
+    main([test_list, test_info, test_info_reads_metadata_only, test_cat, test_cat_clamps_escaping_symlinks_at_the_root, test_cat_streams_big_files_in_order, test_help_and_usage])

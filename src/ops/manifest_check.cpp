@@ -1,0 +1,78 @@
+#include "ops/manifest_check.h"
+
+#include <string>
+
+#include "common/error.h"
+#include "format/manifest.h"
+#include "format/squashfs.h"
+#include "ops/data_key.h"
+
+namespace sqar::ops {
+
+ManifestCheck::ManifestCheck(reader::Image& image) : img_(image) {
+  auto m = img_.manifest();
+  if (!m) return;
+  has_manifest_ = true;
+  for (const auto& e : m->files) files_.emplace(e.inode_number, e.hash);
+  if (m->has_fragment_digests()) fragment_digests_ = std::move(m->fragment_digests);
+}
+
+bool ManifestCheck::in_fragment_digest(const reader::Inode& ino) const {
+  return has_manifest_ && fragment_digests_ && covered_by_fragment_digest(ino.size, img_.super().block_size, ino.fragment_index);
+}
+
+void ManifestCheck::learn(const reader::Inode& ino) {
+  if (!has_manifest_) return;
+  if (in_fragment_digest(ino)) {
+    members_[ino.fragment_index].emplace_back(ino.inode_number, ino.ref);
+    return;
+  }
+  if (auto it = files_.find(ino.inode_number); it != files_.end()) by_key_.emplace(fingerprint(DataKey(img_, ino)), it->second);
+}
+
+std::optional<Hash128> ManifestCheck::expected(const reader::Inode& ino) const {
+  if (!has_manifest_ || in_fragment_digest(ino)) return std::nullopt;
+  if (auto it = files_.find(ino.inode_number); it != files_.end()) return it->second;
+  if (auto it = by_key_.find(fingerprint(DataKey(img_, ino))); it != by_key_.end()) return it->second;
+  if (ino.size == 0) return hash128("", 0);
+  return std::nullopt;
+}
+
+std::vector<uint32_t> ManifestCheck::bad_fragments(const std::unordered_map<uint32_t, Hash128>& read) {
+  std::vector<uint32_t> bad;
+  if (!has_manifest_ || !fragment_digests_) return bad;
+  for (const auto& [fragment, files] : members_) {
+    if (fragment >= fragment_digests_->size()) {
+      bad.push_back(fragment);
+      continue;
+    }
+    bool touched = false;
+    for (const auto& f : files) touched |= read.count(f.first) != 0;
+    if (!touched) continue;
+    std::vector<FragmentMember> members;
+    try {
+      for (const auto& [number, ref] : files) {
+        auto it = read.find(number);
+        members.push_back({0, number, it != read.end() ? it->second : content_hash(img_, img_.read_inode(ref))});
+      }
+      if (!(fragment_digests(std::move(members), 1)[0] == (*fragment_digests_)[fragment])) bad.push_back(fragment);
+    } catch (const std::exception&) {
+      bad.push_back(fragment);  // a member that does not decode cannot vouch for the block
+    }
+  }
+  return bad;
+}
+
+Hash128 content_hash(reader::Image& image, const reader::Inode& ino) {
+  std::vector<uint8_t> block(image.super().block_size);
+  StreamHasher hasher;
+  for (uint64_t off = 0, index = 0; off < ino.size; ++index) {
+    const size_t n = image.read_block(ino, index, block.data());
+    if (n == 0) throw Error("content ends at byte " + std::to_string(off) + " of " + std::to_string(ino.size));
+    hasher.update(block.data(), n);
+    off += n;
+  }
+  return hasher.digest();
+}
+
+}  // namespace sqar::ops

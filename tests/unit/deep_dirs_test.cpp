@@ -1,0 +1,93 @@
+// DirStack (extract, diff) and DirectoryCursor (scan) on a 300-deep chain: every request yields
+// the directory asked for, going down, up and sideways, while the descriptors each holds stay
+// bounded instead of growing with the depth.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "ops/safe_dir.h"
+#include "scan/directory_cursor.h"
+
+namespace {
+
+constexpr int kDepth = 300;
+
+class DeepDirsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/sqar-deep-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    root_ = tmpl;
+    int fd = ::open(root_.c_str(), O_RDONLY | O_DIRECTORY);
+    ASSERT_GE(fd, 0);
+    for (int i = 0; i < kDepth; ++i) {
+      ASSERT_EQ(::mkdirat(fd, "d", 0755), 0);
+      ASSERT_EQ(::mkdirat(fd, ("side" + std::to_string(i)).c_str(), 0755), 0);
+      struct stat st;
+      ASSERT_EQ(::fstatat(fd, "d", &st, 0), 0);
+      inodes_.push_back(st.st_ino);
+      int sub = ::openat(fd, "d", O_RDONLY | O_DIRECTORY);
+      ::close(fd);
+      fd = sub;
+    }
+    ::close(fd);
+    root_fd_ = ::open(root_.c_str(), O_RDONLY | O_DIRECTORY);
+  }
+  void TearDown() override {
+    ::close(root_fd_);
+    std::system(("rm -rf " + root_).c_str());
+  }
+  static std::string chain(int levels) {
+    std::string p;
+    for (int i = 0; i < levels; ++i) p += i ? "/d" : "d";
+    return p;
+  }
+  void expect_level(int fd, int levels) {
+    ASSERT_GE(fd, 0);
+    struct stat st;
+    ASSERT_EQ(::fstat(fd, &st), 0);
+    EXPECT_EQ(st.st_ino, inodes_[size_t(levels - 1)]) << "wrong directory for level " << levels;
+  }
+  std::string root_;
+  int root_fd_ = -1;
+  std::vector<ino_t> inodes_;  // of d at each level, 1-based
+};
+
+TEST_F(DeepDirsTest, DirStackStaysBoundedDownAndUp) {
+  sqar::ops::DirStack stack(root_fd_);
+  const size_t bound = sqar::ops::DirStack::kKeepTop + kDepth / sqar::ops::DirStack::kCheckpoint + 1;
+  for (int l = 1; l <= kDepth; ++l) {
+    expect_level(stack.open(chain(l)), l);
+    EXPECT_LE(stack.open_descriptors(), bound);
+  }
+  for (int l = kDepth; l >= 1; --l) {  // walk back up: closed levels are reopened
+    expect_level(stack.open(chain(l)), l);
+    EXPECT_LE(stack.open_descriptors(), bound);
+  }
+  expect_level(stack.open(chain(kDepth)), kDepth);
+  const int side = stack.open(chain(10) + "/side10");
+  struct stat a, b;
+  ASSERT_EQ(::fstat(side, &a), 0);
+  ASSERT_EQ(::stat((root_ + "/" + chain(10) + "/side10").c_str(), &b), 0);
+  EXPECT_EQ(a.st_ino, b.st_ino);
+}
+
+TEST_F(DeepDirsTest, DirectoryCursorStaysBoundedDownAndUp) {
+  sqar::DirectoryCursor cursor;
+  const size_t bound = sqar::DirectoryCursor::kKeepTop + kDepth / sqar::DirectoryCursor::kCheckpoint + 2;
+  for (int l = 1; l <= kDepth; ++l) {
+    expect_level(cursor.open(root_, chain(l), l % 2 == 0), l);
+    EXPECT_LE(cursor.open_descriptors(), bound);
+  }
+  for (int l = kDepth; l >= 1; --l) {
+    expect_level(cursor.open(root_, chain(l), true), l);
+    EXPECT_LE(cursor.open_descriptors(), bound);
+  }
+}
+
+}  // namespace
