@@ -12,20 +12,26 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "command.h"
 #include "common/error.h"
+#include "common/path_pattern.h"
 #include "read_common.h"
 
 namespace sqar::cli {
 namespace {
 
 const char kHelp[] =
-    "Usage: sqar cat [OPTIONS] IMAGE PATH...\n"
+    "Usage: sqar cat [OPTIONS] IMAGE PATTERN...\n"
     "\n"
-    "Write the content of each PATH inside IMAGE to standard output, in order. Symlinks inside\n"
-    "the image are followed (absolute targets are taken relative to the image root).\n"
+    "Write the content of the files each PATTERN names inside IMAGE to standard output, in the\n"
+    "order given. A PATTERN without wildcards is one path; symlinks inside the image are\n"
+    "followed (absolute targets are taken relative to the image root). A PATTERN with them\n"
+    "selects entries as extract does (*, ? and [...] within one path component, a '**'\n"
+    "component across any number, a matching directory brings what lies below it) and its\n"
+    "regular files are written in image order; symlinks and other entries it selects are skipped.\n"
     "\n"
     "Options:\n"
     "  -j, --threads N     threads decoding blocks ahead of the output (default: all cores)\n"
@@ -36,9 +42,10 @@ const char kHelp[] =
     "  sqar cat image.sqfs etc/hostname\n"
     "  sqar cat image.sqfs logs/a.log logs/b.log | grep ERROR\n"
     "  sqar cat image.sqfs big.iso > big.iso\n"
+    "  sqar cat image.sqfs 'etc/**/*.conf'   every .conf file below etc, one after the other\n"
     "\n"
-    "Exit status: 0 when every PATH was printed, 1 when one is missing or not a regular file\n"
-    "(the others are still printed), 2 on bad usage.\n";
+    "Exit status: 0 when every PATTERN was printed, 1 when one is missing, is not a regular file\n"
+    "or matches no regular file (the others are still printed), 2 on bad usage.\n";
 
 // Resolves PATH, following symlinks inside the image (at most 40, like the kernel).
 reader::Inode resolve_file(reader::Image& image, std::string path) {
@@ -204,7 +211,7 @@ int cat_main(int argc, char** argv) {
         default: throw UsageError(std::string("unknown option '") + argv[optind - 1] + "'");
       }
     }
-    if (argc - optind < 2) throw UsageError("need IMAGE and at least one PATH");
+    if (argc - optind < 2) throw UsageError("need IMAGE and at least one PATTERN");
     std::string image_path = argv[optind++];
     // Blocks are decoded outside the cache (each is read once), so it only serves fragment
     // blocks shared by several PATHs.
@@ -212,8 +219,20 @@ int cat_main(int argc, char** argv) {
     int status = 0;
     for (; optind < argc; ++optind) {
       try {
-        const reader::Inode ino = resolve_file(*image, normalize_image_path(argv[optind]));
-        cat_file(*image, ino, jobs, argv[optind]);
+        const std::string pattern = normalize_image_path(argv[optind]);
+        if (!has_wildcard(pattern)) {
+          cat_file(*image, resolve_file(*image, pattern), jobs, argv[optind]);
+          continue;
+        }
+        // Collected first: the content is read outside the walk, not from inside its callback.
+        std::vector<std::pair<std::string, reader::Inode>> files;
+        PathSelection selection({pattern});
+        image->walk([&](const std::string& path, const reader::Inode& ino) {
+          if (selection.select(path) && ino.is_regular()) files.emplace_back(path, ino);
+          return ino.is_dir();
+        });
+        if (files.empty()) throw Error(std::string(argv[optind]) + ": no regular file in the image matches");
+        for (const auto& [path, ino] : files) cat_file(*image, ino, jobs, path);
       } catch (const Error& e) {
         if (std::strstr(e.what(), "standard output: ")) throw;
         report("cat", image_path, e.what());

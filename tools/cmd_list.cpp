@@ -3,8 +3,10 @@
 
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "command.h"
+#include "common/path_pattern.h"
 #include "ops/entry_format.h"
 #include "read_common.h"
 
@@ -12,10 +14,12 @@ namespace sqar::cli {
 namespace {
 
 const char kHelp[] =
-    "Usage: sqar list [OPTIONS] IMAGE [PATH]\n"
+    "Usage: sqar list [OPTIONS] IMAGE [PATTERN...]\n"
     "\n"
     "Print the paths of the entries in IMAGE, one a line, parents before their contents. With\n"
-    "PATH only that entry and what lies below it. Reads metadata only: fast on any image size.\n"
+    "PATTERNs only the entries they match and what lies below them, selected as by extract:\n"
+    "*, ? and [...] stay within one path component, a '**' component spans any number of them\n"
+    "('etc/**/*.conf'). Reads metadata only: fast on any image size.\n"
     "\n"
     "Options:\n"
     "  -l, --long          mode, owner/group, size (major,minor for devices), mtime, path and\n"
@@ -27,9 +31,11 @@ const char kHelp[] =
     "Examples:\n"
     "  sqar list image.sqfs                  every path\n"
     "  sqar list -l image.sqfs etc           long listing of etc and below\n"
+    "  sqar list image.sqfs 'etc/**/*.conf'  every .conf file below etc\n"
     "  sqar list image.sqfs | grep '\\.conf$'\n"
     "\n"
-    "Exit status: 0 on success, 1 when the image is unreadable or PATH does not exist, 2 on bad usage.\n";
+    "Exit status: 0 on success, 1 when the image is unreadable or a PATTERN matches nothing, 2 on\n"
+    "bad usage.\n";
 
 void print_entry(reader::Image& image, const std::string& path, const reader::Inode& ino, bool long_format,
                  bool numeric) {
@@ -75,24 +81,20 @@ int list_main(int argc, char** argv) {
       }
     }
     if (optind >= argc) throw UsageError("missing IMAGE");
-    if (argc - optind > 2) throw UsageError("too many arguments (IMAGE and at most one PATH)");
-    std::string image_path = argv[optind];
-    std::string prefix = optind + 1 < argc ? normalize_image_path(argv[optind + 1]) : "";
+    std::string image_path = argv[optind++];
     auto image = open_image(image_path, offset);
-    if (!prefix.empty() && !image->resolve_path(prefix))
-      throw std::runtime_error(image_path + ": " + prefix + ": not found in the image");
-    // Walk only into directories on the way to PREFIX or below it.
+    PathSelection selection(image_pattern_args(argc, argv, optind));
     image->walk([&](const std::string& path, const reader::Inode& ino) {
-      if (path.empty()) return true;
-      bool inside = prefix.empty() || path == prefix || path.rfind(prefix + "/", 0) == 0;
-      if (inside) {
-        print_entry(*image, path, ino, long_format, numeric);
-        return true;
-      }
-      return prefix.rfind(path + "/", 0) == 0;  // an ancestor of PREFIX
+      if (!path.empty() && selection.select(path)) print_entry(*image, path, ino, long_format, numeric);
+      return ino.is_dir() && selection.may_lead_to_match(path);
     });
+    int status = 0;
+    for (const auto& p : selection.unmatched()) {
+      report("list", image_path, p + ": not found in the image");
+      status = 1;
+    }
     if (std::fflush(stdout) != 0) throw std::runtime_error("writing the listing failed");
-    return 0;
+    return status;
   });
 }
 

@@ -1,7 +1,6 @@
 #include "ops/extractor.h"
 
 #include <fcntl.h>
-#include <fnmatch.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
@@ -16,6 +15,7 @@
 #include <unordered_map>
 
 #include "common/error.h"
+#include "common/path_pattern.h"
 #include "ops/entry_meta.h"
 #include "ops/parallel.h"
 #include "ops/safe_dir.h"
@@ -101,7 +101,7 @@ class Extractor::Impl {
     bool any = false;
     for (size_t i = 0; i < opt_.patterns.size(); ++i) {
       const std::string& p = opt_.patterns[i];
-      if (path == p || fnmatch(p.c_str(), path.c_str(), FNM_PATHNAME) == 0) {
+      if (path == p || path_pattern_match(p, path)) {
         hit_[i] = true;
         any = true;
       }
