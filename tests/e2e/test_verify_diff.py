@@ -39,6 +39,11 @@ def test_verify_clean_images():
             out = sqar("verify", "-j", "2", f"{d}/sqar.sqfs").stdout
             if "manifest" not in out or "OK" not in out:
                 raise AssertionError(f"verify of a sqar image did not use the manifest: {out}")
+            # --json: the same numbers as the text line, under stable keys.
+            r = json.loads(sqar("verify", "--json", f"{d}/sqar.sqfs").stdout)
+            assert r["ok"] is True and r["manifest"] is True and r["problems"] == 0 and r["errors"] == [], r
+            assert r["image"] == f"{d}/sqar.sqfs", r
+            assert f"{r['entries']} entries, {r['files']} files, {r['bytes']} bytes" in out, (r, out)
         log("ok: clean images verify")
 
 
@@ -65,6 +70,10 @@ def test_verify_flipped_data_byte_sqar():
         # A byte of the first data block (right after the superblock and any options block).
         flip(img, 96 + 64 + 2000 if len(data) > 5000 else 200)
         p = expect_fail(["verify", img], 1, img, "big.log")
+        p = expect_fail(["verify", "--json", img], 1, "big.log")
+        r = json.loads(p.stdout)
+        assert r["ok"] is False and r["problems"] >= 1 and "big.log" in [e["path"] for e in r["errors"]], r
+        assert all(e["message"] for e in r["errors"]), r
         log(f"ok: flipped byte in a sqar image found: {p.stderr.strip().splitlines()[0]}")
 
 
@@ -194,6 +203,7 @@ def test_diff():
         p = sqar("diff", img, src, check=False)
         if p.returncode != 0 or p.stdout:
             raise AssertionError(f"diff of an image and its own source: exit {p.returncode}\n{p.stdout}{p.stderr}")
+        assert json.loads(sqar("diff", "--json", img, src).stdout) == []
         log("ok: an image and its source tree do not differ")
         os.symlink(src, f"{d}/current")  # DIR named through a symlink, as in /srv/current
         p = sqar("diff", img, f"{d}/current", check=False)
@@ -223,6 +233,13 @@ def test_diff():
             "M small.txt: xattrs differ (user.comment)",
         }
         missing = want - set(lines)
+        # --json: the same differences, one object per line, in the same order.
+        p2 = sqar("diff", "--no-times", "--json", img, src, check=False)
+        assert p2.returncode == 1, p2
+        as_lines = [{"only_in_image": "- ", "only_in_dir": "+ ", "modified": "M "}[e["change"]] + e["path"] +
+                    (": " + e["detail"] if e["change"] == "modified" else "") for e in json.loads(p2.stdout)]
+        assert as_lines == lines, (as_lines, lines)
+        assert json.loads(sqar("diff", "--json", img, f"{d}/current", check=False).stdout) != []
         size_line = [l for l in lines if l.startswith("M dup/one.log: size ")]
         if p.returncode != 1 or missing or not size_line:
             raise AssertionError(f"diff exit {p.returncode}; missing {missing}; got:\n{p.stdout}{p.stderr}")
