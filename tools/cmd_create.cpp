@@ -134,6 +134,8 @@ void print_summary(const CreateOptions& opt, const CreateStats& s) {
   std::printf("  time %.2f s, %s/s\n", s.seconds, human_bytes(uint64_t(double(d.bytes_in) / std::max(s.seconds, 1e-6))).c_str());
 }
 
+// The keys name what the text summary says: blocks_stored_raw counts every block stored
+// uncompressed, blocks_incompressible those of them the entropy check caught before compressing.
 void print_json(const CreateOptions& opt, const CreateStats& s) {
   const auto& d = s.data;
   std::printf(
@@ -142,7 +144,7 @@ void print_json(const CreateOptions& opt, const CreateStats& s) {
       "\"devices\":%llu,\"fifos\":%llu,\"sockets\":%llu,\"inodes\":%u,"
       "\"bytes_in\":%llu,\"bytes_read\":%llu,\"image_bytes\":%llu,\"file_bytes\":%llu,\"ratio\":%.6f,"
       "\"dedup_files\":%llu,\"dedup_bytes\":%llu,\"tail_dedup_bytes\":%llu,\"codec_input_bytes\":%llu,"
-      "\"blocks_compressed\":%llu,\"blocks_raw\":%llu,\"blocks_incompressible\":%llu,\"blocks_sparse\":%llu,"
+      "\"blocks_compressed\":%llu,\"blocks_stored_raw\":%llu,\"blocks_incompressible\":%llu,\"blocks_sparse\":%llu,"
       "\"blocks_reused\":%llu,\"fragments_reused\":%llu,\"reused_bytes\":%llu,\"reuse_mismatches\":%llu,"
       "\"fragments\":%llu,\"xattr_sets\":%llu,\"seconds\":%.3f,\"scan_seconds\":%.3f,\"data_seconds\":%.3f,"
       "\"metadata_seconds\":%.3f,\"scan_listers\":%u}\n",
@@ -154,7 +156,7 @@ void print_json(const CreateOptions& opt, const CreateStats& s) {
       d.bytes_in ? double(s.image_bytes) / double(d.bytes_in) : 0.0, (unsigned long long)d.dedup_files,
       (unsigned long long)d.dedup_bytes, (unsigned long long)d.tail_dedup_bytes,
       (unsigned long long)d.codec_input_bytes, (unsigned long long)d.blocks_compressed,
-      (unsigned long long)d.blocks_raw, (unsigned long long)d.blocks_incompressible,
+      (unsigned long long)(d.blocks_raw + d.blocks_incompressible), (unsigned long long)d.blocks_incompressible,
       (unsigned long long)d.blocks_sparse, (unsigned long long)d.blocks_reused, (unsigned long long)d.fragments_reused,
       (unsigned long long)d.reused_bytes,
       (unsigned long long)d.reuse_mismatches, (unsigned long long)d.fragments, (unsigned long long)s.xattr_sets,

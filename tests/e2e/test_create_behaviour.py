@@ -298,6 +298,29 @@ def test_json_summary_is_valid_for_any_image_name():
         log("ok: --json names images that are not UTF-8, and escapes what JSON needs")
 
 
+def test_json_keys_carry_the_numbers_of_the_text_summary():
+    """Every number the text summary prints is the JSON key of the same name."""
+    with tempdir() as d:
+        make_full_tree(f"{d}/src")
+        write(f"{d}/src/random.bin", pseudo_random(3 << 20, 7))   # incompressible: stored raw
+        text = run([SQAR, "create", f"{d}/src", f"{d}/text.sqfs"]).stdout
+        j = json.loads(run([SQAR, "create", "--json", f"{d}/src", f"{d}/json.sqfs"]).stdout)
+        m = re.search(r": (\d+) entr\w+ \((\d+) files?, (\d+) dirs?, (\d+) symlinks?, (\d+) hard links?, (\d+) other\)",
+                      text)
+        assert m, text
+        assert [int(x) for x in m.groups()] == [j["entries"], j["files"], j["directories"], j["symlinks"],
+                                                j["hardlinks"], j["devices"] + j["fifos"] + j["sockets"]], (text, j)
+        m = re.search(r"blocks: (\d+) compressed, (\d+) stored raw \((\d+) detected incompressible\), (\d+) sparse, "
+                      r"(\d+) fragment blocks?", text)
+        assert m, text
+        assert [int(x) for x in m.groups()] == [j["blocks_compressed"], j["blocks_stored_raw"],
+                                                j["blocks_incompressible"], j["blocks_sparse"], j["fragments"]], (text, j)
+        assert j["blocks_stored_raw"] >= 24, j   # the 3 MiB of random bytes
+        m = re.search(r"dedup: (\d+) duplicate files?", text)
+        assert m and int(m.group(1)) == j["dedup_files"] and j["dedup_files"] > 0, (text, j)
+        log(f"ok: text and JSON summaries agree ({j['blocks_stored_raw']} blocks stored raw)")
+
+
 def test_times_squashfs_cannot_store_are_clamped_with_a_warning():
     with tempdir() as d:
         write(f"{d}/src/a-old", b"1")
@@ -445,6 +468,7 @@ if __name__ == "__main__":
           test_no_space_left_is_reported_and_cleaned_up, test_interrupt_leaves_no_partial_image,
           test_file_size_limit_is_an_error_not_a_kill, test_image_mode_follows_umask_and_the_replaced_image,
           test_image_made_by_someone_else_meanwhile_is_not_replaced, test_json_summary_is_valid_for_any_image_name,
+          test_json_keys_carry_the_numbers_of_the_text_summary,
           test_times_squashfs_cannot_store_are_clamped_with_a_warning, test_zero_blocks_and_zero_tails_unpack_as_holes,
           test_manifest_is_invisible_to_other_readers, test_big_directory_and_file_over_4gib,
           test_one_file_system_and_owner_options, test_single_file_sources_and_progress_on_a_tty])
