@@ -111,7 +111,7 @@ int verify_main(int argc, char** argv) {
       return 1;
     }
     if (!quiet)
-      std::printf("%s: OK: %llu entries, %llu files, %llu bytes of content checked%s\n", image_path.c_str(),
+      std::fprintf(stderr, "%s: OK: %llu entries, %llu files, %llu bytes of content checked%s\n", image_path.c_str(),
                   (unsigned long long)v.entries(), (unsigned long long)v.files(), (unsigned long long)v.bytes(),
                   v.had_manifest() ? " against the manifest trailer (XXH3-128)" : " (no manifest trailer)");
     return 0;

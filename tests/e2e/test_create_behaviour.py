@@ -303,7 +303,9 @@ def test_json_keys_carry_the_numbers_of_the_text_summary():
     with tempdir() as d:
         make_full_tree(f"{d}/src")
         write(f"{d}/src/random.bin", pseudo_random(3 << 20, 7))   # incompressible: stored raw
-        text = run([SQAR, "create", f"{d}/src", f"{d}/text.sqfs"]).stdout
+        p = run([SQAR, "create", f"{d}/src", f"{d}/text.sqfs"])
+        assert p.stdout == "", p.stdout  # the summary is not data: standard error
+        text = p.stderr
         j = json.loads(run([SQAR, "create", "--json", f"{d}/src", f"{d}/json.sqfs"]).stdout)
         m = re.search(r": (\d+) entr\w+ \((\d+) files?, (\d+) dirs?, (\d+) symlinks?, (\d+) hard links?, (\d+) other\)",
                       text)
