@@ -14,11 +14,13 @@
 #include <string>
 #include <thread>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "command.h"
 #include "common/error.h"
 #include "common/hash.h"
+#include "common/path_pattern.h"
 #include "ops/manifest_check.h"
 #include "read_common.h"
 
@@ -26,12 +28,16 @@ namespace sqar::cli {
 namespace {
 
 const char kHelp[] =
-    "Usage: sqar cat [OPTIONS] IMAGE PATH...\n"
+    "Usage: sqar cat [OPTIONS] IMAGE PATTERN...\n"
     "\n"
-    "Write the content of each PATH inside IMAGE to standard output, in order. Symlinks inside\n"
-    "the image are followed (absolute targets are taken relative to the image root; '..' stops\n"
-    "at it). When the image carries sqar's manifest trailer, what was printed is checked against\n"
-    "the file's XXH3-128; a mismatch names the file (\"content differs from the manifest\") and\n"
+    "Write the content of the files each PATTERN names inside IMAGE to standard output, in the\n"
+    "order given. A PATTERN without wildcards is one path; symlinks inside the image are\n"
+    "followed (absolute targets are taken relative to the image root; '..' stops at it). A\n"
+    "PATTERN with them selects entries as extract does (*, ? and [...] within one path component,\n"
+    "a '**' component across any number, a matching directory brings what lies below it) and its\n"
+    "regular files are written in image order; symlinks and other entries it selects are skipped.\n"
+    "When the image carries sqar's manifest trailer, what was printed is checked against the\n"
+    "file's XXH3-128; a mismatch names the file (\"content differs from the manifest\") and\n"
     "makes the exit status 1, after the content was written.\n"
     "\n"
     "Options:\n"
@@ -44,9 +50,10 @@ const char kHelp[] =
     "  sqar cat image.sqfs etc/hostname\n"
     "  sqar cat image.sqfs logs/a.log logs/b.log | grep ERROR\n"
     "  sqar cat image.sqfs big.iso > big.iso\n"
+    "  sqar cat image.sqfs 'etc/**/*.conf'   every .conf file below etc, one after the other\n"
     "\n"
-    "Exit status: 0 when every PATH was printed, 1 when one is missing, not a regular file or damaged\n"
-    "(the others are still printed), 2 on bad usage.\n";
+    "Exit status: 0 when every PATTERN was printed, 1 when one is missing, is not a regular file,\n"
+    "matches no regular file or is damaged (the others are still printed), 2 on bad usage.\n";
 
 // Resolves PATH, following symlinks inside the image (at most 40, like the kernel).
 reader::Inode resolve_file(reader::Image& image, std::string path) {
@@ -258,21 +265,45 @@ int cat_main(int argc, char** argv) {
         default: throw UsageError(std::string("unknown option '") + argv[optind - 1] + "'");
       }
     }
-    if (argc - optind < 2) throw UsageError("need IMAGE and at least one PATH");
+    if (argc - optind < 2) throw UsageError("need IMAGE and at least one PATTERN");
     std::string image_path = argv[optind++];
     // Blocks are decoded outside the cache (each is read once), so it only serves fragment
     // blocks shared by several PATHs.
     auto image = open_image(image_path, offset, 8u << 20);
     std::optional<PrintedCheck> printed;
     if (verify) printed.emplace(*image);
+    // Writes one file, hashing what was written when the manifest can check it.
+    auto print_checked = [&](const reader::Inode& ino, const std::string& shown) {
+      const bool checking = printed && printed->active();
+      StreamHasher hasher;
+      cat_file(*image, ino, jobs, shown, checking ? &hasher : nullptr);
+      if (checking) printed->check(ino, hasher.digest(), shown);
+    };
     int status = 0;
     for (; optind < argc; ++optind) {
       try {
-        const reader::Inode ino = resolve_file(*image, normalize_image_path(argv[optind]));
-        const bool checking = printed && printed->active();
-        StreamHasher hasher;
-        cat_file(*image, ino, jobs, argv[optind], checking ? &hasher : nullptr);
-        if (checking) printed->check(ino, hasher.digest(), argv[optind]);
+        const std::string pattern = normalize_image_path(argv[optind]);
+        if (!has_wildcard(pattern)) {
+          print_checked(resolve_file(*image, pattern), argv[optind]);
+          continue;
+        }
+        // Collected first: the content is read outside the walk, not from inside its callback.
+        std::vector<std::pair<std::string, reader::Inode>> files;
+        PathSelection selection({pattern});
+        image->walk([&](const std::string& path, const reader::Inode& ino) {
+          if (selection.select(path) && ino.is_regular()) files.emplace_back(path, ino);
+          return ino.is_dir();
+        });
+        if (files.empty()) throw Error(std::string(argv[optind]) + ": no regular file in the image matches");
+        for (const auto& [path, ino] : files) {
+          try {
+            print_checked(ino, path);
+          } catch (const Error& e) {
+            if (std::strstr(e.what(), "standard output: ")) throw;
+            report("cat", image_path, e.what());
+            status = 1;
+          }
+        }
       } catch (const Error& e) {
         if (std::strstr(e.what(), "standard output: ")) throw;
         report("cat", image_path, e.what());

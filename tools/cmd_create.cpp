@@ -91,7 +91,7 @@ const char kHelp[] =
     "  -f, --force             overwrite IMAGE if it exists (never appends)\n"
     "  -q, --quiet             no progress bar and no summary\n"
     "      --progress          show the progress bar even when stderr is not a terminal\n"
-    "      --json              print the summary as JSON on stdout\n"
+    "      --json              summary as JSON on stdout (text goes to stderr)\n"
     "  -h, --help              show this help\n"
     "\n"
     "The image is written to a temporary file beside IMAGE and renamed when complete; on any\n"
@@ -121,21 +121,22 @@ std::string create_status(const CreateProgress& p, double secs) {
   }
 }
 
+// On standard error: stdout is for data, and --json puts the summary there when asked.
 void print_summary(const CreateOptions& opt, const CreateStats& s) {
   const auto& d = s.data;
   double ratio = d.bytes_in ? double(s.image_bytes) / double(d.bytes_in) : 0;
-  std::printf("%s: %s (%s, %s, %s, %s, %llu other)\n", opt.image.c_str(),
+  std::fprintf(stderr, "%s: %s (%s, %s, %s, %s, %llu other)\n", opt.image.c_str(),
               counted(s.entries, "entry", "entries").c_str(), counted(s.files, "file", "files").c_str(),
               counted(s.directories, "dir", "dirs").c_str(), counted(s.symlinks, "symlink", "symlinks").c_str(),
               counted(s.hardlinks, "hard link", "hard links").c_str(),
               (unsigned long long)(s.devices + s.fifos + s.sockets));
-  std::printf("  in %s -> image %s (%.1f%% of input), %s %s-%d, %s blocks\n", human_bytes(d.bytes_in).c_str(),
+  std::fprintf(stderr, "  in %s -> image %s (%.1f%% of input), %s %s-%d, %s blocks\n", human_bytes(d.bytes_in).c_str(),
               human_bytes(s.image_bytes).c_str(), ratio * 100, "compressor", codec_name(opt.codec.id),
               opt.codec.level, human_bytes(opt.codec.block_size).c_str());
-  std::printf("  dedup: %s, %s saved (+%s identical tails); %s never compressed\n",
+  std::fprintf(stderr, "  dedup: %s, %s saved (+%s identical tails); %s never compressed\n",
               counted(d.dedup_files, "duplicate file", "duplicate files").c_str(), human_bytes(d.dedup_bytes).c_str(),
               human_bytes(d.tail_dedup_bytes).c_str(), human_bytes(d.dedup_bytes).c_str());
-  std::printf("  blocks: %llu compressed, %llu stored raw (%llu detected incompressible), %llu sparse, %s\n",
+  std::fprintf(stderr, "  blocks: %llu compressed, %llu stored raw (%llu detected incompressible), %llu sparse, %s\n",
               (unsigned long long)d.blocks_compressed, (unsigned long long)(d.blocks_raw + d.blocks_incompressible),
               (unsigned long long)d.blocks_incompressible, (unsigned long long)d.blocks_sparse,
               counted(d.fragments, "fragment block", "fragment blocks").c_str());
@@ -143,13 +144,15 @@ void print_summary(const CreateOptions& opt, const CreateStats& s) {
     std::string mismatches;
     if (d.reuse_mismatches)
       mismatches = ", " + std::to_string(d.reuse_mismatches) + " did not match the source and were compressed";
-    std::printf("  reused: %llu blocks and %llu fragment blocks (%s) copied from %s%s\n",
+    std::fprintf(stderr, "  reused: %llu blocks and %llu fragment blocks (%s) copied from %s%s\n",
                 (unsigned long long)d.blocks_reused, (unsigned long long)d.fragments_reused,
                 human_bytes(d.reused_bytes).c_str(), opt.reuse.c_str(), mismatches.c_str());
   }
-  std::printf("  time %.2f s, %s/s\n", s.seconds, human_bytes(uint64_t(double(d.bytes_in) / std::max(s.seconds, 1e-6))).c_str());
+  std::fprintf(stderr, "  time %.2f s, %s/s\n", s.seconds, human_bytes(uint64_t(double(d.bytes_in) / std::max(s.seconds, 1e-6))).c_str());
 }
 
+// The keys name what the text summary says: blocks_stored_raw counts every block stored
+// uncompressed, blocks_incompressible those of them the entropy check caught before compressing.
 void print_json(const CreateOptions& opt, const CreateStats& s) {
   const auto& d = s.data;
   std::printf(
@@ -158,7 +161,7 @@ void print_json(const CreateOptions& opt, const CreateStats& s) {
       "\"devices\":%llu,\"fifos\":%llu,\"sockets\":%llu,\"inodes\":%u,"
       "\"bytes_in\":%llu,\"bytes_read\":%llu,\"image_bytes\":%llu,\"file_bytes\":%llu,\"ratio\":%.6f,"
       "\"dedup_files\":%llu,\"dedup_bytes\":%llu,\"tail_dedup_bytes\":%llu,\"codec_input_bytes\":%llu,"
-      "\"blocks_compressed\":%llu,\"blocks_raw\":%llu,\"blocks_incompressible\":%llu,\"blocks_sparse\":%llu,"
+      "\"blocks_compressed\":%llu,\"blocks_stored_raw\":%llu,\"blocks_incompressible\":%llu,\"blocks_sparse\":%llu,"
       "\"blocks_reused\":%llu,\"fragments_reused\":%llu,\"reused_bytes\":%llu,\"reuse_mismatches\":%llu,"
       "\"fragments\":%llu,\"xattr_sets\":%llu,\"seconds\":%.3f,\"scan_seconds\":%.3f,\"data_seconds\":%.3f,"
       "\"metadata_seconds\":%.3f,\"scan_listers\":%u}\n",
@@ -170,7 +173,7 @@ void print_json(const CreateOptions& opt, const CreateStats& s) {
       d.bytes_in ? double(s.image_bytes) / double(d.bytes_in) : 0.0, (unsigned long long)d.dedup_files,
       (unsigned long long)d.dedup_bytes, (unsigned long long)d.tail_dedup_bytes,
       (unsigned long long)d.codec_input_bytes, (unsigned long long)d.blocks_compressed,
-      (unsigned long long)d.blocks_raw, (unsigned long long)d.blocks_incompressible,
+      (unsigned long long)(d.blocks_raw + d.blocks_incompressible), (unsigned long long)d.blocks_incompressible,
       (unsigned long long)d.blocks_sparse, (unsigned long long)d.blocks_reused, (unsigned long long)d.fragments_reused,
       (unsigned long long)d.reused_bytes,
       (unsigned long long)d.reuse_mismatches, (unsigned long long)d.fragments, (unsigned long long)s.xattr_sets,

@@ -25,7 +25,8 @@ const char kHelp[] =
     "\n"
     "With PATHs or GLOBs only matching entries (and everything below a matching directory) are\n"
     "extracted, together with the directories that lead to them. Globs match whole paths inside\n"
-    "the image ('*' does not cross '/'); quote them so the shell leaves them alone.\n"
+    "the image ('*' does not cross '/'; a '**' component spans any number of directories, as in\n"
+    "gitignore: 'etc/**/*.conf'); quote them so the shell leaves them alone.\n"
     "\n"
     "Options:\n"
     "  -C, --directory DIR   extract into DIR (created if missing; default: the current directory)\n"
@@ -103,14 +104,7 @@ int extract_main(int argc, char** argv) {
     }
     if (optind >= argc) throw UsageError("missing IMAGE");
     std::string image_path = argv[optind++];
-    for (; optind < argc; ++optind) {
-      std::string p = normalize_image_path(argv[optind]);
-      if (p.empty()) {
-        opt.patterns.clear();  // the root selects everything
-        break;
-      }
-      opt.patterns.push_back(p);
-    }
+    opt.patterns = image_pattern_args(argc, argv, optind);
     if (opt.dest.empty()) throw UsageError("empty -C directory");
     auto image = open_image(image_path, offset, streaming_cache_bytes(opt.jobs));
     ops::ExtractProgress progress;

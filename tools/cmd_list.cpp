@@ -3,8 +3,11 @@
 
 #include <cstdio>
 #include <string>
+#include <vector>
 
+#include "cli_util.h"
 #include "command.h"
+#include "common/path_pattern.h"
 #include "ops/entry_format.h"
 #include "read_common.h"
 
@@ -12,31 +15,94 @@ namespace sqar::cli {
 namespace {
 
 const char kHelp[] =
-    "Usage: sqar list [OPTIONS] IMAGE [PATH]\n"
+    "Usage: sqar list [OPTIONS] IMAGE [PATTERN...]\n"
     "\n"
     "Print the paths of the entries in IMAGE, one a line, parents before their contents. With\n"
-    "PATH only that entry and what lies below it. Reads metadata only: fast on any image size.\n"
+    "PATTERNs only the entries they match and what lies below them, selected as by extract:\n"
+    "*, ? and [...] stay within one path component, a '**' component spans any number of them\n"
+    "('etc/**/*.conf'). Reads metadata only: fast on any image size.\n"
     "\n"
     "Options:\n"
     "  -l, --long          mode, owner/group, size (major,minor for devices), mtime, path and\n"
     "                      '-> target' for symlinks, like tar -tv\n"
     "  -n, --numeric       show numeric uid/gid instead of names (with -l)\n"
+    "  -0, --null          end each path with a NUL byte instead of a newline, names as they\n"
+    "                      are (for xargs -0); without it control characters and '\\' in names\n"
+    "                      are escaped as ls -b and GNU tar do ('\\n', '\\t', '\\\\', '\\ooo')\n"
+    "      --json          a JSON array on standard output, one object per entry with the keys\n"
+    "                      path, type, mode, uid, gid, size, mtime, and target (symlinks) or\n"
+    "                      rdev_major/rdev_minor (devices); see sqar(1)\n"
     "      --offset N      the image starts N bytes into IMAGE\n"
     "  -h, --help          show this help\n"
     "\n"
     "Examples:\n"
     "  sqar list image.sqfs                  every path\n"
     "  sqar list -l image.sqfs etc           long listing of etc and below\n"
+    "  sqar list image.sqfs 'etc/**/*.conf'  every .conf file below etc\n"
     "  sqar list image.sqfs | grep '\\.conf$'\n"
     "\n"
     "A damaged entry is named on stderr and skipped; the others are still listed.\n"
-    "Exit status: 0 on success, 1 when the image is unreadable, an entry is damaged or PATH does\n"
-    "not exist, 2 on bad usage.\n";
+    "Exit status: 0 on success, 1 when the image is unreadable, an entry is damaged or a PATTERN\n"
+    "matches nothing, 2 on bad usage.\n";
 
-void print_entry(reader::Image& image, const std::string& path, const reader::Inode& ino, bool long_format,
-                 bool numeric) {
+enum class Output { text, null, json };
+
+// Control characters and '\' in NAME as ls -b and GNU tar write them, so each entry stays on
+// one line and the escaping can be undone.
+std::string escape_name(const std::string& name) {
+  std::string out;
+  for (unsigned char c : name) {
+    switch (c) {
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      case '\r': out += "\\r"; break;
+      default:
+        if (c < 0x20 || c == 0x7f) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\%03o", c);
+          out += buf;
+        } else {
+          out += char(c);
+        }
+    }
+  }
+  return out;
+}
+
+// Stable identifiers for --json (reader::kind_name gives words for messages).
+const char* json_type(reader::FileKind k) {
+  switch (k) {
+    case reader::FileKind::directory: return "directory";
+    case reader::FileKind::regular: return "file";
+    case reader::FileKind::symlink: return "symlink";
+    case reader::FileKind::block_device: return "block_device";
+    case reader::FileKind::char_device: return "char_device";
+    case reader::FileKind::fifo: return "fifo";
+    case reader::FileKind::socket: return "socket";
+  }
+  return "unknown";
+}
+
+void print_json_entry(reader::Image& image, const std::string& path, const reader::Inode& ino, bool first) {
+  std::string o = std::string(first ? "" : ",\n") + "{\"path\": \"" + json_escape(path) + "\", \"type\": \"" +
+                  json_type(ino.kind) + "\", \"mode\": " + std::to_string(ino.mode & 07777) +
+                  ", \"uid\": " + std::to_string(ino.uid) + ", \"gid\": " + std::to_string(ino.gid) +
+                  ", \"size\": " + std::to_string(ino.size) + ", \"mtime\": " + std::to_string(ino.mtime);
+  if (ino.is_symlink()) o += ", \"target\": \"" + json_escape(image.read_symlink(ino)) + "\"";
+  if (ino.kind == reader::FileKind::block_device || ino.kind == reader::FileKind::char_device)
+    o += ", \"rdev_major\": " + std::to_string(ino.rdev_major) + ", \"rdev_minor\": " + std::to_string(ino.rdev_minor);
+  o += "}";
+  std::fputs(o.c_str(), stdout);
+}
+
+void print_entry(reader::Image& image, const std::string& raw_path, const reader::Inode& ino, bool long_format,
+                 bool numeric, Output output) {
+  const char end = output == Output::null ? '\0' : '\n';
+  const std::string path = output == Output::null ? raw_path : escape_name(raw_path);
   if (!long_format) {
-    std::printf("%s\n", path.c_str());
+    std::fwrite(path.data(), 1, path.size(), stdout);
+    std::putchar(end);
     return;
   }
   std::string owner = numeric ? std::to_string(ino.uid) + "/" + std::to_string(ino.gid)
@@ -50,26 +116,35 @@ void print_entry(reader::Image& image, const std::string& path, const reader::In
   size_t used = owner.size() + 1 + size.size();
   if (used < width) line.append(width - used, ' ');
   line += size + " " + ops::format_mtime(ino.mtime) + " " + path;
-  if (ino.is_symlink()) line += " -> " + image.read_symlink(ino);
-  std::printf("%s\n", line.c_str());
+  if (ino.is_symlink()) {
+    const std::string target = image.read_symlink(ino);
+    line += " -> " + (output == Output::null ? target : escape_name(target));
+  }
+  line += end;
+  std::fwrite(line.data(), 1, line.size(), stdout);
 }
 
 int list_main(int argc, char** argv) {
   return run_guarded("list", [&] {
-    enum { kOffset = 256 };
+    enum { kOffset = 256, kJson };
     static const option longopts[] = {{"long", no_argument, nullptr, 'l'},
                                       {"numeric", no_argument, nullptr, 'n'},
+                                      {"null", no_argument, nullptr, '0'},
+                                      {"json", no_argument, nullptr, kJson},
                                       {"offset", required_argument, nullptr, kOffset},
                                       {"help", no_argument, nullptr, 'h'},
                                       {nullptr, 0, nullptr, 0}};
     bool long_format = false, numeric = false;
+    Output output = Output::text;
     uint64_t offset = 0;
     optind = 1;
     opterr = 0;
-    for (int c; (c = getopt_long(argc, argv, ":lnh", longopts, nullptr)) != -1;) {
+    for (int c; (c = getopt_long(argc, argv, ":ln0h", longopts, nullptr)) != -1;) {
       switch (c) {
         case 'l': long_format = true; break;
         case 'n': numeric = true; break;
+        case '0': output = Output::null; break;
+        case kJson: output = Output::json; break;
         case kOffset: offset = parse_offset_arg(optarg); break;
         case 'h': std::fputs(kHelp, stdout); return 0;
         case ':': throw UsageError(std::string("option '") + argv[optind - 1] + "' needs a value");
@@ -77,22 +152,23 @@ int list_main(int argc, char** argv) {
       }
     }
     if (optind >= argc) throw UsageError("missing IMAGE");
-    if (argc - optind > 2) throw UsageError("too many arguments (IMAGE and at most one PATH)");
-    std::string image_path = argv[optind];
-    std::string prefix = optind + 1 < argc ? normalize_image_path(argv[optind + 1]) : "";
+    if (output == Output::json && long_format) throw UsageError("--json already gives what -l shows");
+    std::string image_path = argv[optind++];
     auto image = open_image(image_path, offset);
-    if (!prefix.empty() && !image->resolve_path(prefix))
-      throw std::runtime_error(image_path + ": " + prefix + ": not found in the image");
+    PathSelection selection(image_pattern_args(argc, argv, optind));
+    bool first = true;
     bool damaged = false;
-    // Walk only into directories on the way to PREFIX or below it.
+    if (output == Output::json) std::fputs("[\n", stdout);
     image->walk([&](const std::string& path, const reader::Inode& ino) {
-      if (path.empty()) return true;
-      bool inside = prefix.empty() || path == prefix || path.rfind(prefix + "/", 0) == 0;
-      if (inside) {
-        print_entry(*image, path, ino, long_format, numeric);
-        return true;
+      if (!path.empty() && selection.select(path)) {
+        if (output == Output::json) {
+          print_json_entry(*image, path, ino, first);
+        } else {
+          print_entry(*image, path, ino, long_format, numeric, output);
+        }
+        first = false;
       }
-      return prefix.rfind(path + "/", 0) == 0;  // an ancestor of PREFIX
+      return ino.is_dir() && selection.may_lead_to_match(path);
     }, reader::WalkOptions{.with_blocks = false,
                            .on_error = [&](const std::string& path, const std::string& error) {
                              // A damaged entry is named and skipped; its siblings are still listed.
@@ -100,8 +176,14 @@ int list_main(int argc, char** argv) {
                              std::fprintf(stderr, "sqar list: %s: %s\n", path.c_str(), error.c_str());
                              damaged = true;
                            }});
+    if (output == Output::json) std::fputs(first ? "]\n" : "\n]\n", stdout);
+    int status = damaged ? 1 : 0;
+    for (const auto& p : selection.unmatched()) {
+      report("list", image_path, p + ": not found in the image");
+      status = 1;
+    }
     if (std::fflush(stdout) != 0) throw std::runtime_error("writing the listing failed");
-    return damaged ? 1 : 0;
+    return status;
   });
 }
 

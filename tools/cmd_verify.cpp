@@ -4,7 +4,10 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "cli_util.h"
 #include "command.h"
 #include "ops/verifier.h"
 #include "read_common.h"
@@ -27,6 +30,9 @@ const char kHelp[] =
     "Options:\n"
     "  -j, --threads N     worker threads (default: all cores)\n"
     "  -q, --quiet         print nothing when the image is good (and no progress bar)\n"
+    "      --json          the result as one JSON object on standard output, with the keys\n"
+    "                      image, ok, entries, files, bytes, manifest, problems and errors\n"
+    "                      (a list of {path, message}); see sqar(1)\n"
     "      --progress      show the progress bar even when stderr is not a terminal\n"
     "      --offset N      the image starts N bytes into IMAGE\n"
     "  -h, --help          show this help\n"
@@ -45,15 +51,16 @@ std::string verify_status(const ops::VerifyProgress& p, double secs) {
 
 int verify_main(int argc, char** argv) {
   return run_guarded("verify", [&] {
-    enum { kOffset = 256, kProgress };
+    enum { kOffset = 256, kProgress, kJson };
     static const option longopts[] = {{"threads", required_argument, nullptr, 'j'},
                                       {"quiet", no_argument, nullptr, 'q'},
                                       {"progress", no_argument, nullptr, kProgress},
+                                      {"json", no_argument, nullptr, kJson},
                                       {"offset", required_argument, nullptr, kOffset},
                                       {"help", no_argument, nullptr, 'h'},
                                       {nullptr, 0, nullptr, 0}};
     unsigned jobs = default_jobs();
-    bool quiet = false, force_progress = false;
+    bool quiet = false, force_progress = false, json = false;
     uint64_t offset = 0;
     optind = 1;
     opterr = 0;
@@ -62,6 +69,7 @@ int verify_main(int argc, char** argv) {
         case 'j': jobs = parse_jobs_arg(optarg); break;
         case 'q': quiet = true; break;
         case kProgress: force_progress = true; break;
+        case kJson: json = true; break;
         case kOffset: offset = parse_offset_arg(optarg); break;
         case 'h': std::fputs(kHelp, stdout); return 0;
         case ':': throw UsageError(std::string("option '") + argv[optind - 1] + "' needs a value");
@@ -71,8 +79,10 @@ int verify_main(int argc, char** argv) {
     if (argc - optind != 1) throw UsageError("need exactly one IMAGE");
     std::string image_path = argv[optind];
     auto image = open_image(image_path, offset, streaming_cache_bytes(jobs));
+    std::vector<std::pair<std::string, std::string>> errors;  // for --json
     ops::Verifier v(*image, jobs, [&](ops::Severity, const std::string& path, const std::string& message) {
       report("verify", image_path, (path.empty() ? std::string() : path + ": ") + message);
+      if (json) errors.emplace_back(path, message);
     });
     size_t problems;
     {
@@ -81,13 +91,27 @@ int verify_main(int argc, char** argv) {
         bar = std::make_unique<StatusLine>([&v](double secs) { return verify_status(v.progress(), secs); });
       problems = v.run();
     }
+    if (json) {
+      std::string out = "{\"image\": \"" + json_escape(image_path) + "\", \"ok\": " + (problems ? "false" : "true") +
+                        ", \"entries\": " + std::to_string(v.entries()) + ", \"files\": " + std::to_string(v.files()) +
+                        ", \"bytes\": " + std::to_string(v.bytes()) +
+                        ", \"manifest\": " + (v.had_manifest() ? "true" : "false") +
+                        ", \"problems\": " + std::to_string(problems) + ", \"errors\": [";
+      for (size_t i = 0; i < errors.size(); ++i)
+        out += std::string(i ? ", " : "") + "{\"path\": \"" + json_escape(errors[i].first) + "\", \"message\": \"" +
+               json_escape(errors[i].second) + "\"}";
+      out += "]}\n";
+      std::fputs(out.c_str(), stdout);
+      if (std::fflush(stdout) != 0) throw std::runtime_error("writing the result failed");
+      return problems ? 1 : 0;
+    }
     if (problems) {
       std::fprintf(stderr, "sqar verify: %s: FAILED: %zu problem%s found\n", image_path.c_str(), problems,
                    problems == 1 ? "" : "s");
       return 1;
     }
     if (!quiet)
-      std::printf("%s: OK: %llu entries, %llu files, %llu bytes of content checked%s\n", image_path.c_str(),
+      std::fprintf(stderr, "%s: OK: %llu entries, %llu files, %llu bytes of content checked%s\n", image_path.c_str(),
                   (unsigned long long)v.entries(), (unsigned long long)v.files(), (unsigned long long)v.bytes(),
                   v.had_manifest() ? " against the manifest trailer (XXH3-128)" : " (no manifest trailer)");
     return 0;

@@ -70,4 +70,14 @@ std::string normalize_image_path(const std::string& path) {
   return out;
 }
 
+std::vector<std::string> image_pattern_args(int argc, char** argv, int first) {
+  std::vector<std::string> out;
+  for (int i = first; i < argc; ++i) {
+    std::string p = normalize_image_path(argv[i]);
+    if (p.empty()) return {};
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
 }  // namespace sqar::cli

@@ -10,6 +10,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "reader/image.h"
 
@@ -43,5 +44,9 @@ size_t streaming_cache_bytes(unsigned jobs);
 
 // Path given by a user for an entry inside an image: "./a//b/" -> "a/b"; "/" or "." -> "".
 std::string normalize_image_path(const std::string& path);
+
+// argv[first..argc) as PATTERNs for a PathSelection, normalized; empty when one names the root
+// (the root selects everything).
+std::vector<std::string> image_pattern_args(int argc, char** argv, int first);
 
 }  // namespace sqar::cli

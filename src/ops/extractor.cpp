@@ -1,7 +1,6 @@
 #include "ops/extractor.h"
 
 #include <fcntl.h>
-#include <fnmatch.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
@@ -18,6 +17,7 @@
 #include <unordered_set>
 
 #include "common/error.h"
+#include "common/path_pattern.h"
 #include "ops/entry_meta.h"
 #include "ops/manifest_check.h"
 #include "ops/parallel.h"
@@ -112,7 +112,7 @@ class Extractor::Impl {
     bool any = false;
     for (size_t i = 0; i < opt_.patterns.size(); ++i) {
       const std::string& p = opt_.patterns[i];
-      if (path == p || fnmatch(p.c_str(), path.c_str(), FNM_PATHNAME) == 0) {
+      if (path == p || path_pattern_match(p, path)) {
         hit_[i] = true;
         any = true;
       }

@@ -8,6 +8,7 @@
 #include <cerrno>
 
 #include "common/error.h"
+#include "common/path_pattern.h"
 
 namespace sqar {
 
@@ -88,7 +89,7 @@ bool ExcludeList::excluded(std::string_view relative_path, std::string_view name
   const std::string rel(relative_path), base(name);
   for (const auto& p : patterns_) {
     if (p.dir_only && !is_dir) continue;
-    if (p.anchored ? fnmatch(p.glob.c_str(), rel.c_str(), FNM_PATHNAME) == 0
+    if (p.anchored ? path_pattern_match(p.glob, rel)
                    : fnmatch(p.glob.c_str(), base.c_str(), 0) == 0)
       return true;
   }

@@ -10,7 +10,8 @@ namespace sqar {
 
 // A pattern with a '/' inside or in front ("a/*.o", "/build", "./build") matches the path
 // relative to the source root; one without matches the entry name at any depth ("*.tmp"). A trailing '/' matches
-// directories only. Globs follow fnmatch(3): *, ?, [...].
+// directories only. Globs follow fnmatch(3): *, ?, [...]; in an anchored pattern a "**" component
+// matches any number of directories (path_pattern_match).
 class ExcludeList {
  public:
   void add(std::string pattern);

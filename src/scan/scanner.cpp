@@ -190,9 +190,9 @@ class Scanner {
     // SquashFS stores unsigned 32-bit seconds: the nearest time it can hold, as a warning says
     // after the scan (mksquashfs wraps such times around instead).
     n.mtime = uint32_t(std::clamp<int64_t>(st.st_mtim.tv_sec, 0, UINT32_MAX));
-    if (int64_t(n.mtime) != int64_t(st.st_mtim.tv_sec) && unstorable_times_++ == 0) {
-      first_unstorable_time_ = idx;
-      first_unstorable_seconds_ = int64_t(st.st_mtim.tv_sec);
+    if (int64_t(n.mtime) != int64_t(st.st_mtim.tv_sec)) {
+      if (unstorable_times_++ == 0) first_unstorable_seconds_ = int64_t(st.st_mtim.tv_sec);
+      if (unstorable_time_nodes_.size() < kNamedUnstorableTimes) unstorable_time_nodes_.push_back(idx);
     }
     if (S_ISREG(st.st_mode)) n.size = uint64_t(st.st_size);
     if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) n.rdev = fmt::encode_dev(major(st.st_rdev), minor(st.st_rdev));
@@ -484,10 +484,17 @@ class Scanner {
   void warn_about_unstorable_times() const {
     if (!unstorable_times_ || !opt_.warn || !opt_.warn_unstorable_times) return;
     std::string more;
-    if (unstorable_times_ > 1)
-      more = " (and " + std::to_string(unstorable_times_ - 1) + (unstorable_times_ == 2 ? " more entry)" : " more entries)");
+    if (unstorable_times_ > 1) {
+      std::string names;
+      for (size_t i = 1; i < unstorable_time_nodes_.size(); ++i)
+        names += (names.empty() ? "" : ", ") + tree_.path_of(unstorable_time_nodes_[i]);
+      const uint64_t unnamed = unstorable_times_ - unstorable_time_nodes_.size();
+      if (unnamed)
+        names += " and " + std::to_string(unnamed) + (unnamed == 1 ? " more entry" : " more entries");
+      more = (names.rfind(" and ", 0) == 0 ? " (" + names.substr(1) : " (also " + names) + ")";
+    }
     const bool early = first_unstorable_seconds_ < 0;
-    opt_.warn(tree_.path_of(first_unstorable_time_) + ": modification time " +
+    opt_.warn(tree_.path_of(unstorable_time_nodes_[0]) + ": modification time " +
               std::to_string(first_unstorable_seconds_) + " s is " + (early ? "before 1970" : "after 2106") +
               ", which SquashFS cannot store; stored as " + (early ? "1970-01-01" : "2106-02-07") + more +
               ". --mtime sets one time for all entries");
@@ -495,7 +502,9 @@ class Scanner {
 
   const ScanOptions& opt_;
   uint64_t unstorable_times_ = 0;  // entries whose mtime was clamped to SquashFS's range
-  uint32_t first_unstorable_time_ = 0;
+  // The first few such entries, named in the warning (a whole tree of them would flood it).
+  static constexpr size_t kNamedUnstorableTimes = 10;
+  std::vector<uint32_t> unstorable_time_nodes_;
   int64_t first_unstorable_seconds_ = 0;
   Tree tree_;
   std::vector<dev_t> source_dev_;

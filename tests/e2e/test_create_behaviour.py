@@ -414,6 +414,31 @@ def test_json_summary_is_valid_for_any_image_name():
         log("ok: --json names images that are not UTF-8, and escapes what JSON needs")
 
 
+def test_json_keys_carry_the_numbers_of_the_text_summary():
+    """Every number the text summary prints is the JSON key of the same name."""
+    with tempdir() as d:
+        make_full_tree(f"{d}/src")
+        write(f"{d}/src/random.bin", pseudo_random(3 << 20, 7))   # incompressible: stored raw
+        p = run([SQAR, "create", f"{d}/src", f"{d}/text.sqfs"])
+        assert p.stdout == "", p.stdout  # the summary is not data: standard error
+        text = p.stderr
+        j = json.loads(run([SQAR, "create", "--json", f"{d}/src", f"{d}/json.sqfs"]).stdout)
+        m = re.search(r": (\d+) entr\w+ \((\d+) files?, (\d+) dirs?, (\d+) symlinks?, (\d+) hard links?, (\d+) other\)",
+                      text)
+        assert m, text
+        assert [int(x) for x in m.groups()] == [j["entries"], j["files"], j["directories"], j["symlinks"],
+                                                j["hardlinks"], j["devices"] + j["fifos"] + j["sockets"]], (text, j)
+        m = re.search(r"blocks: (\d+) compressed, (\d+) stored raw \((\d+) detected incompressible\), (\d+) sparse, "
+                      r"(\d+) fragment blocks?", text)
+        assert m, text
+        assert [int(x) for x in m.groups()] == [j["blocks_compressed"], j["blocks_stored_raw"],
+                                                j["blocks_incompressible"], j["blocks_sparse"], j["fragments"]], (text, j)
+        assert j["blocks_stored_raw"] >= 24, j   # the 3 MiB of random bytes
+        m = re.search(r"dedup: (\d+) duplicate files?", text)
+        assert m and int(m.group(1)) == j["dedup_files"] and j["dedup_files"] > 0, (text, j)
+        log(f"ok: text and JSON summaries agree ({j['blocks_stored_raw']} blocks stored raw)")
+
+
 def test_times_squashfs_cannot_store_are_clamped_with_a_warning():
     with tempdir() as d:
         write(f"{d}/src/a-old", b"1")
@@ -424,11 +449,19 @@ def test_times_squashfs_cannot_store_are_clamped_with_a_warning():
         p = run([SQAR, "create", "-q", f"{d}/src", f"{d}/img"], check=False)
         assert p.returncode == 0, p.stderr
         assert p.stderr.count("warning") == 1 and f"{d}/src/a-old: modification time -315619200 s is before 1970" \
-            in p.stderr and "(and 1 more entry)" in p.stderr, p.stderr
+            in p.stderr and f"(also {d}/src/b-new)" in p.stderr, p.stderr
         out = f"{d}/out"
         unsquashfs_extract(f"{d}/img", out)
         assert os.lstat(f"{out}/a-old").st_mtime == 0 and os.lstat(f"{out}/b-new").st_mtime == 2**32 - 1
         assert os.lstat(f"{out}/c-now").st_mtime == int(os.lstat(f"{d}/src/c-now").st_mtime)
+        # Many such entries: the first ten are named, the rest counted.
+        for i in range(12):
+            write(f"{d}/src/many/f{i:02}", b"x")
+            os.utime(f"{d}/src/many/f{i:02}", (0, -1))
+        p = run([SQAR, "create", "-q", f"{d}/src", f"{d}/many.sqfs"], check=False)
+        assert p.returncode == 0 and p.stderr.count("warning") == 1, p.stderr
+        named = ", ".join([f"{d}/src/b-new"] + [f"{d}/src/many/f{i:02}" for i in range(8)])
+        assert f"(also {named} and 4 more entries)" in p.stderr, p.stderr
         p = run([SQAR, "create", "-q", "--mtime", "1000", f"{d}/src", f"{d}/img2"], check=False)
         assert p.returncode == 0 and p.stderr == "", p.stderr  # --mtime replaces them all: nothing to say
         log(f"ok: {p.stderr.strip() or 'clamped with one warning'}")
@@ -555,6 +588,7 @@ if __name__ == "__main__":
           test_file_size_limit_is_an_error_not_a_kill, test_file_size_limit_without_o_tmpfile,
           test_image_mode_follows_umask_and_the_replaced_image,
           test_image_made_by_someone_else_meanwhile_is_not_replaced, test_json_summary_is_valid_for_any_image_name,
+          test_json_keys_carry_the_numbers_of_the_text_summary,
           test_times_squashfs_cannot_store_are_clamped_with_a_warning, test_zero_blocks_and_zero_tails_unpack_as_holes,
           test_manifest_is_invisible_to_other_readers, test_big_directory_and_file_over_4gib,
           test_one_file_system_and_owner_options, test_single_file_sources_and_progress_on_a_tty])

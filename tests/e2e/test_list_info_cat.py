@@ -15,11 +15,35 @@ def test_list():
         src = make_full_tree(f"{d}/src")
         img = f"{d}/img.sqfs"
         mksquashfs(src, img)
+        want = sorted(tree_files(src), key=lambda p: [c.encode() for c in p.split("/")])
+        assert any("\n" in p for p in want), "the tree has no name with a newline"
+        # -0: names as they are, NUL-terminated.
+        raw = subprocess.run([SQAR, "list", "-0", img], stdout=subprocess.PIPE, check=True).stdout
+        assert raw.endswith(b"\0") and raw[:-1].split(b"\0") == [os.fsencode(p) for p in want], raw
+        # Text: one entry a line, control characters and '\\' escaped as GNU tar and ls -b do.
+        def escaped(name):
+            out = name.replace("\\", "\\\\").replace("\n", "\\n").replace("\t", "\\t").replace("\r", "\\r")
+            return "".join(f"\\{ord(c):03o}" if ord(c) < 0x20 or ord(c) == 0x7f else c for c in out)
         paths = sqar("list", img).stdout.split("\n")[:-1]
-        # A name containing a newline prints over two lines; compare as one text.
-        if "\n".join(paths) != "\n".join(sorted(tree_files(src), key=lambda p: p.split("/"))) and \
-                sorted("\n".join(paths).split("\n")) != sorted("\n".join(tree_files(src)).split("\n")):
+        if paths != [escaped(p) for p in want]:
             raise AssertionError(f"list differs from the tree:\n{paths}")
+        # --json: one object per entry, in the same order.
+        entries = json.loads(sqar("list", "--json", img).stdout)
+        assert [e["path"] for e in entries] == want, entries
+        for e in entries:
+            st = os.lstat(f"{src}/{e['path']}")
+            assert e["mode"] == stat.S_IMODE(st.st_mode) and e["mtime"] == int(st.st_mtime), (e, st)
+            assert e["uid"] == st.st_uid and e["gid"] == st.st_gid, (e, st)
+            kind = {stat.S_IFDIR: "directory", stat.S_IFREG: "file", stat.S_IFLNK: "symlink", stat.S_IFBLK:
+                    "block_device", stat.S_IFCHR: "char_device", stat.S_IFIFO: "fifo", stat.S_IFSOCK: "socket"}
+            assert e["type"] == kind[stat.S_IFMT(st.st_mode)], (e, st)
+            if e["type"] == "file":
+                assert e["size"] == st.st_size, (e, st)
+            if e["type"] == "symlink":
+                assert e["target"] == os.readlink(f"{src}/{e['path']}"), e
+            if e["type"] in ("block_device", "char_device"):
+                assert (e["rdev_major"], e["rdev_minor"]) == (os.major(st.st_rdev), os.minor(st.st_rdev)), e
+        assert json.loads(sqar("list", "--json", img, "dup/one.log").stdout)[0]["path"] == "dup/one.log"
         sub = sqar("list", img, "dup").stdout.split()
         if sub != ["dup", "dup/hard-2", "dup/one.log", "dup/tail-a", "dup/tail-b", "dup/two.log"]:
             raise AssertionError(f"list IMAGE dup: {sub}")

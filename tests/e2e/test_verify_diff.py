@@ -32,13 +32,18 @@ def test_verify_clean_images():
         src = make_full_tree(f"{d}/src")
         for comp in ("gzip", "xz", "zstd"):
             mksquashfs(src, f"{d}/{comp}.sqfs", "-comp", comp)
-            out = sqar("verify", f"{d}/{comp}.sqfs").stdout
+            out = sqar("verify", f"{d}/{comp}.sqfs").stderr
             if "OK" not in out:
                 raise AssertionError(f"verify output: {out}")
         sqar_create_image(src, f"{d}/sqar.sqfs")
-        out = sqar("verify", "-j", "2", f"{d}/sqar.sqfs").stdout
+        out = sqar("verify", "-j", "2", f"{d}/sqar.sqfs").stderr
         if "manifest" not in out or "OK" not in out:
             raise AssertionError(f"verify of a sqar image did not use the manifest: {out}")
+        # --json: the same numbers as the text line, under stable keys.
+        r = json.loads(sqar("verify", "--json", f"{d}/sqar.sqfs").stdout)
+        assert r["ok"] is True and r["manifest"] is True and r["problems"] == 0 and r["errors"] == [], r
+        assert r["image"] == f"{d}/sqar.sqfs", r
+        assert f"{r['entries']} entries, {r['files']} files, {r['bytes']} bytes" in out, (r, out)
         log("ok: clean images verify")
 
 
@@ -64,6 +69,10 @@ def test_verify_flipped_data_byte_sqar():
         # A byte of the first data block (right after the superblock and any options block).
         flip(img, 96 + 64 + 2000 if len(data) > 5000 else 200)
         p = expect_fail(["verify", img], 1, img, "big.log")
+        p = expect_fail(["verify", "--json", img], 1, "big.log")
+        r = json.loads(p.stdout)
+        assert r["ok"] is False and r["problems"] >= 1 and "big.log" in [e["path"] for e in r["errors"]], r
+        assert all(e["message"] for e in r["errors"]), r
         log(f"ok: flipped byte in a sqar image found: {p.stderr.strip().splitlines()[0]}")
 
 
@@ -79,7 +88,7 @@ def test_verify_names_every_file_sharing_a_damaged_block():
         sqar_create_image(f"{d}/src", f"{d}/sqar.sqfs", "-c", "lz4")
         made.append(f"{d}/sqar.sqfs")
         for img in made:
-            out = sqar("verify", "-j", "2", img).stdout
+            out = sqar("verify", "-j", "2", img).stderr
             if "OK" not in out:
                 raise AssertionError(f"{img}: clean image did not verify: {out}")
             flip(img, 96 + 64 + 2000)
@@ -110,7 +119,7 @@ def test_verify_damaged_raw_fragment_block():
             raise AssertionError(f"expected one digest per fragment block: {info}")
         if info["manifest_entries"] != 0:
             raise AssertionError(f"small files got entries of their own: {info}")
-        out = sqar("verify", img).stdout
+        out = sqar("verify", img).stderr
         if "OK" not in out or "manifest" not in out:
             raise AssertionError(f"clean image: {out}")
         data = open(img, "rb").read()
@@ -131,9 +140,9 @@ def test_verify_progress_and_errors_on_a_terminal():
         one_big_file_tree(f"{d}/src")
         img = f"{d}/img.sqfs"
         sqar_create_image(f"{d}/src", img, "-c", "lz4")
-        # Without a terminal: the OK line on stdout, nothing on stderr.
+        # Without a terminal: the OK line on stderr (a summary, not data), nothing on stdout.
         p = sqar("verify", img)
-        if p.stderr or "OK" not in p.stdout:
+        if p.stdout or "OK" not in p.stderr or "\r" in p.stderr:
             raise AssertionError(f"verify without a terminal: {p.stdout!r} {p.stderr!r}")
         # With --progress, a damaged file is named on a line of its own, never glued to the bar.
         flip(img, 96 + 64 + 2000)
@@ -191,6 +200,7 @@ def test_diff():
         p = sqar("diff", img, src, check=False)
         if p.returncode != 0 or p.stdout:
             raise AssertionError(f"diff of an image and its own source: exit {p.returncode}\n{p.stdout}{p.stderr}")
+        assert json.loads(sqar("diff", "--json", img, src).stdout) == []
         log("ok: an image and its source tree do not differ")
         os.symlink(src, f"{d}/current")  # DIR named through a symlink, as in /srv/current
         p = sqar("diff", img, f"{d}/current", check=False)
@@ -220,6 +230,13 @@ def test_diff():
             "M small.txt: xattrs differ (user.comment)",
         }
         missing = want - set(lines)
+        # --json: the same differences, one object per line, in the same order.
+        p2 = sqar("diff", "--no-times", "--json", img, src, check=False)
+        assert p2.returncode == 1, p2
+        as_lines = [{"only_in_image": "- ", "only_in_dir": "+ ", "modified": "M "}[e["change"]] + e["path"] +
+                    (": " + e["detail"] if e["change"] == "modified" else "") for e in json.loads(p2.stdout)]
+        assert as_lines == lines, (as_lines, lines)
+        assert json.loads(sqar("diff", "--json", img, f"{d}/current", check=False).stdout) != []
         size_line = [l for l in lines if l.startswith("M dup/one.log: size ")]
         if p.returncode != 1 or missing or not size_line:
             raise AssertionError(f"diff exit {p.returncode}; missing {missing}; got:\n{p.stdout}{p.stderr}")

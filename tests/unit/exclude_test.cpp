@@ -45,6 +45,17 @@ TEST(ExcludeList, TrailingSlashMatchesDirectoriesOnlyAndDoesNotAnchor) {
   EXPECT_FALSE(rooted.excluded("x/out", "out", true));
 }
 
+TEST(ExcludeList, GlobstarInAnAnchoredPatternCrossesDirectories) {
+  ExcludeList l = list_of({"etc/**/*.conf"});
+  EXPECT_TRUE(l.excluded("etc/a.conf", "a.conf", false));
+  EXPECT_TRUE(l.excluded("etc/x/y/a.conf", "a.conf", false));
+  EXPECT_FALSE(l.excluded("usr/etc/a.conf", "a.conf", false));
+  ExcludeList any_depth = list_of({"**/cache/"});
+  EXPECT_TRUE(any_depth.excluded("cache", "cache", true));
+  EXPECT_TRUE(any_depth.excluded("a/b/cache", "cache", true));
+  EXPECT_FALSE(any_depth.excluded("a/b/cache", "cache", false));
+}
+
 TEST(ExcludeList, EmptyPatternsAreIgnored) {
   ExcludeList l = list_of({"", "/", "./", "//"});
   EXPECT_TRUE(l.empty());
