@@ -18,6 +18,7 @@
 #include "common/error.h"
 #include "ops/entry_meta.h"
 #include "ops/parallel.h"
+#include "ops/path_select.h"
 #include "ops/safe_dir.h"
 
 namespace sqar::ops {
@@ -98,15 +99,7 @@ class Extractor::Impl {
 
  private:
   bool matches(const std::string& path) {
-    bool any = false;
-    for (size_t i = 0; i < opt_.patterns.size(); ++i) {
-      const std::string& p = opt_.patterns[i];
-      if (path == p || fnmatch(p.c_str(), path.c_str(), FNM_PATHNAME) == 0) {
-        hit_[i] = true;
-        any = true;
-      }
-    }
-    return any;
+    return match_patterns(opt_.patterns, path, hit_);
   }
 
   void plan() {
