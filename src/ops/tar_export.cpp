@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <clocale>
+#include <locale.h>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -70,8 +72,8 @@ class Exporter {
     a_.reset(archive_write_new());
     if (!a_) throw Error("cannot set up the tar writer: out of memory");
     check(archive_write_set_format_pax_restricted(a_.get()), "");
-    // An image stores names as bytes, without a charset: keep them byte for byte.
-    check(archive_write_set_format_option(a_.get(), "pax", "hdrcharset", "BINARY"), "");
+    // Only SCHILY.xattr: GNU tar warns about every LIBARCHIVE.xattr record, bsdtar reads both.
+    check(archive_write_set_format_option(a_.get(), "pax", "xattrheader", "SCHILY"), "");
     check(archive_write_open2(a_.get(), this, nullptr, &Exporter::write_cb, nullptr, nullptr), "");
     walk();
     check(archive_write_close(a_.get()), "");
@@ -274,6 +276,20 @@ class Exporter {
 }  // namespace
 
 TarExportStats export_tar(reader::Image& image, const TarExportOptions& options) {
+  // pax names are UTF-8, and libarchive converts from the locale's charset: under the "C"
+  // locale every non-ASCII name would fail and be marked hdrcharset=BINARY (which GNU tar warns
+  // about). Image names are bytes, in practice UTF-8, so this thread converts as UTF-8; names
+  // that are not valid UTF-8 still go byte for byte, marked BINARY.
+  locale_t utf8 = newlocale(LC_CTYPE_MASK, "C.UTF-8", locale_t(0));
+  locale_t previous = utf8 ? uselocale(utf8) : locale_t(0);
+  struct Restore {
+    locale_t utf8, previous;
+    ~Restore() {
+      if (!utf8) return;
+      uselocale(previous);
+      freelocale(utf8);
+    }
+  } restore{utf8, previous};
   return Exporter(image, options).run();
 }
 

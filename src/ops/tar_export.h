@@ -8,8 +8,8 @@
 //   - numeric owners only (the image holds no user names);
 //   - hard links as tar hard-link entries to the first name written;
 //   - holes (sparse blocks of the image) as GNU sparse 1.0 maps, so they stay holes;
-//   - xattrs as SCHILY.xattr and LIBARCHIVE.xattr records;
-//   - names byte for byte (hdrcharset=BINARY): an image stores bytes, not a charset;
+//   - xattrs as SCHILY.xattr records (GNU tar warns about LIBARCHIVE.xattr ones);
+//   - names as UTF-8; names that are not valid UTF-8 byte for byte (hdrcharset=BINARY);
 //   - sockets cannot be archived (tar has no type for them): skipped with a warning.
 // A damaged block or inode is an error naming the entry. Writing to a file goes to an
 // unnamed file beside it that gets its name only when the archive is complete.
