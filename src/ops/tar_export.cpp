@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <clocale>
 #include <locale.h>
@@ -14,6 +15,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "common/all_zero.h"
 #include "common/error.h"
 #include "ops/path_select.h"
 #include "writer/image_file.h"
@@ -212,27 +214,28 @@ class Exporter {
     check(archive_write_header(a_.get(), e.get()), path);
   }
 
-  // Holes are the image's sparse blocks (size word 0): the map lists the data between them.
-  void add_sparse_map(const Inode& file, archive_entry* e) {
+  // Holes: the image's sparse blocks, and the 4 KiB-aligned all-zero runs inside the other
+  // blocks of such a file (a source's holes are packed in whole blocks: a block holding 10
+  // bytes of data is stored whole). Only files with a sparse block are scanned, since the
+  // scan decodes their blocks a second time.
+  void add_sparse_map(const std::string& path, const Inode& file, archive_entry* e) {
+    if (std::find(file.block_sizes.begin(), file.block_sizes.end(), 0u) == file.block_sizes.end()) return;
+    constexpr uint64_t kPage = 4096;
     const uint64_t bs = img_.super().block_size;
+    const uint64_t blocks = img_.block_count(file);
     std::vector<std::pair<uint64_t, uint64_t>> data;  // offset, length
-    bool holes = false;
-    for (size_t i = 0; i < file.block_sizes.size(); ++i) {
-      const uint64_t off = uint64_t(i) * bs;
-      const uint64_t len = std::min(bs, file.size - off);
-      if (file.block_sizes[i] == 0) {
-        holes = true;
-      } else if (!data.empty() && data.back().first + data.back().second == off) {
-        data.back().second += len;
-      } else {
-        data.emplace_back(off, len);
+    auto add = [&](uint64_t off, uint64_t len) {
+      if (!data.empty() && data.back().first + data.back().second == off) data.back().second += len;
+      else data.emplace_back(off, len);
+    };
+    buf_.resize(bs);
+    for (uint64_t i = 0; i <= blocks && i * bs < file.size; ++i) {
+      if (i < blocks && i < file.block_sizes.size() && file.block_sizes[i] == 0) continue;
+      const size_t n = read_block_of(path, file, i);
+      for (size_t p = 0; p < n; p += kPage) {
+        const size_t len = size_t(std::min<uint64_t>(kPage, n - p));
+        if (!all_zero(buf_.data() + p, len)) add(i * bs + p, len);
       }
-    }
-    if (!holes) return;
-    const uint64_t tail = uint64_t(file.block_sizes.size()) * bs;
-    if (tail < file.size) {
-      if (!data.empty() && data.back().first + data.back().second == tail) data.back().second += file.size - tail;
-      else data.emplace_back(tail, file.size - tail);
     }
     // A map that ends before the end of the file ends in a hole: a last empty region
     // records the size for readers that take it from the map.
@@ -240,21 +243,24 @@ class Exporter {
     for (const auto& [off, len] : data) archive_entry_sparse_add_entry(e, la_int64_t(off), la_int64_t(len));
   }
 
+  size_t read_block_of(const std::string& path, const Inode& file, uint64_t index) {
+    try {
+      return img_.read_block(file, index, buf_.data());
+    } catch (const Error& err) {
+      fail(path, err);
+    }
+  }
+
   void file(const std::string& path, const Inode& file, archive_entry* e) {
     archive_entry_set_size(e, la_int64_t(file.size));
-    add_sparse_map(file, e);
+    add_sparse_map(path, file, e);
     check(archive_write_header(a_.get(), e), path);
     if (file.size == 0) return;
     buf_.resize(img_.super().block_size);
     uint64_t done = 0;
     const uint64_t blocks = img_.block_count(file);
     for (uint64_t i = 0; i <= blocks && done < file.size; ++i) {
-      size_t n;
-      try {
-        n = img_.read_block(file, i, buf_.data());
-      } catch (const Error& err) {
-        fail(path, err);
-      }
+      const size_t n = read_block_of(path, file, i);
       if (n == 0) break;
       if (archive_write_data(a_.get(), buf_.data(), n) < 0) check(ARCHIVE_FATAL, path);
       done += n;
