@@ -71,6 +71,9 @@ std::string extract_status(const ops::ExtractProgress& p, double secs) {
 
 int extract_tar(reader::Image& image, const std::string& out, const ops::ExtractOptions& opt) {
   if (out.empty()) throw UsageError("empty --tar file");
+  if (opt.dest != ".") throw UsageError("--tar writes an archive, not a directory: -C does not apply");
+  // As tar does: an archive on a terminal is unreadable and almost always a mistake.
+  if (out == "-" && isatty(STDOUT_FILENO)) throw UsageError("refusing to write an archive to a terminal");
   ops::TarExportOptions topt;
   topt.output = out;
   topt.patterns = opt.patterns;

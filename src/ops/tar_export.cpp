@@ -260,9 +260,13 @@ class Exporter {
     uint64_t done = 0;
     const uint64_t blocks = img_.block_count(file);
     for (uint64_t i = 0; i <= blocks && done < file.size; ++i) {
-      const size_t n = read_block_of(path, file, i);
+      // A sparse block is fed as zeros (libarchive consumes a hole's bytes without writing
+      // them) without asking the reader to fill a buffer with them.
+      const bool sparse = i < blocks && i < file.block_sizes.size() && file.block_sizes[i] == 0;
+      const size_t n = sparse ? size_t(std::min<uint64_t>(buf_.size(), file.size - done)) : read_block_of(path, file, i);
+      if (sparse && zeros_.size() != buf_.size()) zeros_.assign(buf_.size(), 0);
       if (n == 0) break;
-      if (archive_write_data(a_.get(), buf_.data(), n) < 0) check(ARCHIVE_FATAL, path);
+      if (archive_write_data(a_.get(), sparse ? zeros_.data() : buf_.data(), n) < 0) check(ARCHIVE_FATAL, path);
       done += n;
     }
     if (done != file.size) throw Error(img_.path() + ": " + path + ": content ends before the file's size");
@@ -276,6 +280,7 @@ class Exporter {
   std::string write_error_;
   std::unordered_map<uint32_t, std::pair<std::string, reader::InodeRef>> first_name_;
   std::vector<uint8_t> buf_;
+  std::vector<uint8_t> zeros_;  // one block of zeros for sparse blocks
   TarExportStats stats_;
 };
 

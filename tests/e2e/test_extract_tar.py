@@ -116,7 +116,8 @@ def test_patterns():
         # dup/hard-2's other names are not selected: there it is a plain file.
         compare_trees(src, out, "tar -x of a selection", owners=OWNERS, ignore=ignore, ignore_keys=("links", "nlink"))
         expect_fail(["extract", "--tar", f"{d}/none.tar", img, "no/such/*"], 1, "not found")
-        if os.path.exists(f"{d}/none.tar"):
+        expect_fail(["extract", "--tar", f"{d}/c.tar", "-C", d, img], 2, "-C does not apply")
+        if os.path.exists(f"{d}/none.tar") or os.path.exists(f"{d}/c.tar"):
             raise AssertionError("a pattern that matches nothing left an archive behind")
 
 
