@@ -66,6 +66,14 @@ struct ArchiveFree {
 class Exporter {
  public:
   Exporter(reader::Image& image, const TarExportOptions& opt) : img_(image), opt_(opt) {}
+  // After an error the sink is gone, and freeing the writer flushes what it buffered: that
+  // goes nowhere (the unnamed file is discarded, a broken stream gets no more bytes).
+  ~Exporter() {
+    sink_ = nullptr;
+    a_.reset();
+  }
+  Exporter(const Exporter&) = delete;
+  Exporter& operator=(const Exporter&) = delete;
 
   TarExportStats run() {
     check_patterns();
@@ -80,6 +88,7 @@ class Exporter {
     walk();
     check(archive_write_close(a_.get()), "");
     sink.commit();
+    sink_ = nullptr;
     return stats_;
   }
 
@@ -93,6 +102,7 @@ class Exporter {
 
   static la_ssize_t write_cb(archive* a, void* self, const void* buf, size_t len) {
     auto* me = static_cast<Exporter*>(self);
+    if (!me->sink_) return la_ssize_t(len);
     try {
       me->sink_->write(buf, len);
       return la_ssize_t(len);
