@@ -4,9 +4,11 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake ninja-build pkg-config python3
   libsquashfs-dev libzstd-dev libxxhash-dev zlib1g-dev libdeflate-dev liblzma-dev liblz4-dev liblzo2-dev
-  libfuse3-dev fuse3 libgtest-dev
+  libfuse3-dev fuse3 libgtest-dev libarchive-dev
   # independent readers the tests compare against, and the peers the benchmark runs
   squashfs-tools squashfs-tools-ng squashfuse erofs-utils zstd pigz attr
+  # bsdtar: the second independent tar reader extract --tar is checked against
+  libarchive-tools
   # what the tests call that a minimal Debian may lack: pgrep and sysctl, mount/losetup, and
   # modprobe (the kernel runs it to load squashfs or fuse when they are modules)
   procps mount kmod

@@ -6,10 +6,12 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <optional>
 
 #include "cli_util.h"
 #include "command.h"
 #include "ops/extractor.h"
+#include "ops/tar_export.h"
 #include "read_common.h"
 #include "status_line.h"
 
@@ -18,6 +20,7 @@ namespace {
 
 const char kHelp[] =
     "Usage: sqar extract [OPTIONS] IMAGE [PATH|GLOB...]\n"
+    "       sqar extract --tar FILE|- [OPTIONS] IMAGE [PATH|GLOB...]\n"
     "\n"
     "Unpack a SquashFS 4.0 image (made by sqar, mksquashfs or gensquashfs; any compressor) into\n"
     "a directory: content, mode, owner (when run as root), mtime, xattrs, hard links, symlinks,\n"
@@ -37,6 +40,9 @@ const char kHelp[] =
     "      --no-xattrs       do not restore extended attributes\n"
     "      --no-verify       do not check file contents against the image's manifest trailer\n"
     "      --offset N        the image starts N bytes into IMAGE (e.g. inside a larger file)\n"
+    "      --tar FILE        write a pax tar archive to FILE ('-': standard output) instead of\n"
+    "                        a directory: numeric owners, hard links, devices, xattrs, holes as\n"
+    "                        GNU sparse 1.0; the root directory itself and sockets are left out\n"
     "  -q, --quiet           no progress bar and no summary\n"
     "      --progress        show the progress bar (and summary) even when stderr is not a terminal\n"
     "  -h, --help            show this help\n"
@@ -55,6 +61,7 @@ const char kHelp[] =
     "  sqar extract backup.sqfs -C out etc/passwd        one file (and its directories)\n"
     "  sqar extract backup.sqfs -C out 'var/log/*.log'   matching files\n"
     "  sqar extract -j 4 --overwrite image.sqfs -C out   refresh an earlier extraction\n"
+    "  sqar extract --tar - image.sqfs | ssh host tar -xpf - -C /srv   stream it elsewhere\n"
     "\n"
     "Exit status: 0 when everything was extracted, 1 when an entry or the image failed, 2 on\n"
     "bad usage. Errors read \"sqar extract: IMAGE: PATH: cause\".\n";
@@ -69,21 +76,39 @@ std::string extract_status(const ops::ExtractProgress& p, double secs) {
   }
 }
 
+int extract_tar(reader::Image& image, const std::string& out, const ops::ExtractOptions& opt) {
+  if (out.empty()) throw UsageError("empty --tar file");
+  if (opt.dest != ".") throw UsageError("--tar writes an archive, not a directory: -C does not apply");
+  // As tar does: an archive on a terminal is unreadable and almost always a mistake.
+  if (out == "-" && isatty(STDOUT_FILENO)) throw UsageError("refusing to write an archive to a terminal");
+  ops::TarExportOptions topt;
+  topt.output = out;
+  topt.patterns = opt.patterns;
+  topt.xattrs = opt.xattrs;
+  topt.problems = [](ops::Severity, const std::string& path, const std::string& message) {
+    print_message("sqar extract: warning: " + path + ": " + message);
+  };
+  ops::export_tar(image, topt);
+  return 0;
+}
+
 int extract_main(int argc, char** argv) {
   return run_guarded("extract", [&] {
-    enum { kOverwrite = 256, kNoSameOwner, kNoXattrs, kOffset, kProgress, kNoVerify };
+    enum { kOverwrite = 256, kNoSameOwner, kNoXattrs, kOffset, kProgress, kNoVerify, kTar };
     static const option longopts[] = {
         {"directory", required_argument, nullptr, 'C'}, {"threads", required_argument, nullptr, 'j'},
         {"overwrite", no_argument, nullptr, kOverwrite}, {"no-same-owner", no_argument, nullptr, kNoSameOwner},
         {"no-xattrs", no_argument, nullptr, kNoXattrs},   {"offset", required_argument, nullptr, kOffset},
         {"quiet", no_argument, nullptr, 'q'},             {"progress", no_argument, nullptr, kProgress},
-        {"no-verify", no_argument, nullptr, kNoVerify},   {"help", no_argument, nullptr, 'h'},
+        {"no-verify", no_argument, nullptr, kNoVerify},   {"tar", required_argument, nullptr, kTar},
+        {"help", no_argument, nullptr, 'h'},
         {nullptr, 0, nullptr, 0}};
     ops::ExtractOptions opt;
     opt.jobs = default_jobs();
     opt.same_owner = geteuid() == 0;
     uint64_t offset = 0;
     bool quiet = false, force_progress = false;
+    std::optional<std::string> tar_out;
     optind = 1;
     opterr = 0;
     for (int c; (c = getopt_long(argc, argv, ":C:j:qh", longopts, nullptr)) != -1;) {
@@ -97,6 +122,7 @@ int extract_main(int argc, char** argv) {
         case kOffset: offset = parse_offset_arg(optarg); break;
         case 'q': quiet = true; break;
         case kProgress: force_progress = true; break;
+        case kTar: tar_out = optarg; break;
         case 'h': std::fputs(kHelp, stdout); return 0;
         case ':': throw UsageError(std::string("option '") + argv[optind - 1] + "' needs a value");
         default: throw UsageError(std::string("unknown option '") + argv[optind - 1] + "'");
@@ -107,6 +133,7 @@ int extract_main(int argc, char** argv) {
     opt.patterns = image_pattern_args(argc, argv, optind);
     if (opt.dest.empty()) throw UsageError("empty -C directory");
     auto image = open_image(image_path, offset, streaming_cache_bytes(opt.jobs));
+    if (tar_out) return extract_tar(*image, *tar_out, opt);
     ops::ExtractProgress progress;
     size_t failed;
     const bool show = want_progress(quiet, force_progress);

@@ -2,6 +2,7 @@
 #include <getopt.h>
 
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -47,9 +48,29 @@ const char kHelp[] =
 
 enum class Output { text, null, json };
 
+bool must_escape(unsigned char c) { return c == '\\' || c < 0x20 || c == 0x7f; }
+
+// Whether NAME holds a byte escape_name changes, eight bytes at a time: paths of a deep tree
+// are long and nearly always clean, so this keeps `list` at the speed of writing them.
+bool needs_escaping(const std::string& name) {
+  constexpr uint64_t kOnes = 0x0101010101010101, kHighs = 0x8080808080808080;
+  auto has_zero_byte = [&](uint64_t v) { return (v - kOnes) & ~v & kHighs; };
+  size_t i = 0;
+  for (; i + 8 <= name.size(); i += 8) {
+    uint64_t x;
+    std::memcpy(&x, name.data() + i, 8);
+    const uint64_t below_space = (x - kOnes * 0x20) & ~x & kHighs;
+    if (below_space | has_zero_byte(x ^ (kOnes * 0x7f)) | has_zero_byte(x ^ (kOnes * '\\'))) return true;
+  }
+  for (; i < name.size(); ++i)
+    if (must_escape(static_cast<unsigned char>(name[i]))) return true;
+  return false;
+}
+
 // Control characters and '\' in NAME as ls -b and GNU tar write them, so each entry stays on
 // one line and the escaping can be undone.
 std::string escape_name(const std::string& name) {
+  if (!needs_escaping(name)) return name;
   std::string out;
   for (unsigned char c : name) {
     switch (c) {
@@ -58,7 +79,7 @@ std::string escape_name(const std::string& name) {
       case '\t': out += "\\t"; break;
       case '\r': out += "\\r"; break;
       default:
-        if (c < 0x20 || c == 0x7f) {
+        if (must_escape(c)) {
           char buf[8];
           std::snprintf(buf, sizeof buf, "\\%03o", c);
           out += buf;
@@ -99,12 +120,17 @@ void print_json_entry(reader::Image& image, const std::string& path, const reade
 void print_entry(reader::Image& image, const std::string& raw_path, const reader::Inode& ino, bool long_format,
                  bool numeric, Output output) {
   const char end = output == Output::null ? '\0' : '\n';
-  const std::string path = output == Output::null ? raw_path : escape_name(raw_path);
   if (!long_format) {
-    std::fwrite(path.data(), 1, path.size(), stdout);
+    if (output == Output::null || !needs_escaping(raw_path)) {
+      std::fwrite(raw_path.data(), 1, raw_path.size(), stdout);
+    } else {
+      const std::string path = escape_name(raw_path);
+      std::fwrite(path.data(), 1, path.size(), stdout);
+    }
     std::putchar(end);
     return;
   }
+  const std::string path = output == Output::null ? raw_path : escape_name(raw_path);
   std::string owner = numeric ? std::to_string(ino.uid) + "/" + std::to_string(ino.gid)
                               : ops::user_name(ino.uid) + "/" + ops::group_name(ino.gid);
   std::string size = (ino.kind == reader::FileKind::block_device || ino.kind == reader::FileKind::char_device)

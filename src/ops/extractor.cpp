@@ -21,6 +21,7 @@
 #include "ops/entry_meta.h"
 #include "ops/manifest_check.h"
 #include "ops/parallel.h"
+#include "ops/path_select.h"
 #include "ops/safe_dir.h"
 
 namespace sqar::ops {
@@ -109,15 +110,7 @@ class Extractor::Impl {
 
  private:
   bool matches(const std::string& path) {
-    bool any = false;
-    for (size_t i = 0; i < opt_.patterns.size(); ++i) {
-      const std::string& p = opt_.patterns[i];
-      if (path == p || path_pattern_match(p, path)) {
-        hit_[i] = true;
-        any = true;
-      }
-    }
-    return any;
+    return match_patterns(opt_.patterns, path, hit_);
   }
 
   void plan() {

@@ -18,7 +18,7 @@ def test_list():
         want = sorted(tree_files(src), key=lambda p: [c.encode() for c in p.split("/")])
         assert any("\n" in p for p in want), "the tree has no name with a newline"
         # -0: names as they are, NUL-terminated.
-        raw = subprocess.run([SQAR, "list", "-0", img], stdout=subprocess.PIPE, check=True).stdout
+        raw = run([SQAR, "list", "-0", img], text=False).stdout
         assert raw.endswith(b"\0") and raw[:-1].split(b"\0") == [os.fsencode(p) for p in want], raw
         # Text: one entry a line, control characters and '\\' escaped as GNU tar and ls -b do.
         def escaped(name):
@@ -185,7 +185,7 @@ def test_cat_clamps_escaping_symlinks_at_the_root():
         img = f"{d}/img.sqfs"
         run([SQAR, "create", "-q", src, img])
         for name in ("abs-up", "a/abs-mid", "a/b/rel-up"):
-            p = subprocess.run([SQAR, "cat", img, name], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            p = run([SQAR, "cat", img, name], check=False, text=False)
             if p.returncode != 0 or p.stdout != b"the image's passwd\n":
                 raise AssertionError(f"cat {name}: exit {p.returncode}, {p.stdout!r} {p.stderr!r}")
         log("ok: cat resolves escaping absolute and relative symlinks at the image root")

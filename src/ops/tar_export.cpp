@@ -1,0 +1,317 @@
+#include "ops/tar_export.h"
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <clocale>
+#include <locale.h>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <unordered_map>
+#include <utility>
+
+#include "common/all_zero.h"
+#include "common/error.h"
+#include "ops/path_select.h"
+#include "writer/image_file.h"
+
+namespace sqar::ops {
+namespace {
+
+using reader::FileKind;
+using reader::Inode;
+
+constexpr uint32_t kNoXattr = 0xFFFFFFFF;
+
+std::string parent_of(const std::string& path) {
+  auto slash = path.rfind('/');
+  return slash == std::string::npos ? std::string() : path.substr(0, slash);
+}
+
+// Where the archive bytes go: the unnamed file that becomes OUTPUT, or standard output.
+class Sink {
+ public:
+  explicit Sink(const std::string& output) : name_(output) {
+    if (output != "-") file_.emplace(output, /*overwrite=*/true);  // as `tar -cf` replaces
+  }
+  void write(const void* data, size_t len) {
+    if (file_) return file_->append(data, len);
+    auto p = static_cast<const uint8_t*>(data);
+    while (len) {
+      ssize_t n = ::write(STDOUT_FILENO, p, len);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) throw_errno("standard output", errno);
+      p += n, len -= size_t(n);
+    }
+  }
+  void commit() {
+    if (file_) file_->commit();
+  }
+
+ private:
+  std::string name_;
+  std::optional<ImageFile> file_;
+};
+
+struct ArchiveFree {
+  void operator()(archive* a) const { archive_write_free(a); }
+  void operator()(archive_entry* e) const { archive_entry_free(e); }
+};
+
+class Exporter {
+ public:
+  Exporter(reader::Image& image, const TarExportOptions& opt) : img_(image), opt_(opt) {}
+  // After an error the sink is gone, and freeing the writer flushes what it buffered: that
+  // goes nowhere (the unnamed file is discarded, a broken stream gets no more bytes).
+  ~Exporter() {
+    sink_ = nullptr;
+    a_.reset();
+  }
+  Exporter(const Exporter&) = delete;
+  Exporter& operator=(const Exporter&) = delete;
+
+  TarExportStats run() {
+    check_patterns();
+    Sink sink(opt_.output);
+    sink_ = &sink;
+    a_.reset(archive_write_new());
+    if (!a_) throw Error("cannot set up the tar writer: out of memory");
+    check(archive_write_set_format_pax_restricted(a_.get()), "");
+    // Only SCHILY.xattr: GNU tar warns about every LIBARCHIVE.xattr record, bsdtar reads both.
+    check(archive_write_set_format_option(a_.get(), "pax", "xattrheader", "SCHILY"), "");
+    check(archive_write_open2(a_.get(), this, nullptr, &Exporter::write_cb, nullptr, nullptr), "");
+    walk();
+    check(archive_write_close(a_.get()), "");
+    sink.commit();
+    sink_ = nullptr;
+    return stats_;
+  }
+
+ private:
+  struct OpenDir {
+    std::string path;
+    Inode inode;
+    bool selected;
+    bool written;
+  };
+
+  static la_ssize_t write_cb(archive* a, void* self, const void* buf, size_t len) {
+    auto* me = static_cast<Exporter*>(self);
+    if (!me->sink_) return la_ssize_t(len);
+    try {
+      me->sink_->write(buf, len);
+      return la_ssize_t(len);
+    } catch (const std::exception& e) {
+      me->write_error_ = e.what();
+      archive_set_error(a, EIO, "%s", e.what());
+      return -1;
+    }
+  }
+
+  // Names the entry (and the cause libarchive or the sink gave) in the thrown error.
+  void check(int rc, const std::string& path) {
+    if (rc == ARCHIVE_OK) return;
+    const char* msg = archive_error_string(a_.get());
+    std::string cause = !write_error_.empty() ? write_error_ : msg ? msg : "tar writer error";
+    if (rc == ARCHIVE_WARN) {
+      if (opt_.problems) opt_.problems(Severity::warning, path, cause);
+      return;
+    }
+    throw Error(write_error_.empty() && !path.empty() ? img_.path() + ": " + path + ": " + cause : cause);
+  }
+
+  [[noreturn]] void fail(const std::string& path, const std::exception& e) {
+    std::string cause = e.what();
+    // Image errors start with the image path: say it once, then the entry.
+    if (cause.rfind(img_.path() + ": ", 0) == 0) cause.erase(0, img_.path().size() + 2);
+    throw Error(img_.path() + ": " + path + ": " + cause);
+  }
+
+  // A pattern that selects nothing is an error before a byte is written (standard output
+  // cannot be taken back).
+  void check_patterns() {
+    if (opt_.patterns.empty()) return;
+    std::vector<bool> hits(opt_.patterns.size(), false);
+    reader::WalkOptions wo;
+    wo.with_blocks = false;
+    img_.walk(
+        [&](const std::string& path, const Inode&) {
+          if (!path.empty()) match_patterns(opt_.patterns, path, hits);
+          return true;
+        },
+        wo);
+    for (size_t i = 0; i < hits.size(); ++i)
+      if (!hits[i]) throw Error(img_.path() + ": " + opt_.patterns[i] + ": not found in the image");
+  }
+
+  void walk() {
+    std::vector<OpenDir> open;  // the directories leading to the current entry
+    std::vector<bool> hits(opt_.patterns.size(), false);
+    reader::WalkOptions wo;
+    wo.with_blocks = false;  // loaded only for files that are written
+    img_.walk(
+        [&](const std::string& path, const Inode& inode) {
+          if (path.empty()) {
+            // The root is never an entry; it selects everything only without patterns.
+            open.push_back({path, inode, opt_.patterns.empty(), true});
+            return true;
+          }
+          const std::string parent = parent_of(path);
+          while (open.size() > 1 && open.back().path != parent) open.pop_back();
+          const bool selected = opt_.patterns.empty() || open.back().selected || match_patterns(opt_.patterns, path, hits);
+          if (selected) {
+            // The directories leading to a match, each once, before it (as extract makes them).
+            for (auto& d : open)
+              if (!d.written) {
+                entry(d.path, d.inode);
+                d.written = true;
+              }
+            entry(path, inode);
+          }
+          if (inode.is_dir()) open.push_back({path, inode, selected, selected});
+          return true;
+        },
+        wo);
+  }
+
+  void entry(const std::string& path, const Inode& inode) {
+    if (inode.kind == FileKind::socket) {
+      if (opt_.problems) opt_.problems(Severity::warning, path, "socket not archived (tar has no socket type)");
+      return;
+    }
+    std::unique_ptr<archive_entry, ArchiveFree> e(archive_entry_new2(a_.get()));
+    if (!e) throw Error("cannot set up a tar entry: out of memory");
+    archive_entry_copy_pathname(e.get(), (inode.is_dir() ? path + "/" : path).c_str());
+    archive_entry_set_mode(e.get(), inode.mode);
+    archive_entry_set_uid(e.get(), inode.uid);
+    archive_entry_set_gid(e.get(), inode.gid);
+    archive_entry_set_mtime(e.get(), inode.mtime, 0);
+    ++stats_.entries;
+    if (!inode.is_dir() && inode.nlink > 1) {
+      auto [it, fresh] = first_name_.try_emplace(inode.inode_number, path, inode.ref);
+      // Only names of the same inode are linked: a crafted image may give one number to two inodes.
+      if (!fresh && it->second.second == inode.ref) {
+        archive_entry_copy_hardlink(e.get(), it->second.first.c_str());
+        archive_entry_set_size(e.get(), 0);
+        check(archive_write_header(a_.get(), e.get()), path);
+        return;
+      }
+    }
+    std::optional<Inode> content;  // a regular file with its block list
+    try {
+      if (opt_.xattrs && inode.xattr_index != kNoXattr)
+        for (const auto& [key, value] : img_.xattrs(inode))
+          archive_entry_xattr_add_entry(e.get(), key.c_str(), value.data(), value.size());
+      switch (inode.kind) {
+        case FileKind::symlink: archive_entry_copy_symlink(e.get(), img_.read_symlink(inode).c_str()); break;
+        case FileKind::block_device:
+        case FileKind::char_device:
+          archive_entry_set_rdevmajor(e.get(), inode.rdev_major);
+          archive_entry_set_rdevminor(e.get(), inode.rdev_minor);
+          break;
+        case FileKind::regular: content = img_.read_inode(inode.ref, /*with_blocks=*/true); break;
+        default: break;
+      }
+    } catch (const Error& err) {
+      fail(path, err);
+    }
+    if (content) return file(path, *content, e.get());
+    check(archive_write_header(a_.get(), e.get()), path);
+  }
+
+  // Holes: the image's sparse blocks, and the 4 KiB-aligned all-zero runs inside the other
+  // blocks of such a file (a source's holes are packed in whole blocks: a block holding 10
+  // bytes of data is stored whole). Only files with a sparse block are scanned, since the
+  // scan decodes their blocks a second time.
+  void add_sparse_map(const std::string& path, const Inode& file, archive_entry* e) {
+    if (std::find(file.block_sizes.begin(), file.block_sizes.end(), 0u) == file.block_sizes.end()) return;
+    constexpr uint64_t kPage = 4096;
+    const uint64_t bs = img_.super().block_size;
+    const uint64_t blocks = img_.block_count(file);
+    std::vector<std::pair<uint64_t, uint64_t>> data;  // offset, length
+    auto add = [&](uint64_t off, uint64_t len) {
+      if (!data.empty() && data.back().first + data.back().second == off) data.back().second += len;
+      else data.emplace_back(off, len);
+    };
+    buf_.resize(bs);
+    for (uint64_t i = 0; i <= blocks && i * bs < file.size; ++i) {
+      if (i < blocks && i < file.block_sizes.size() && file.block_sizes[i] == 0) continue;
+      const size_t n = read_block_of(path, file, i);
+      for (size_t p = 0; p < n; p += kPage) {
+        const size_t len = size_t(std::min<uint64_t>(kPage, n - p));
+        if (!all_zero(buf_.data() + p, len)) add(i * bs + p, len);
+      }
+    }
+    // A map that ends before the end of the file ends in a hole: a last empty region
+    // records the size for readers that take it from the map.
+    if (data.empty() || data.back().first + data.back().second < file.size) data.emplace_back(file.size, 0);
+    for (const auto& [off, len] : data) archive_entry_sparse_add_entry(e, la_int64_t(off), la_int64_t(len));
+  }
+
+  size_t read_block_of(const std::string& path, const Inode& file, uint64_t index) {
+    try {
+      return img_.read_block(file, index, buf_.data());
+    } catch (const Error& err) {
+      fail(path, err);
+    }
+  }
+
+  void file(const std::string& path, const Inode& file, archive_entry* e) {
+    archive_entry_set_size(e, la_int64_t(file.size));
+    add_sparse_map(path, file, e);
+    check(archive_write_header(a_.get(), e), path);
+    if (file.size == 0) return;
+    buf_.resize(img_.super().block_size);
+    uint64_t done = 0;
+    const uint64_t blocks = img_.block_count(file);
+    for (uint64_t i = 0; i <= blocks && done < file.size; ++i) {
+      // A sparse block is fed as zeros (libarchive consumes a hole's bytes without writing
+      // them) without asking the reader to fill a buffer with them.
+      const bool sparse = i < blocks && i < file.block_sizes.size() && file.block_sizes[i] == 0;
+      const size_t n = sparse ? size_t(std::min<uint64_t>(buf_.size(), file.size - done)) : read_block_of(path, file, i);
+      if (sparse && zeros_.size() != buf_.size()) zeros_.assign(buf_.size(), 0);
+      if (n == 0) break;
+      if (archive_write_data(a_.get(), sparse ? zeros_.data() : buf_.data(), n) < 0) check(ARCHIVE_FATAL, path);
+      done += n;
+    }
+    if (done != file.size) throw Error(img_.path() + ": " + path + ": content ends before the file's size");
+    stats_.bytes += done;
+  }
+
+  reader::Image& img_;
+  const TarExportOptions& opt_;
+  Sink* sink_ = nullptr;
+  std::unique_ptr<archive, ArchiveFree> a_;
+  std::string write_error_;
+  std::unordered_map<uint32_t, std::pair<std::string, reader::InodeRef>> first_name_;
+  std::vector<uint8_t> buf_;
+  std::vector<uint8_t> zeros_;  // one block of zeros for sparse blocks
+  TarExportStats stats_;
+};
+
+}  // namespace
+
+TarExportStats export_tar(reader::Image& image, const TarExportOptions& options) {
+  // pax names are UTF-8, and libarchive converts from the locale's charset: under the "C"
+  // locale every non-ASCII name would fail and be marked hdrcharset=BINARY (which GNU tar warns
+  // about). Image names are bytes, in practice UTF-8, so this thread converts as UTF-8; names
+  // that are not valid UTF-8 still go byte for byte, marked BINARY.
+  locale_t utf8 = newlocale(LC_CTYPE_MASK, "C.UTF-8", locale_t(0));
+  locale_t previous = utf8 ? uselocale(utf8) : locale_t(0);
+  struct Restore {
+    locale_t utf8, previous;
+    ~Restore() {
+      if (!utf8) return;
+      uselocale(previous);
+      freelocale(utf8);
+    }
+  } restore{utf8, previous};
+  return Exporter(image, options).run();
+}
+
+}  // namespace sqar::ops

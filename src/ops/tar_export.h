@@ -1,0 +1,42 @@
+// Writes an image (or the entries matching some paths/globs) as a pax tar stream through
+// libarchive, for GNU tar and bsdtar to extract exactly.
+//
+// What goes in, and why:
+//   - entries in walk order (parents first), names relative without a leading '/',
+//     directories with a trailing '/'; the root directory itself is not an entry (as with
+//     `tar -c -C dir entry...`), so extracting never changes the target directory's own mode;
+//   - numeric owners only (the image holds no user names);
+//   - hard links as tar hard-link entries to the first name written;
+//   - holes (sparse blocks of the image) as GNU sparse 1.0 maps, so they stay holes;
+//   - xattrs as SCHILY.xattr records (GNU tar warns about LIBARCHIVE.xattr ones);
+//   - names as UTF-8; names that are not valid UTF-8 byte for byte (hdrcharset=BINARY);
+//   - sockets cannot be archived (tar has no type for them): skipped with a warning.
+// A damaged block or inode is an error naming the entry. Writing to a file goes to an
+// unnamed file beside it that gets its name only when the archive is complete.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ops/problem.h"
+#include "reader/image.h"
+
+namespace sqar::ops {
+
+struct TarExportOptions {
+  std::string output;                 // archive path; "-" is standard output
+  std::vector<std::string> patterns;  // PATH or GLOB inside the image; empty: everything
+  bool xattrs = true;
+  ProblemSink problems;  // warnings (skipped sockets); errors are thrown
+};
+
+struct TarExportStats {
+  uint64_t entries = 0;  // written, hard links included
+  uint64_t bytes = 0;    // file content written (holes included)
+};
+
+// Throws sqar::Error naming the entry on a damaged image, a pattern that matches nothing
+// (checked before anything is written) or a write error. The output file then does not exist.
+TarExportStats export_tar(reader::Image& image, const TarExportOptions& options);
+
+}  // namespace sqar::ops

@@ -1,0 +1,147 @@
+"""sqar extract --tar: the pax archive of an image, extracted by GNU tar and by bsdtar (readers
+nobody here wrote), must give back the source tree: content, modes, numeric owners, mtimes,
+symlinks, hard links, devices, fifos, xattrs and holes. Also the pipe form, selection by path and
+glob, and a damaged image (an error naming the file, no archive left behind)."""
+import os
+import subprocess
+
+from clitest import expect_fail, sqar
+from test_extract import check_sparse
+from sqartest import SQAR, compare_trees, log, main, make_full_tree, need_tool, run, sqar_create, tempdir, write
+
+OWNERS = os.geteuid() == 0
+# tar has no socket type: sockets are left out (with a warning).
+NO_SOCKET = ("dev/socket",)
+GNU_TAR = ["tar", "-x", "--xattrs", "--xattrs-include=*", "--numeric-owner", "--same-permissions"]
+# bsdtar restores xattrs, owners (as root) and modes with -p; --numeric-owner ignores names.
+BSDTAR = ["bsdtar", "-x", "-p", "--xattrs", "--numeric-owner"]
+
+
+def full_image(d):
+    """The tree with every entry type, and its image."""
+    src, img = make_full_tree(f"{d}/src"), f"{d}/img.sqfs"
+    sqar_create(src, img)
+    return src, img
+
+
+def untar(cmd, archive, dest):
+    os.makedirs(dest)
+    p = run([*cmd, "-f", archive, "-C", dest])
+    # Records a reader does not know (LIBARCHIVE.xattr, hdrcharset for GNU tar) mean warnings.
+    if p.stderr:
+        raise AssertionError(f"{cmd[0]} warned while extracting {archive}:\n{p.stderr[:2000]}")
+
+
+def test_full_tree_gnu_tar_and_bsdtar():
+    need_tool("tar")
+    need_tool("bsdtar")
+    with tempdir() as d:
+        src, img = full_image(d)
+        tar = f"{d}/out.tar"
+        p = sqar("extract", "--tar", tar, img)
+        if "dev/socket" not in p.stderr:
+            raise AssertionError(f"no warning about the skipped socket: {p.stderr!r}")
+        for name, cmd in (("GNU tar", GNU_TAR), ("bsdtar", BSDTAR)):
+            out = f"{d}/{name.replace(' ', '-')}"
+            untar(cmd, tar, out)
+            compare_trees(src, out, f"{name} -x of sqar extract --tar", owners=OWNERS, ignore=NO_SOCKET)
+            check_sparse(out)
+            # The holes come back page for page, not only the image's whole sparse blocks.
+            got, want = os.stat(f"{out}/sparse.img").st_blocks, os.stat(f"{src}/sparse.img").st_blocks
+            if got > want:
+                raise AssertionError(f"{name}: sparse.img allocates {got} sectors, the source {want}")
+        # Holes are in the archive as a sparse map, not as zeros (2 of its 16 blocks hold data).
+        sparse_tar = f"{d}/sparse.tar"
+        sqar("extract", "--tar", sparse_tar, img, "sparse.img")
+        if os.path.getsize(sparse_tar) >= os.path.getsize(f"{src}/sparse.img") // 2:
+            raise AssertionError(f"the archive ({os.path.getsize(sparse_tar)} bytes) holds sparse.img's holes as data")
+        listing = run(["tar", "-tvf", tar]).stdout
+        linked = sorted(line.split(" link to ")[0].split()[-1] for line in listing.splitlines() if line.startswith("h"))
+        if linked != ["hard-1", "small.txt", "sym-for-hardlink"]:
+            raise AssertionError(f"hard links are not tar hard-link entries:\n{listing}")
+
+
+def test_non_utf8_name():
+    """Names are bytes in an image: one that is not UTF-8 goes byte for byte (pax hdrcharset=BINARY,
+    which GNU tar warns about but honours)."""
+    need_tool("tar")
+    need_tool("bsdtar")
+    with tempdir() as d:
+        name = b"latin1-\xe9t\xe9"
+        write(os.fsencode(f"{d}/src/") + name, b"not utf-8")
+        img, tar = f"{d}/img.sqfs", f"{d}/out.tar"
+        sqar_create(f"{d}/src", img)
+        sqar("extract", "--tar", tar, img, errors="surrogateescape")
+        for cmd in (GNU_TAR, BSDTAR):
+            out = f"{d}/{cmd[0]}"
+            os.makedirs(out)
+            run([*cmd, "-f", tar, "-C", out], errors="surrogateescape")
+            if os.listdir(os.fsencode(out)) != [name]:
+                raise AssertionError(f"{cmd[0]}: {os.listdir(os.fsencode(out))} != {[name]}")
+        log("ok: a name that is not UTF-8 comes back byte for byte from GNU tar and bsdtar")
+
+
+def test_pipe_to_tar():
+    need_tool("tar")
+    with tempdir() as d:
+        src, img = full_image(d)
+        out = f"{d}/out"
+        os.makedirs(out)
+        producer = subprocess.Popen([SQAR, "extract", "--tar", "-", img], stdout=subprocess.PIPE,
+                                    stderr=subprocess.DEVNULL)
+        consumer = subprocess.run([*GNU_TAR, "-f", "-", "-C", out], stdin=producer.stdout, capture_output=True,
+                                  text=True)
+        producer.stdout.close()
+        if producer.wait() != 0 or consumer.returncode != 0:
+            raise AssertionError(f"sqar exited {producer.returncode}, tar {consumer.returncode}: {consumer.stderr}")
+        compare_trees(src, out, "sqar extract --tar - | tar -x", owners=OWNERS, ignore=NO_SOCKET)
+        check_sparse(out)
+
+
+def test_patterns():
+    need_tool("tar")
+    with tempdir() as d:
+        src, img = full_image(d)
+        tar = f"{d}/sel.tar"
+        sqar("extract", "--tar", tar, img, "dup", "modes/s*")
+        names = sorted(run(["tar", "-tf", tar]).stdout.split("\n")[:-1])
+        expected = sorted(["dup/", "dup/one.log", "dup/two.log", "dup/tail-a", "dup/tail-b", "dup/hard-2",
+                           "modes/", "modes/setuid", "modes/sticky/"])
+        if names != expected:
+            raise AssertionError(f"selection: {names} != {expected}")
+        out = f"{d}/out"
+        untar(GNU_TAR, tar, out)
+        # Selected entries and the directories leading to them carry their own metadata.
+        ignore = [e for e in os.listdir(src) if e not in ("dup", "modes")] + ["modes/none", "modes/all"]
+        # dup/hard-2's other names are not selected: there it is a plain file.
+        compare_trees(src, out, "tar -x of a selection", owners=OWNERS, ignore=ignore, ignore_keys=("links", "nlink"))
+        expect_fail(["extract", "--tar", f"{d}/none.tar", img, "no/such/*"], 1, "not found")
+        expect_fail(["extract", "--tar", f"{d}/c.tar", "-C", d, img], 2, "-C does not apply")
+        if os.path.exists(f"{d}/none.tar") or os.path.exists(f"{d}/c.tar"):
+            raise AssertionError("a pattern that matches nothing left an archive behind")
+
+
+def test_damaged_image():
+    with tempdir() as d:
+        src = f"{d}/src"
+        text = b"".join(b"line %d of a log file with some words\n" % i for i in range(40000))
+        write(f"{src}/victim.log", text)
+        img, tar = f"{d}/img.sqfs", f"{d}/out.tar"
+        sqar_create(src, img, "-c", "gzip")  # zlib's adler32 catches the damage when decoding
+        data = bytearray(open(img, "rb").read())
+        for pos in range(200, 400, 7):  # inside the first compressed data block (data starts at 96)
+            data[pos] ^= 0x5A
+        open(img, "wb").write(data)
+        p = run([SQAR, "extract", "--tar", tar, img], check=False)
+        if p.returncode != 1 or "victim.log" not in p.stderr:
+            raise AssertionError(f"damaged block: exit {p.returncode}, stderr {p.stderr!r}")
+        if os.path.exists(tar) or [n for n in os.listdir(d) if n.startswith("out.tar")]:
+            raise AssertionError(f"a failed extract --tar left {os.listdir(d)}")
+        log(f"ok: damaged image refused: {p.stderr.strip()}")
+        p = run([SQAR, "extract", "--tar", "-", img], check=False, stdout=subprocess.DEVNULL)
+        if p.returncode != 1 or "victim.log" not in p.stderr:
+            raise AssertionError(f"damaged block to stdout: exit {p.returncode}, stderr {p.stderr!r}")
+
+
+if __name__ == "__main__":
+    main([test_full_tree_gnu_tar_and_bsdtar, test_non_utf8_name, test_pipe_to_tar, test_patterns, test_damaged_image])
