@@ -301,6 +301,7 @@ class Extractor::Impl {
     std::mutex mu;
     int fd = -1;
     bool opened = false;
+    Inode inode;  // read once: its ranges share the block list's checkpoints (reader/block_index.h)
     std::atomic<bool> failed{false};
     std::atomic<size_t> ranges_left{0};
   };
@@ -324,6 +325,10 @@ class Extractor::Impl {
     // 64 blocks (8 MiB at 128 KiB): big enough that a range costs far more than the shared
     // file's mutex, small enough that two threads share a 45 MB file evenly.
     const uint64_t range = uint64_t(img_.super().block_size) * 64;
+    // At most 1024 ranges a file (block-aligned): the task list must not follow the size a
+    // sparse file claims.
+    const uint64_t bs = img_.super().block_size;
+    auto range_of = [&](const Item& it) { return std::max(range, ((it.inode.size + 1023) / 1024 + bs - 1) / bs * bs); };
     // Kept children of each directory, grouped by parent (counting sort; groups follow the
     // walk order of their directories, members keep walk order).
     std::vector<size_t> first(items_.size() + 1, 0);
@@ -344,7 +349,7 @@ class Extractor::Impl {
     // the 47 MB heap peak on a 135k-entry image).
     size_t task_count = 0;
     for (const Item& it : items_)
-      if (it.keep && it.parent >= 0 && it.link_to < 0) task_count += split(it) ? size_t((it.inode.size + range - 1) / range) : 1;
+      if (it.keep && it.parent >= 0 && it.link_to < 0) task_count += split(it) ? size_t((it.inode.size + range_of(it) - 1) / range_of(it)) : 1;
     std::vector<Task> tasks;
     tasks.reserve(task_count);
     std::vector<Batch> batches;
@@ -387,9 +392,10 @@ class Extractor::Impl {
         }
         close_batch();
         auto sf = std::make_unique<SharedFile>();
-        sf->ranges_left = size_t((it.inode.size + range - 1) / range);
-        for (uint64_t from = 0; from < it.inode.size; from += range) {
-          tasks.push_back({i, from, std::min(from + range, it.inode.size), sf.get()});
+        const uint64_t step = range_of(it);
+        sf->ranges_left = size_t((it.inode.size + step - 1) / step);
+        for (uint64_t from = 0; from < it.inode.size; from += step) {
+          tasks.push_back({i, from, std::min(from + step, it.inode.size), sf.get()});
           close_batch();
         }
         shared.push_back(std::move(sf));
@@ -487,6 +493,7 @@ class Extractor::Impl {
       if (!sf.opened) {
         sf.opened = true;
         try {
+          sf.inode = img_.read_inode(it.inode.ref);
           sf.fd = create_file(dfd, it);
         } catch (...) {
           sf.failed = true;
@@ -500,7 +507,7 @@ class Extractor::Impl {
     std::string why;
     if (!sf.failed) {
       try {
-        write_content(fd, img_.read_inode(it.inode.ref), t.from, t.to);
+        write_content(fd, sf.inode, t.from, t.to);
       } catch (const std::exception& e) {
         report = !sf.failed.exchange(true);
         why = e.what();
@@ -574,7 +581,12 @@ class Extractor::Impl {
     thread_local std::vector<uint8_t> buf;
     if (buf.size() < bs) buf.resize(bs);
     uint64_t written_end = 0;
+    const uint64_t nblocks = img_.block_count(ino);
     for (uint64_t index = from / bs, off = index * bs; off < to; ++index, off += bs) {
+      if (index < nblocks && img_.block_location(ino, index).size_word == 0) {  // a hole already
+        if (opt_.progress) opt_.progress->bytes_done.fetch_add(std::min(bs, ino.size - off), std::memory_order_relaxed);
+        continue;
+      }
       size_t n = img_.read_block(ino, index, buf.data());
       if (n == 0) throw Error("content ends before the file size");
       if (opt_.progress) opt_.progress->bytes_done.fetch_add(n, std::memory_order_relaxed);

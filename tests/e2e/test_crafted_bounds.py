@@ -8,7 +8,8 @@ sqar only (never to the kernel's driver)."""
 import json
 import os
 
-from boundslib import MIB, bad_sibling_image, measured, sparse_bomb_image, write_image, xattr_bomb_image
+from boundslib import (MIB, bad_sibling_image, measured, measured_head, sparse_bomb_image, write_image,
+                       xattr_bomb_image)
 from craftfs import CHRDEV, FILE, SYMLINK, Image
 from sqartest import SQAR, compare_trees, log, main, need_tool, run, tempdir
 
@@ -81,6 +82,33 @@ def sparse_bomb_stat_in_bounded_memory():
             assert rss <= 64 * MIB, f"sqar {cmd[0]} took {rss / MIB:.0f} MiB for a 2^25-block file"
             if cmd[0] == "list":
                 assert str(1 << 45) in out, out
+
+
+def sparse_bomb_read_in_bounded_memory():
+    """Reading the contents of a file of 2^25 sparse blocks holds a window of its block list,
+    not all of it (12 bytes a block: 400 MB): cat, verify and extract stay within 64 MiB, and
+    extract leaves a sparse file."""
+    with tempdir() as tmp:
+        image = sparse_bomb_image(f"{tmp}/sparse.sqfs")
+        head, rss = measured_head([SQAR, "cat", image, "huge"], 8 * MIB)
+        log(f"sqar cat: peak RSS {rss / MIB:.0f} MiB")
+        assert head == bytes(8 * MIB), "cat of the sparse file did not start with zeros"
+        assert rss <= 64 * MIB, f"sqar cat took {rss / MIB:.0f} MiB for a 2^25-block file"
+        code, out, err, rss = measured([SQAR, "verify", image])
+        log(f"sqar verify: exit {code}, peak RSS {rss / MIB:.0f} MiB")
+        assert code == 0, err[:500]
+        assert rss <= 64 * MIB, f"sqar verify took {rss / MIB:.0f} MiB for a 2^25-block file"
+        # 4 KiB blocks: 2^25 of them are 128 GiB, which ext4 holds (32 TiB it does not).
+        image = sparse_bomb_image(f"{tmp}/sparse4k.sqfs", block_size=4096)
+        code, out, err, rss = measured([SQAR, "extract", image, "-C", f"{tmp}/x"])
+        log(f"sqar extract: exit {code}, peak RSS {rss / MIB:.0f} MiB")
+        assert code == 0, err[:500]
+        assert rss <= 64 * MIB, f"sqar extract took {rss / MIB:.0f} MiB for a 2^25-block file"
+        st = os.stat(f"{tmp}/x/huge")
+        assert st.st_size == 1 << 37, st.st_size
+        assert st.st_blocks == 0, f"extracted sparse file occupies {st.st_blocks} blocks"
+        with open(f"{tmp}/x/small", "rb") as f:
+            assert f.read() == b"s"
 
 
 def deep_nesting_in_bounded_memory():
@@ -184,5 +212,5 @@ def mixed_group_extract_and_diff_agree(img, root):
 if __name__ == "__main__":
     need_tool("unsquashfs")
     main([craftfs_is_read_by_unsquashfs_as_by_sqar, xattr_bomb_is_refused_in_bounded_memory,
-          sparse_bomb_stat_in_bounded_memory, deep_nesting_in_bounded_memory, bad_inode_does_not_hide_siblings,
+          sparse_bomb_stat_in_bounded_memory, sparse_bomb_read_in_bounded_memory, deep_nesting_in_bounded_memory, bad_inode_does_not_hide_siblings,
           other_claimed_counts_are_bounded, mixed_hard_link_group, one_number_for_two_inodes])

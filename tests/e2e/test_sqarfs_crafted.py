@@ -63,6 +63,35 @@ def sparse_bomb_stat():
         assert rss <= 64 * MIB, f"sqarfs took {rss / MIB:.0f} MiB to stat a 2^25-block file"
 
 
+def sparse_bomb_read():
+    """Reads at the start, middle and end of a file of 2^25 sparse 1 MiB blocks, and SEEK_DATA
+    past its holes, within 64 MiB: the block list is read a window at a time (all of it is
+    400 MB)."""
+    size = 1 << 45
+    with tempdir() as tmp:
+        image, mnt = sparse_bomb_image(f"{tmp}/sparse.sqfs"), f"{tmp}/mnt"
+        with mounted(image, mnt) as m:
+            assert m.mounted, m.stderr
+            fd = os.open(f"{mnt}/huge", os.O_RDONLY)
+            try:
+                for at in (0, size // 2 + 12345, size - 4096):
+                    assert os.pread(fd, 4096, at) == bytes(4096), at
+                assert os.pread(fd, 4096, size) == b""
+                try:  # the whole file is one hole
+                    got = os.lseek(fd, 0, os.SEEK_DATA)
+                    raise AssertionError(f"SEEK_DATA found data at {got}")
+                except OSError as e:
+                    assert e.errno == errno.ENXIO, e
+            finally:
+                os.close(fd)
+            with open(f"{mnt}/small", "rb") as f:
+                assert f.read() == b"s"
+            rss = peak_rss_of(m.proc.pid)
+        log(f"sqarfs peak RSS {rss / MIB:.0f} MiB")
+        assert m.problem() is None, m.problem()
+        assert rss <= 64 * MIB, f"sqarfs took {rss / MIB:.0f} MiB to read a 2^25-block file"
+
+
 def bad_inode_does_not_hide_siblings():
     """dir/f07's fragment index is out of range: readdir lists all 20 names, the 19 others stat
     and read as stored, only f07 gives EIO, and the log names it."""
@@ -86,4 +115,4 @@ def bad_inode_does_not_hide_siblings():
 
 if __name__ == "__main__":
     require_fuse()
-    main([xattr_bomb, sparse_bomb_stat, bad_inode_does_not_hide_siblings])
+    main([xattr_bomb, sparse_bomb_stat, sparse_bomb_read, bad_inode_does_not_hide_siblings])
