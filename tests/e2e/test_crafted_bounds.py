@@ -9,7 +9,7 @@ import json
 import os
 import subprocess
 
-from boundslib import (MIB, bad_sibling_image, measured, measured_head, sparse_bomb_image, write_image,
+from boundslib import (MIB, READ_BOUND, bad_sibling_image, measured, measured_head, sparse_bomb_image, write_image,
                        xattr_bomb_image)
 from craftfs import CHRDEV, FILE, SYMLINK, Image
 from sqartest import SQAR, compare_trees, log, main, need_tool, run, tempdir
@@ -94,17 +94,17 @@ def sparse_bomb_read_in_bounded_memory():
         head, rss = measured_head([SQAR, "cat", image, "huge"], 8 * MIB)
         log(f"sqar cat: peak RSS {rss / MIB:.0f} MiB")
         assert head == bytes(8 * MIB), "cat of the sparse file did not start with zeros"
-        assert rss <= 64 * MIB, f"sqar cat took {rss / MIB:.0f} MiB for a 2^25-block file"
+        assert rss <= READ_BOUND, f"sqar cat took {rss / MIB:.0f} MiB for a 2^25-block file"
         code, out, err, rss = measured([SQAR, "verify", image])
         log(f"sqar verify: exit {code}, peak RSS {rss / MIB:.0f} MiB")
         assert code == 0, err[:500]
-        assert rss <= 64 * MIB, f"sqar verify took {rss / MIB:.0f} MiB for a 2^25-block file"
+        assert rss <= READ_BOUND, f"sqar verify took {rss / MIB:.0f} MiB for a 2^25-block file"
         # 4 KiB blocks: 2^25 of them are 128 GiB, which ext4 holds (32 TiB it does not).
         image = sparse_bomb_image(f"{tmp}/sparse4k.sqfs", block_size=4096)
         code, out, err, rss = measured([SQAR, "extract", image, "-C", f"{tmp}/x"])
         log(f"sqar extract: exit {code}, peak RSS {rss / MIB:.0f} MiB")
         assert code == 0, err[:500]
-        assert rss <= 64 * MIB, f"sqar extract took {rss / MIB:.0f} MiB for a 2^25-block file"
+        assert rss <= READ_BOUND, f"sqar extract took {rss / MIB:.0f} MiB for a 2^25-block file"
         st = os.stat(f"{tmp}/x/huge")
         assert st.st_size == 1 << 37, st.st_size
         assert st.st_blocks == 0, f"extracted sparse file occupies {st.st_blocks} blocks"
