@@ -11,6 +11,7 @@
 #include "common/error.h"
 #include "format/squashfs.h"
 #include "log.h"
+#include "reader/block_index.h"
 #include "resident_code.h"
 
 namespace sqar::fuse {
@@ -18,8 +19,6 @@ namespace sqar::fuse {
 namespace {
 // The image never changes while mounted: let the kernel cache names and attributes "forever".
 constexpr double kForever = 86400.0 * 365;
-// Regular files whose block list a lookup loads along with the inode (48 KiB of list).
-constexpr uint64_t kLookupBlockList = 4096;
 
 mode_t dtype_mode(reader::FileKind k) {
   switch (k) {
@@ -133,7 +132,12 @@ reader::InodeRef Filesystem::ref_of(fuse_ino_t ino) const { return ino == FUSE_R
 reader::Inode Filesystem::inode_of(fuse_ino_t ino, bool with_blocks) { return image_->read_inode(ref_of(ino), with_blocks); }
 
 void Filesystem::cache_file(fuse_ino_t ino, std::shared_ptr<FileNode> f) {
-  const size_t bytes = sizeof(FileNode) + f->inode.block_sizes.size() * (sizeof(uint32_t) + sizeof(uint64_t));
+  // A long list's window and checkpoints (reader/block_index.h), counted at their fullest.
+  const uint64_t windowed = f->inode.block_index ? image_->block_count(f->inode) : 0;
+  const size_t bytes = sizeof(FileNode) + f->inode.block_sizes.size() * (sizeof(uint32_t) + sizeof(uint64_t)) +
+                       (windowed ? size_t(reader::BlockIndex::kWindow * 12 + windowed / reader::BlockIndex::kWindow *
+                                                                              sizeof(reader::BlockIndex::Checkpoint))
+                                 : 0);
   if (!files_.insert(ino, f, bytes)) big_files_.put(ino, std::move(f));
 }
 
@@ -312,18 +316,11 @@ void Filesystem::op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) 
       return;
     }
     if (found->kind == reader::FileKind::regular) {
-      // Opening usually follows a lookup: keep the file with its block list for the reads,
-      // unless the list is long (a stat must not cost memory in proportion to the blocks a
-      // file claims; the first read loads it).
+      // Opening usually follows a lookup: keep the file with its block list for the reads (a
+      // long list is read a window at a time, so a stat costs nothing for a file claiming
+      // millions of blocks).
       auto f = std::make_shared<FileNode>();
-      f->inode = fs.image_->read_inode(found->inode_ref, false);
-      if (!f->inode.blocks_loaded && fs.image_->block_count(f->inode) <= kLookupBlockList)
-        f->inode = fs.image_->read_inode(found->inode_ref, true);
-      if (!f->inode.blocks_loaded) {
-        fs.fill_entry(f->inode, &e, Known::looked_up);
-        fuse_reply_entry(req, &e);
-        return;
-      }
+      f->inode = fs.image_->read_inode(found->inode_ref, true);
       fs.fill_entry(f->inode, &e, Known::looked_up);
       fs.cache_file(e.ino, f);
       fuse_reply_entry(req, &e);
@@ -390,7 +387,7 @@ void Filesystem::op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 
 void Filesystem::readahead(const std::shared_ptr<FileNode>& f, uint64_t end) {
   const uint64_t bs = image_->super().block_size;
-  const uint64_t nblocks = f->inode.block_sizes.size();
+  const uint64_t nblocks = image_->block_count(f->inode);
   uint64_t from = std::max(end / bs, f->prefetched_upto.load(std::memory_order_relaxed));
   uint64_t to = std::min(end / bs + options_.readahead_blocks, nblocks);
   if (from >= to) return;
@@ -630,11 +627,11 @@ void Filesystem::op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
     if (!f->inode.is_regular()) return (void)fuse_reply_err(req, EINVAL);
     const uint64_t size = f->inode.size, bs = fs.image_->super().block_size;
     if (off < 0 || uint64_t(off) >= size) return (void)fuse_reply_err(req, ENXIO);
-    const std::vector<uint32_t>& sizes = f->inode.block_sizes;
+    const uint64_t nblocks = fs.image_->block_count(f->inode);
     for (uint64_t j = uint64_t(off) / bs; j * bs < size; ++j) {
-      const bool hole = j < sizes.size() && sizes[j] == 0;
+      const bool hole = j < nblocks && fs.image_->block_location(f->inode, j).size_word == 0;
       if (hole == (whence == SEEK_HOLE)) return (void)fuse_reply_lseek(req, off_t(std::max(uint64_t(off), j * bs)));
-      if (j >= sizes.size()) break;  // the fragment tail: data up to the end
+      if (j >= nblocks) break;  // the fragment tail: data up to the end
     }
     if (whence == SEEK_HOLE) return (void)fuse_reply_lseek(req, off_t(size));
     fuse_reply_err(req, ENXIO);

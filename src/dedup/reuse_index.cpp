@@ -94,32 +94,52 @@ void ReuseIndex::index_files(reader::Image& image) {
   std::set<std::pair<uint64_t, uint64_t>> owners;  // (blocks_start, size)
 
   const uint64_t bs = image.super().block_size;
+  // Each indexed block takes 16 bytes here, and a crafted image claims millions of sparse
+  // blocks with a few bytes of compressed list: the index holds at most as many blocks as OLD
+  // has bytes, so its memory follows OLD's size, never a count OLD claims.
+  const uint64_t max_blocks = std::min<uint64_t>(UINT32_MAX, image.super().bytes_used);
+  uint64_t to_hash_blocks = 0;
   image.walk([&](const std::string&, const reader::Inode& inode) {
-    if (!inode.is_regular() || inode.size < bs) return true;
-    const uint64_t nblocks = inode.size / bs;
-    if (!inode.blocks_loaded || inode.block_sizes.size() < nblocks) return true;
+    if (!inode.is_regular() || inode.size < bs || !inode.blocks_loaded) return true;
     if (!has_manifest) {
-      if (owners.emplace(inode.blocks_start, inode.size).second) to_hash.push_back(inode);
+      if (to_hash_blocks + inode.size / bs > max_blocks) return true;  // nor hash what cannot be indexed
+      if (owners.emplace(inode.blocks_start, inode.size).second) {
+        to_hash.push_back(inode);
+        to_hash_blocks += inode.size / bs;
+      }
       return true;
     }
     auto h = hash_of.find(inode.inode_number);
     if (h == hash_of.end()) return true;  // a duplicate (its owner is indexed) or no entry
-    add_file(inode, h->second, bs, image.offset());
+    add_file(image, inode, h->second, max_blocks);
     hash_of.erase(h);  // hard links: index the inode once
     return true;
   });
   if (to_hash.empty()) return;
   const std::vector<std::optional<Hash128>> hashes = hash_contents(image, to_hash);
   for (size_t i = 0; i < to_hash.size(); ++i)  // in walk order: the first of equal files wins
-    if (hashes[i]) add_file(to_hash[i], *hashes[i], bs, image.offset());
+    if (hashes[i]) add_file(image, to_hash[i], *hashes[i], max_blocks);
 }
 
-void ReuseIndex::add_file(const reader::Inode& inode, const Hash128& hash, uint64_t block_size, uint64_t base) {
-  const uint64_t nblocks = inode.size / block_size;
-  if (blocks_.size() + nblocks > UINT32_MAX) return;
-  if (!files_.try_emplace(ContentKey{inode.size, hash}, uint32_t(blocks_.size())).second) return;
+void ReuseIndex::add_file(reader::Image& image, const reader::Inode& inode, const Hash128& hash,
+                          uint64_t max_blocks) {
+  const uint64_t nblocks = inode.size / image.super().block_size;
+  if (blocks_.size() + nblocks > max_blocks) return;
+  const size_t first = blocks_.size();
+  try {
+    for (uint64_t i = 0; i < nblocks; ++i) {
+      const reader::Image::StoredBlock at = image.block_location(inode, i);
+      blocks_.push_back({image.offset() + at.position, at.size_word});
+    }
+  } catch (...) {
+    blocks_.resize(first);  // a damaged list: the file is simply not reused
+    return;
+  }
+  if (!files_.try_emplace(ContentKey{inode.size, hash}, uint32_t(first)).second) {
+    blocks_.resize(first);
+    return;
+  }
   sizes_.insert(inode.size);
-  for (uint64_t i = 0; i < nblocks; ++i) blocks_.push_back({base + inode.block_offsets[i], inode.block_sizes[i]});
 }
 
 std::vector<std::optional<Hash128>> ReuseIndex::hash_contents(reader::Image& image,

@@ -70,8 +70,8 @@ class ReuseIndex {
 
  private:
   void index_files(reader::Image& image);
-  // base: OLD's offset in its file (block positions are image-relative).
-  void add_file(const reader::Inode& inode, const Hash128& hash, uint64_t block_size, uint64_t base);
+  // Indexes the file's full blocks (positions in OLD's file) unless blocks_ would pass max_blocks.
+  void add_file(reader::Image& image, const reader::Inode& inode, const Hash128& hash, uint64_t max_blocks);
   static std::vector<std::optional<Hash128>> hash_contents(reader::Image& image,
                                                            const std::vector<reader::Inode>& files);
   void index_fragments(reader::Image& image);

@@ -333,8 +333,9 @@ class Extractor::Impl {
     std::mutex mu;
     int fd = -1;
     bool opened = false;
-    // The inode with its block list, read once by the range that opens the file: read per
-    // range, a 64 GiB file's 2 MB block list was parsed 8192 times (95 s against 2 s at -j1).
+    // The inode, read once by the range that opens the file and shared by all its ranges (and
+    // the block list's checkpoints, reader/block_index.h): read per range, a 64 GiB file's
+    // block list was parsed 8192 times.
     std::optional<Inode> inode;
     std::atomic<bool> failed{false};
     std::atomic<size_t> ranges_left{0};
@@ -359,6 +360,10 @@ class Extractor::Impl {
     // 64 blocks (8 MiB at 128 KiB): big enough that a range costs far more than the shared
     // file's mutex, small enough that two threads share a 45 MB file evenly.
     const uint64_t range = uint64_t(img_.super().block_size) * 64;
+    // At most 1024 ranges a file (block-aligned): the task list must not follow the size a
+    // sparse file claims.
+    const uint64_t bs = img_.super().block_size;
+    auto range_of = [&](const Item& it) { return std::max(range, ((it.inode.size + 1023) / 1024 + bs - 1) / bs * bs); };
     // Kept children of each directory, grouped by parent (counting sort; groups follow the
     // walk order of their directories, members keep walk order).
     std::vector<size_t> first(items_.size() + 1, 0);
@@ -379,7 +384,7 @@ class Extractor::Impl {
     // the 47 MB heap peak on a 135k-entry image).
     size_t task_count = 0;
     for (const Item& it : items_)
-      if (it.keep && it.parent >= 0 && it.link_to < 0) task_count += split(it) ? size_t((it.inode.size + range - 1) / range) : 1;
+      if (it.keep && it.parent >= 0 && it.link_to < 0) task_count += split(it) ? size_t((it.inode.size + range_of(it) - 1) / range_of(it)) : 1;
     std::vector<Task> tasks;
     tasks.reserve(task_count);
     std::vector<Batch> batches;
@@ -422,9 +427,10 @@ class Extractor::Impl {
         }
         close_batch();
         auto sf = std::make_unique<SharedFile>();
-        sf->ranges_left = size_t((it.inode.size + range - 1) / range);
-        for (uint64_t from = 0; from < it.inode.size; from += range) {
-          tasks.push_back({i, from, std::min(from + range, it.inode.size), sf.get()});
+        const uint64_t step = range_of(it);
+        sf->ranges_left = size_t((it.inode.size + step - 1) / step);
+        for (uint64_t from = 0; from < it.inode.size; from += step) {
+          tasks.push_back({i, from, std::min(from + step, it.inode.size), sf.get()});
           close_batch();
         }
         shared.push_back(std::move(sf));
@@ -618,7 +624,17 @@ class Extractor::Impl {
     thread_local std::vector<uint8_t> buf;
     if (buf.size() < bs) buf.resize(bs);
     uint64_t written_end = 0;
+    const uint64_t nblocks = img_.block_count(ino);
     for (uint64_t index = from / bs, off = index * bs; off < to; ++index, off += bs) {
+      if (index < nblocks && img_.block_location(ino, index).size_word == 0) {  // a hole already
+        const uint64_t n = std::min(bs, ino.size - off);
+        if (hasher) {  // the content check hashes the zeros the hole stands for
+          std::memset(buf.data(), 0, n);
+          hasher->update(buf.data(), n);
+        }
+        if (opt_.progress) opt_.progress->bytes_done.fetch_add(n, std::memory_order_relaxed);
+        continue;
+      }
       size_t n = img_.read_block(ino, index, buf.data());
       if (n == 0) throw Error("content ends before the file size");
       if (hasher) hasher->update(buf.data(), n);

@@ -229,10 +229,12 @@ class Exporter {
   // bytes of data is stored whole). Only files with a sparse block are scanned, since the
   // scan decodes their blocks a second time.
   void add_sparse_map(const std::string& path, const Inode& file, archive_entry* e) {
-    if (std::find(file.block_sizes.begin(), file.block_sizes.end(), 0u) == file.block_sizes.end()) return;
+    const uint64_t blocks = img_.block_count(file);
+    bool any_sparse = false;
+    for (uint64_t i = 0; i < blocks && !any_sparse; ++i) any_sparse = is_sparse(file, i, blocks);
+    if (!any_sparse) return;
     constexpr uint64_t kPage = 4096;
     const uint64_t bs = img_.super().block_size;
-    const uint64_t blocks = img_.block_count(file);
     std::vector<std::pair<uint64_t, uint64_t>> data;  // offset, length
     auto add = [&](uint64_t off, uint64_t len) {
       if (!data.empty() && data.back().first + data.back().second == off) data.back().second += len;
@@ -240,7 +242,7 @@ class Exporter {
     };
     buf_.resize(bs);
     for (uint64_t i = 0; i <= blocks && i * bs < file.size; ++i) {
-      if (i < blocks && i < file.block_sizes.size() && file.block_sizes[i] == 0) continue;
+      if (is_sparse(file, i, blocks)) continue;
       const size_t n = read_block_of(path, file, i);
       for (size_t p = 0; p < n; p += kPage) {
         const size_t len = size_t(std::min<uint64_t>(kPage, n - p));
@@ -251,6 +253,11 @@ class Exporter {
     // records the size for readers that take it from the map.
     if (data.empty() || data.back().first + data.back().second < file.size) data.emplace_back(file.size, 0);
     for (const auto& [off, len] : data) archive_entry_sparse_add_entry(e, la_int64_t(off), la_int64_t(len));
+  }
+
+  // Whether full block `index` of the file is a hole (size word 0); the tail is never one.
+  bool is_sparse(const Inode& file, uint64_t index, uint64_t blocks) {
+    return index < blocks && img_.block_location(file, index).size_word == 0;
   }
 
   size_t read_block_of(const std::string& path, const Inode& file, uint64_t index) {
@@ -272,7 +279,7 @@ class Exporter {
     for (uint64_t i = 0; i <= blocks && done < file.size; ++i) {
       // A sparse block is fed as zeros (libarchive consumes a hole's bytes without writing
       // them) without asking the reader to fill a buffer with them.
-      const bool sparse = i < blocks && i < file.block_sizes.size() && file.block_sizes[i] == 0;
+      const bool sparse = is_sparse(file, i, blocks);
       const size_t n = sparse ? size_t(std::min<uint64_t>(buf_.size(), file.size - done)) : read_block_of(path, file, i);
       if (sparse && zeros_.size() != buf_.size()) zeros_.assign(buf_.size(), 0);
       if (n == 0) break;

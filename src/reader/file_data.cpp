@@ -23,18 +23,18 @@ Chunk ImageImpl::read_chunk(const Inode& in, uint64_t offset, size_t max_len) {
   const uint64_t bs = sb_.block_size;
   const uint64_t index = offset / bs;
   const size_t within = size_t(offset % bs);
-  const uint64_t nblocks = file.block_sizes.size();
+  const uint64_t nblocks = block_count(file);
   // Bytes of the file that live in this block (the last one may be short).
   const size_t expected = size_t(std::min<uint64_t>(bs, file.size - index * bs));
   const size_t len = std::min(expected - within, max_len);
   auto where = [&] { return "file inode " + std::to_string(file.inode_number) + ", block " + std::to_string(index); };
 
   if (index < nblocks) {
-    const uint32_t word = file.block_sizes[index];
-    if ((word & ~fmt::kDataUncompressed) == 0) return {nullptr, zero_block() + within, len};
+    const StoredBlock at = block_location(file, index);
+    if ((at.size_word & ~fmt::kDataUncompressed) == 0) return {nullptr, zero_block() + within, len};
     cache::BlockPtr b;
     try {
-      b = data_block(file.block_offsets[index], word, "data block");
+      b = data_block(at.position, at.size_word, "data block");
     } catch (const Error& e) {
       throw Error(std::string(e.what()) + " (" + where() + ")");
     }
@@ -63,17 +63,16 @@ size_t ImageImpl::read_block(const Inode& in, uint64_t index, uint8_t* out) {
   Inode storage;
   const Inode& file = with_blocks(in, storage);
   const size_t expected = size_t(std::min<uint64_t>(bs, file.size - index * bs));
-  if (index >= file.block_sizes.size()) {  // the tail fragment: shared by many files, cached
+  if (index >= block_count(file)) {  // the tail fragment: shared by many files, cached
     Chunk c = read_chunk(file, index * bs, expected);
     std::memcpy(out, c.data, c.len);
     return c.len;
   }
-  const uint32_t word = file.block_sizes[index];
+  const auto [pos, word] = block_location(file, index);
   if ((word & ~fmt::kDataUncompressed) == 0) {
     std::memset(out, 0, expected);
     return expected;
   }
-  const uint64_t pos = file.block_offsets[index];
   size_t got;
   if (cache::BlockPtr b = data_cache_.find(pos); b && b->tag == word) {
     got = std::min(b->size, expected);
@@ -121,10 +120,10 @@ Chunk ImageImpl::read_fragment(uint32_t index) {
 
 void ImageImpl::prefetch_block(const Inode& file, uint64_t index) {
   try {
-    if (!file.is_regular() || !file.blocks_loaded || index >= file.block_sizes.size()) return;
-    const uint32_t word = file.block_sizes[index];
-    if ((word & ~fmt::kDataUncompressed) == 0) return;
-    data_block(file.block_offsets[index], word, "data block");
+    if (!file.is_regular() || !file.blocks_loaded || index >= block_count(file)) return;
+    const StoredBlock at = block_location(file, index);
+    if ((at.size_word & ~fmt::kDataUncompressed) == 0) return;
+    data_block(at.position, at.size_word, "data block");
   } catch (...) {
     // The real read reports the error to whoever asks for this block.
   }
@@ -133,9 +132,10 @@ void ImageImpl::prefetch_block(const Inode& file, uint64_t index) {
 bool ImageImpl::would_load_first_block(const Inode& file) {
   try {
     if (!file.is_regular() || file.size == 0) return false;
-    if (file.blocks_loaded && !file.block_sizes.empty()) {
-      if ((file.block_sizes[0] & ~fmt::kDataUncompressed) == 0) return false;  // sparse
-      return !data_cache_.contains(file.block_offsets[0]);
+    if (file.blocks_loaded && block_count(file) > 0) {
+      const StoredBlock at = block_location(file, 0);
+      if ((at.size_word & ~fmt::kDataUncompressed) == 0) return false;  // sparse
+      return !data_cache_.contains(at.position);
     }
     if (file.fragment_index == fmt::kNoFragment) return false;
     return !data_cache_.contains(fragment_entry(file.fragment_index).start);
@@ -147,7 +147,7 @@ bool ImageImpl::would_load_first_block(const Inode& file) {
 void ImageImpl::prefetch_first_block(const Inode& file) {
   try {
     if (!file.is_regular() || file.size == 0) return;
-    if (file.blocks_loaded && !file.block_sizes.empty()) return prefetch_block(file, 0);
+    if (file.blocks_loaded && block_count(file) > 0) return prefetch_block(file, 0);
     if (file.fragment_index != fmt::kNoFragment) read_fragment(file.fragment_index);
   } catch (...) {
     // The real read reports the error to whoever asks for this block.
@@ -155,8 +155,12 @@ void ImageImpl::prefetch_first_block(const Inode& file) {
 }
 
 void ImageImpl::release_block(const Inode& file, uint64_t index) {
-  if (!file.is_regular() || !file.blocks_loaded || index >= file.block_sizes.size()) return;
-  data_cache_.erase(file.block_offsets[index]);
+  try {
+    if (!file.is_regular() || !file.blocks_loaded || index >= block_count(file)) return;
+    data_cache_.erase(block_location(file, index).position);
+  } catch (...) {
+    // A damaged list: nothing of it was cached.
+  }
 }
 
 }  // namespace sqar::reader

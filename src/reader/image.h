@@ -63,6 +63,10 @@ using InodeRef = uint64_t;
 
 enum class FileKind : uint8_t { directory, regular, symlink, block_device, char_device, fifo, socket };
 
+// Where reading a long block list resumes (reader/block_index.h): shared by the copies of an
+// inode, so every reader of one opened file shares its checkpoints.
+class BlockIndex;
+
 struct Inode {
   InodeRef ref = 0;
   uint16_t type = 0;  // raw on-disk type, fmt::InodeType (basic or extended)
@@ -87,9 +91,15 @@ struct Inode {
   uint32_t fragment_index = 0xFFFFFFFF;  // fmt::kNoFragment when the file has no tail fragment
   uint32_t fragment_offset = 0;
   uint64_t sparse_bytes = 0;
+  // A short list (at most kLoadedBlockList blocks) is held whole; a longer one is read a window
+  // at a time through block_index, so memory never follows the count a file claims.
+  static constexpr uint64_t kLoadedBlockList = 4096;
   std::vector<uint32_t> block_sizes;    // raw size words (bit 24: stored uncompressed; 0: sparse)
   std::vector<uint64_t> block_offsets;  // image-relative start of each block (prefix sums)
-  bool blocks_loaded = false;           // false after read_inode(ref, /*with_blocks=*/false)
+  std::shared_ptr<BlockIndex> block_index;  // lists longer than kLoadedBlockList
+  // false after read_inode(ref, /*with_blocks=*/false); true when block_location answers without
+  // reading the inode again (the list above, or block_index).
+  bool blocks_loaded = false;
   uint64_t block_list_pos = 0;          // where the size words are: metadata block (image-relative)
   uint32_t block_list_offset = 0;       // and offset in it
 
@@ -199,6 +209,10 @@ class Image {
   // asked for again (sqarfs once a sequential reader has had all of it). Never throws.
   virtual void release_block(const Inode& file, uint64_t index) = 0;
   virtual uint64_t block_count(const Inode& file) const = 0;  // full blocks (no fragment)
+  // Where full block `index` (< block_count) of a file is stored; size word 0 is a sparse block.
+  // Long lists are decoded a window of 1024 blocks at a time from checkpoints kept every 1024
+  // blocks (reader/block_index.h). Throws on a damaged list or an inode read without blocks.
+  virtual StoredBlock block_location(const Inode& file, uint64_t index) = 0;
 
   // The file's block size words and image-relative block starts, a slice at a time (at most
   // 4096 blocks), straight from the inode table when its list is not loaded: memory stays

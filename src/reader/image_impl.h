@@ -63,6 +63,7 @@ class ImageImpl final : public Image {
   void prefetch_first_block(const Inode& file) override;
   void release_block(const Inode& file, uint64_t index) override;
   uint64_t block_count(const Inode& file) const override;
+  StoredBlock block_location(const Inode& file, uint64_t index) override;
 
   void for_each_block_slice(const Inode& file, const BlockSlice& fn) override;
   std::string read_symlink(const Inode& link) override;
@@ -98,8 +99,11 @@ class ImageImpl final : public Image {
     uint32_t size_word;
   };
   Fragment fragment_entry(uint32_t index);
-  // Decodes and checks nblocks size words of file from r (at its block list), in slices.
-  void stream_block_words(MetaReader& r, const Inode& file, uint64_t nblocks, const BlockSlice& fn);
+  // Decodes and checks nblocks size words from r, the first being block `first` of the file and
+  // starting at data_pos, in slices.
+  void stream_block_words(MetaReader& r, uint64_t first, uint64_t data_pos, uint64_t nblocks, const BlockSlice& fn);
+  // Makes window w of a long list the one index holds (index.mu held).
+  void load_window(const Inode& file, BlockIndex& index, uint64_t w);
   // The list of block sizes of a file read with with_blocks=false, loaded on demand.
   const Inode& with_blocks(const Inode& file, Inode& storage);
 

@@ -2,6 +2,7 @@
 #include <sys/stat.h>
 
 #include "common/error.h"
+#include "reader/block_index.h"
 #include "reader/meta_reader.h"
 
 namespace sqar::reader {
@@ -122,11 +123,13 @@ Inode ImageImpl::read_inode(InodeRef ref, bool want_blocks) {
         ino.block_list_pos = r.block_pos();
         ino.block_list_offset = r.offset();
       }
-      if (want_blocks || nblocks == 0) {
-        // Grown as the words are read, so a damaged size field cannot make us allocate more
-        // than the metadata that actually exists.
-        ino.block_sizes.reserve(size_t(std::min<uint64_t>(nblocks, 4096)));
-        stream_block_words(r, ino, nblocks, [&](const uint32_t* words, const uint64_t* offsets, size_t n) {
+      if (want_blocks && nblocks > Inode::kLoadedBlockList) {
+        ino.block_index = std::make_shared<BlockIndex>(
+            BlockIndex::Checkpoint{ino.block_list_pos, ino.block_list_offset, ino.blocks_start});
+        ino.blocks_loaded = true;
+      } else if (want_blocks || nblocks == 0) {
+        ino.block_sizes.reserve(size_t(nblocks));
+        stream_block_words(r, 0, ino.blocks_start, nblocks, [&](const uint32_t* words, const uint64_t* offsets, size_t n) {
           ino.block_sizes.insert(ino.block_sizes.end(), words, words + n);
           ino.block_offsets.insert(ino.block_offsets.end(), offsets, offsets + n);
         });
@@ -167,12 +170,13 @@ Inode ImageImpl::read_inode(InodeRef ref, bool want_blocks) {
   return ino;
 }
 
-void ImageImpl::stream_block_words(MetaReader& r, const Inode& file, uint64_t nblocks, const BlockSlice& fn) {
+void ImageImpl::stream_block_words(MetaReader& r, uint64_t first, uint64_t data_pos, uint64_t nblocks,
+                                   const BlockSlice& fn) {
   constexpr size_t kSlice = 4096;
   uint8_t raw[kSlice * 4];
   uint32_t words[kSlice];
   uint64_t offsets[kSlice];
-  uint64_t pos = file.blocks_start;
+  uint64_t pos = data_pos;
   for (uint64_t done = 0; done < nblocks;) {
     const size_t n = size_t(std::min<uint64_t>(kSlice, nblocks - done));
     r.read(raw, n * 4);
@@ -180,7 +184,7 @@ void ImageImpl::stream_block_words(MetaReader& r, const Inode& file, uint64_t nb
       const uint32_t w = load_le32(raw + j * 4);
       const uint32_t stored = w & ~fmt::kDataUncompressed;
       if (stored > sb_.block_size)
-        r.fail("block " + std::to_string(done + j) + " has size " + std::to_string(stored) + " > block size");
+        r.fail("block " + std::to_string(first + done + j) + " has size " + std::to_string(stored) + " > block size");
       words[j] = w;
       offsets[j] = pos;
       pos += stored;
@@ -193,9 +197,48 @@ void ImageImpl::stream_block_words(MetaReader& r, const Inode& file, uint64_t nb
 
 void ImageImpl::for_each_block_slice(const Inode& file, const BlockSlice& fn) {
   if (!file.is_regular()) return;
-  if (file.blocks_loaded) return fn(file.block_sizes.data(), file.block_offsets.data(), file.block_sizes.size());
+  if (file.blocks_loaded && !file.block_index)
+    return fn(file.block_sizes.data(), file.block_offsets.data(), file.block_sizes.size());
   MetaReader r(*this, file.block_list_pos, file.block_list_offset, "block list");
-  stream_block_words(r, file, block_count(file), fn);
+  stream_block_words(r, 0, file.blocks_start, block_count(file), fn);
+}
+
+Image::StoredBlock ImageImpl::block_location(const Inode& file, uint64_t index) {
+  if (index >= block_count(file))
+    fail("file inode " + std::to_string(file.inode_number) + " has no data block " + std::to_string(index));
+  if (!file.blocks_loaded) fail("file inode " + std::to_string(file.inode_number) + " was read without its blocks");
+  if (!file.block_index) return {file.block_offsets[index], file.block_sizes[index]};
+  BlockIndex& bi = *file.block_index;
+  std::lock_guard lock(bi.mu);
+  const uint64_t w = index / BlockIndex::kWindow;
+  if (bi.window != w) load_window(file, bi, w);
+  const size_t at = size_t(index % BlockIndex::kWindow);
+  return {bi.starts[at], bi.words[at]};
+}
+
+void ImageImpl::load_window(const Inode& file, BlockIndex& bi, uint64_t w) {
+  const uint64_t nblocks = block_count(file);
+  // Checkpoints are added in order as windows are first decoded, so reaching window w decodes
+  // every word before it once: the memory they take follows work actually done.
+  for (uint64_t at = std::min<uint64_t>(w, bi.checkpoints.size() - 1);; ++at) {
+    const BlockIndex::Checkpoint cp = bi.checkpoints[at];
+    const uint64_t first = at * BlockIndex::kWindow;
+    const uint64_t n = std::min(BlockIndex::kWindow, nblocks - first);
+    MetaReader r(*this, cp.meta_pos, cp.meta_offset, "block list");
+    bi.window = UINT64_MAX;  // until the words are in (a damaged list throws half-way)
+    bi.words.clear();
+    bi.starts.clear();
+    uint64_t end = cp.data_pos;
+    stream_block_words(r, first, cp.data_pos, n, [&](const uint32_t* words, const uint64_t* starts, size_t k) {
+      bi.words.insert(bi.words.end(), words, words + k);
+      bi.starts.insert(bi.starts.end(), starts, starts + k);
+      end = starts[k - 1] + (words[k - 1] & ~fmt::kDataUncompressed);
+    });
+    bi.window = at;
+    if (at + 1 == bi.checkpoints.size() && first + n < nblocks)
+      bi.checkpoints.push_back({r.block_pos(), r.offset(), end});
+    if (at == w) return;
+  }
 }
 
 uint64_t ImageImpl::block_count(const Inode& file) const {

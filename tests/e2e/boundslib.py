@@ -11,6 +11,9 @@ from sqartest import tempdir
 
 MIB = 1 << 20
 SANITIZED = "ASAN_OPTIONS" in os.environ
+# ASan's shadow memory and redzones add tens of MiB to a run that allocates a lot; the bombs
+# these bounds catch cost hundreds.
+READ_BOUND = (128 if SANITIZED else 64) * (1 << 20)
 
 
 # Runs argv[2:] as a child and writes its peak RSS (KiB) to argv[1]. A fresh, small process forks
@@ -51,6 +54,24 @@ def measured(cmd, timeout=300, keep_stdout=True):
         return p.returncode, out.read(), err.read(), rss
 
 
+def measured_head(cmd, nbytes, timeout=300):
+    """(the first nbytes of cmd's output, peak RSS in bytes): the pipe is closed after them, so a
+    command writing terabytes (cat of a huge sparse file) ends on EPIPE."""
+    env = dict(os.environ)
+    if not SANITIZED:
+        env["SQAR_TEST_AS_LIMIT"] = str(4 << 30)
+    else:
+        env["ASAN_OPTIONS"] = env["ASAN_OPTIONS"] + ":quarantine_size_mb=0"
+    with tempdir() as tmp:
+        p = subprocess.Popen([sys.executable, "-c", _MEASURE, f"{tmp}/rss"] + cmd, env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        head = p.stdout.read(nbytes)
+        p.stdout.close()
+        p.wait(timeout=timeout)
+        with open(f"{tmp}/rss") as f:
+            return head, int(f.read()) * 1024
+
+
 def peak_rss_of(pid):
     """VmHWM of a running process, in bytes."""
     with open(f"/proc/{pid}/status") as f:
@@ -77,9 +98,10 @@ def xattr_bomb_image(path):
     return write_image(path, img, img.dir({"bomb": bomb, "good": img.file(b"good\n")}))
 
 
-def sparse_bomb_image(path):
-    """`huge`: 2^25 sparse 1 MiB blocks (32 TiB, 128 MiB of block list in ~0.5 MB of image)."""
-    img = Image(block_size=1 << 20, compress_meta=True)
+def sparse_bomb_image(path, block_size=1 << 20):
+    """`huge`: 2^25 sparse 1 MiB blocks (32 TiB, 128 MiB of block list in ~0.5 MB of image).
+    block_size=4096 makes it 128 GiB, which ext4 (16 TiB at most per file) can hold extracted."""
+    img = Image(block_size=block_size, compress_meta=True)
     return write_image(path, img, img.dir({"huge": img.file(blocks=1 << 25, extended=True),
                                            "small": img.file(b"s")}))
 

@@ -7,8 +7,10 @@ unsquashfs reads the well-formed images to prove the writer itself right; the ho
 sqar only (never to the kernel's driver)."""
 import json
 import os
+import subprocess
 
-from boundslib import MIB, bad_sibling_image, measured, sparse_bomb_image, write_image, xattr_bomb_image
+from boundslib import (MIB, READ_BOUND, bad_sibling_image, measured, measured_head, sparse_bomb_image, write_image,
+                       xattr_bomb_image)
 from craftfs import CHRDEV, FILE, SYMLINK, Image
 from sqartest import SQAR, compare_trees, log, main, need_tool, run, tempdir
 
@@ -81,6 +83,62 @@ def sparse_bomb_stat_in_bounded_memory():
             assert rss <= 64 * MIB, f"sqar {cmd[0]} took {rss / MIB:.0f} MiB for a 2^25-block file"
             if cmd[0] == "list":
                 assert str(1 << 45) in out, out
+
+
+def sparse_bomb_read_in_bounded_memory():
+    """Reading the contents of a file of 2^25 sparse blocks holds a window of its block list,
+    not all of it (12 bytes a block: 400 MB): cat, verify and extract stay within 64 MiB, and
+    extract leaves a sparse file."""
+    with tempdir() as tmp:
+        image = sparse_bomb_image(f"{tmp}/sparse.sqfs")
+        head, rss = measured_head([SQAR, "cat", image, "huge"], 8 * MIB)
+        log(f"sqar cat: peak RSS {rss / MIB:.0f} MiB")
+        assert head == bytes(8 * MIB), "cat of the sparse file did not start with zeros"
+        assert rss <= READ_BOUND, f"sqar cat took {rss / MIB:.0f} MiB for a 2^25-block file"
+        code, out, err, rss = measured([SQAR, "verify", image])
+        log(f"sqar verify: exit {code}, peak RSS {rss / MIB:.0f} MiB")
+        assert code == 0, err[:500]
+        assert rss <= READ_BOUND, f"sqar verify took {rss / MIB:.0f} MiB for a 2^25-block file"
+        # 4 KiB blocks: 2^25 of them are 128 GiB, which ext4 holds (32 TiB it does not).
+        image = sparse_bomb_image(f"{tmp}/sparse4k.sqfs", block_size=4096)
+        code, out, err, rss = measured([SQAR, "extract", image, "-C", f"{tmp}/x"])
+        log(f"sqar extract: exit {code}, peak RSS {rss / MIB:.0f} MiB")
+        assert code == 0, err[:500]
+        assert rss <= READ_BOUND, f"sqar extract took {rss / MIB:.0f} MiB for a 2^25-block file"
+        st = os.stat(f"{tmp}/x/huge")
+        assert st.st_size == 1 << 37, st.st_size
+        assert st.st_blocks == 0, f"extracted sparse file occupies {st.st_blocks} blocks"
+        with open(f"{tmp}/x/small", "rb") as f:
+            assert f.read() == b"s"
+
+
+def long_block_list_reads_as_stored():
+    """A file of 10000 distinct 4 KiB blocks with holes and a tail (a list read a window of 1024
+    blocks at a time, from checkpoints): sqar cat, extract and verify give exactly what
+    unsquashfs gives, and --reuse of the image copies every block of it."""
+    blocks = [None if i % 7 == 3 else (b"%08d" % i) * 512 for i in range(10000)]
+    want = b"".join(bytes(4096) if b is None else b for b in blocks) + b"tail"
+    img = Image(block_size=4096, compress_meta=True)
+    root = img.dir({"long": img.file(blocks=blocks, tail=b"tail", extended=True)})
+    with tempdir() as tmp:
+        image = write_image(f"{tmp}/long.sqfs", img, root)
+        run(["unsquashfs", "-no-progress", "-d", f"{tmp}/theirs", image])
+        with open(f"{tmp}/theirs/long", "rb") as f:
+            assert f.read() == want, "unsquashfs disagrees with the crafted content"
+        p = subprocess.run([SQAR, "cat", image, "long"], stdout=subprocess.PIPE, check=True)
+        assert p.stdout == want, "sqar cat of a long block list"
+        for jobs in ("1", "2"):
+            run([SQAR, "extract", "-j", jobs, image, "-C", f"{tmp}/ours{jobs}"])
+            with open(f"{tmp}/ours{jobs}/long", "rb") as f:
+                assert f.read() == want, f"sqar extract -j{jobs} of a long block list"
+        run([SQAR, "verify", image])
+        again = run([SQAR, "create", "--json", "-b", "4096", "--reuse", image, f"{tmp}/theirs",
+                     f"{tmp}/again.sqfs"]).stdout
+        run([SQAR, "extract", f"{tmp}/again.sqfs", "-C", f"{tmp}/again"])
+        with open(f"{tmp}/again/long", "rb") as f:
+            assert f.read() == want, "--reuse of a long block list"
+        stats = json.loads(again)
+        assert stats["blocks_reused"] == sum(b is not None for b in blocks), stats
 
 
 def deep_nesting_in_bounded_memory():
@@ -184,5 +242,6 @@ def mixed_group_extract_and_diff_agree(img, root):
 if __name__ == "__main__":
     need_tool("unsquashfs")
     main([craftfs_is_read_by_unsquashfs_as_by_sqar, xattr_bomb_is_refused_in_bounded_memory,
-          sparse_bomb_stat_in_bounded_memory, deep_nesting_in_bounded_memory, bad_inode_does_not_hide_siblings,
+          sparse_bomb_stat_in_bounded_memory, sparse_bomb_read_in_bounded_memory, long_block_list_reads_as_stored,
+          deep_nesting_in_bounded_memory, bad_inode_does_not_hide_siblings,
           other_claimed_counts_are_bounded, mixed_hard_link_group, one_number_for_two_inodes])
