@@ -103,7 +103,10 @@ const char kHelp[] =
     "  sqar create -c xz -b 1M --all-root ports/ ports.sqfs\n"
     "  sqar create --exclude '*.o' --exclude .git/ src/ src.sqfs\n"
     "  sqar create --force --reuse logs.sqfs /var/log logs.sqfs   # nightly, with logs.sqfs's settings\n"
-    "  SOURCE_DATE_EPOCH=1700000000 sqar create -j1 tree/ reproducible.sqfs\n";
+    "  SOURCE_DATE_EPOCH=1700000000 sqar create -j1 tree/ reproducible.sqfs\n"
+    "\n"
+    "Exit status: 0 when the image was written (warnings about changing or skipped files\n"
+    "included), 1 when it was not, 2 on bad usage.\n";
 
 void on_signal(int sig) {
   remove_pending_temp_file_from_signal_handler();

@@ -37,7 +37,9 @@ const char kHelp[] =
     "  sqar info --json image.sqfs | python3 -c 'import json,sys; print(json.load(sys.stdin)[\"ratio\"])'\n"
     "\n"
     "Dedup savings count the content bytes of files whose data (same block list, or same tail\n"
-    "fragment) is stored once but referenced by more than one inode; hard links are not dedup.\n";
+    "fragment) is stored once but referenced by more than one inode; hard links are not dedup.\n"
+    "\n"
+    "Exit status: 0 on success, 1 when the image is unreadable, 2 on bad usage.\n";
 
 struct Stats {
   uint64_t counts[7] = {};                 // indexed by reader::FileKind
