@@ -1,6 +1,10 @@
 #include "cache/block_cache.h"
 
 #include <exception>
+#include <optional>
+#include <string>
+
+#include "common/error.h"
 
 namespace sqar::cache {
 
@@ -16,7 +20,10 @@ struct BlockCache::Pending {
   std::condition_variable cv;
   bool done = false;
   BlockPtr result;
-  std::exception_ptr error;
+  // A failed load's message, not its exception object: each waiter throws its own copy, so no
+  // exception object is shared between threads (its reference count lives in the uninstrumented
+  // C++ runtime, where ThreadSanitizer cannot see it synchronize).
+  std::optional<std::string> error;
 };
 
 BlockCache::BlockCache(size_t capacity_bytes, unsigned shard_count)
@@ -112,15 +119,20 @@ BlockPtr BlockCache::get_or_load(uint64_t key, const std::function<BlockPtr()>& 
   if (!owner) {
     std::unique_lock lock(pending->mu);
     pending->cv.wait(lock, [&] { return pending->done; });
-    if (pending->error) std::rethrow_exception(pending->error);
+    if (pending->error) throw Error(*pending->error);
     return pending->result;
   }
   BlockPtr result;
   std::exception_ptr error;
+  std::string message;
   try {
     result = load();
+  } catch (const std::exception& e) {
+    error = std::current_exception();
+    message = e.what();
   } catch (...) {
     error = std::current_exception();
+    message = "unknown error";
   }
   {
     std::lock_guard lock(s.mu);
@@ -131,7 +143,7 @@ BlockPtr BlockCache::get_or_load(uint64_t key, const std::function<BlockPtr()>& 
     std::lock_guard lock(pending->mu);
     pending->done = true;
     pending->result = result;
-    pending->error = error;
+    if (error) pending->error = message;
   }
   pending->cv.notify_all();
   if (error) std::rethrow_exception(error);
