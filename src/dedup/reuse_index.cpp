@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "common/error.h"
+#include "common/thread_pool.h"
 #include "format/squashfs.h"
 #include "reader/image.h"
 
@@ -147,30 +148,26 @@ std::vector<std::optional<Hash128>> ReuseIndex::hash_contents(reader::Image& ima
   // On all cores: decoding is the cost (zstd ~1 GB/s per core, xz ~100 MB/s), still far below
   // compressing the same data again. A file that does not decode is left out.
   std::vector<std::optional<Hash128>> out(files.size());
-  std::atomic<size_t> next{0};
-  auto work = [&] {
-    std::vector<uint8_t> buf(image.super().block_size);
-    StreamHasher hasher;
-    for (size_t k; (k = next.fetch_add(1)) < files.size();) {
-      const reader::Inode& f = files[k];
-      try {
-        hasher.reset();
-        uint64_t total = 0;
-        for (uint64_t i = 0; total < f.size; ++i) {
-          const size_t n = image.read_block(f, i, buf.data());
-          if (n == 0) break;
-          hasher.update(buf.data(), n);
-          total += n;
-        }
-        if (total == f.size) out[k] = hasher.digest();
-      } catch (const std::exception&) {
+  ThreadPool pool(std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<std::vector<uint8_t>> bufs(pool.threads(), std::vector<uint8_t>(image.super().block_size));
+  std::vector<StreamHasher> hashers(pool.threads());
+  pool.parallel_for(files.size(), [&](size_t k, unsigned w) {
+    const reader::Inode& f = files[k];
+    std::vector<uint8_t>& buf = bufs[w];
+    StreamHasher& hasher = hashers[w];
+    try {
+      hasher.reset();
+      uint64_t total = 0;
+      for (uint64_t i = 0; total < f.size; ++i) {
+        const size_t n = image.read_block(f, i, buf.data());
+        if (n == 0) break;
+        hasher.update(buf.data(), n);
+        total += n;
       }
+      if (total == f.size) out[k] = hasher.digest();
+    } catch (const std::exception&) {
     }
-  };
-  std::vector<std::thread> pool;
-  for (unsigned i = 1; i < std::max(1u, std::thread::hardware_concurrency()); ++i) pool.emplace_back(work);
-  work();
-  for (auto& t : pool) t.join();
+  });
   return out;
 }
 
