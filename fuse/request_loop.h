@@ -1,8 +1,6 @@
-// The loop that serves FUSE requests: a fixed set of threads, one listener at a time, which
-// keeps polling /dev/fuse for a short while after each request instead of sleeping at once.
-// Why: on a virtual machine whose idle CPUs halt, every wake-up of a sleeping thread is an
-// interrupt and a VM exit, and libfuse's loop paid two per round trip (docs/architecture.md,
-// "Its own request loop" and "One listener group per CPU").
+// The loop that serves FUSE requests: one listener at a time keeps polling /dev/fuse briefly
+// after each request, because waking a sleeping thread costs a VM exit on hosts whose idle CPUs
+// halt (docs/architecture.md, "Its own request loop", "One listener group per CPU").
 //
 // Threads take turns as the listener (leader/followers: the others wait on a mutex, not on
 // /dev/fuse, so a request wakes nobody). With several CPUs they form one group per CPU,

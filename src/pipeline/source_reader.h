@@ -18,8 +18,8 @@ namespace sqar {
 // A reader starts the reads of a whole batch before it waits for any: start() completes a read
 // whose data is in the page cache (one non-blocking read, as cheap as a plain pread) and
 // otherwise asks the kernel to fetch it and returns kReadPending, keeping the file open for
-// finish(). With one blocking read at a time per thread a cold tree of small files kept the
-// disk nearly idle: 2 readers took 26 s for the ports set's data, 16 of them 4.5 s.
+// finish(). One blocking read at a time per thread leaves the disk nearly idle on a cold tree
+// (docs/architecture.md, "Cold trees: many reads in flight").
 class SourceRead {
  public:
   static constexpr int kReadPending = -1;

@@ -436,9 +436,8 @@ class Scanner {
     return getrusage(RUSAGE_THREAD, &ru) == 0 ? ru.ru_nvcsw : 0;
   }
 
-  // A tree that is not in the cache makes every listing wait for the disk, and a few listers
-  // leave it idle: on the ports set after drop_caches, 4 listers took 4.7-5.6 s, 16 took
-  // 2.7-3.5 s. On a cached tree 16 only contend (2.07 s against 1.0 s for 4). So a batch whose
+  // A cold tree wants many listers waiting on the disk, a cached one few (they only contend;
+  // docs/architecture.md, "Parallel, adaptive scan"). So a batch whose
   // listing slept at least once per directory admits two more listers, up to max_threads, and
   // one that hardly slept sends one back, down to `threads`. Being preempted is no voluntary
   // switch, so a busy machine does not look like a cold tree.

@@ -37,9 +37,8 @@ void validate(const CreateOptions& opt) {
 
 // Metadata blocks are 8 KiB and compressed one after another (each inode's reference depends on
 // the compressed size of every block before it), so their level costs wall time that no thread
-// can hide. On 8 KiB blocks zstd gains little above level 6: on the ports set (270k entries,
-// zstd-15 data) metadata took 0.21 s at level 6, 0.42 s at 9, 1.6 s at 15, for images of
-// 12.804, 12.791 and 12.724 MB (level 5: 0.15 s, 12.852 MB). docs/architecture.md.
+// can hide, and on 8 KiB blocks zstd gains little above level 6 (docs/architecture.md,
+// "Metadata through libsquashfs").
 constexpr int kMetadataZstdLevelCap = 6;
 
 CodecConfig metadata_codec(CodecConfig cfg) {
