@@ -15,18 +15,12 @@ import argparse
 import datetime
 import os
 import shutil
-import statistics
 import subprocess
 import tempfile
-import time
+
+from benchlib import interleaved, machine_line, medians, timed, write_report
 
 SIZE = 64 << 30
-
-
-def timed(cmd):
-    t = time.monotonic()
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.monotonic() - t
 
 
 def main():
@@ -54,17 +48,13 @@ def main():
         if a.before:
             cases += [("before: sqar extract -j1", [a.before, "extract", "-q", "-j1", img, "-C"]),
                       ("before: sqar extract -j2", [a.before, "extract", "-q", "-j2", img, "-C"])]
-        times = {name: [] for name, _ in cases}
-        for _ in range(a.runs):
-            for name, cmd in cases:
-                out = f"{work}/out"
-                shutil.rmtree(out, ignore_errors=True)
-                full = cmd + [out] + ([img] if name == "unsquashfs" else [])
-                times[name].append(timed(full))
-        med = {name: statistics.median(v) for name, v in times.items()}
+        out = f"{work}/out"
+        times = interleaved({name: (lambda cmd=cmd, name=name: timed(cmd + [out] + ([img] if name == "unsquashfs" else [])))
+                             for name, cmd in cases}, a.runs, lambda _: shutil.rmtree(out, ignore_errors=True))
+        med = medians(times)
         version = subprocess.run(["unsquashfs", "-version"], stdout=subprocess.PIPE, text=True).stdout.splitlines()[0]
-        lines = [f"# Extract of a 64 GiB sparse file ({datetime.date.today()})", "",
-                 f"Machine: {os.cpu_count()} CPUs; image built by `sqar create` in {create_s:.1f} s; {version}.",
+        lines = [f"# Extract of a 64 GiB sparse file ({datetime.date.today()})", "", machine_line(),
+                 f"Image built by `sqar create` in {create_s:.1f} s; {version}.",
                  f"Medians of {a.runs} interleaved runs (`python3 bench/extract_sparse.py`).", "",
                  "| command | median s | runs |", "|---|---:|---|"]
         for name, _ in cases:
@@ -72,11 +62,7 @@ def main():
         lines += ["", f"-j2 / -j1: {med['sqar extract -j2'] / med['sqar extract -j1']:.2f}"]
         if a.before:
             lines.append(f"before: -j2 / -j1: {med['before: sqar extract -j2'] / med['before: sqar extract -j1']:.2f}")
-        report = "\n".join(lines) + "\n"
-        print(report)
-        if a.out:
-            with open(a.out, "w") as f:
-                f.write(report)
+        write_report(lines, a.out)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -11,23 +11,17 @@ written as a Markdown table. Warm page cache (the image is read once before the 
 import argparse
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
+
+from benchlib import interleaved, machine_line, medians, timed, write_report
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def sh(cmd, **kw):
     return subprocess.run(cmd, check=True, **kw)
-
-
-def timed(cmd, shell=False):
-    start = time.monotonic()
-    subprocess.run(cmd, shell=shell, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.monotonic() - start
 
 
 def tar_names(path):
@@ -73,13 +67,7 @@ def main():
         "unsquashfs+tar": lambda: timed(f"rm -rf {scratch!r} && unsquashfs -q -n -d {scratch!r} {image!r} >/dev/null "
                                         f"&& tar -C {scratch!r} -cf {out['unsquashfs+tar']!r} .", shell=True),
     }
-    times = {name: [] for name in tools}
-    for r in range(args.runs):
-        for name, fn in tools.items():
-            if os.path.exists(out[name]):
-                os.unlink(out[name])
-            times[name].append(fn())
-        print(f"run {r + 1}: " + ", ".join(f"{n} {t[-1]:.2f} s" for n, t in times.items()), flush=True)
+    times = interleaved(tools, args.runs, lambda name: os.path.exists(out[name]) and os.unlink(out[name]))
 
     # Every archive must hold the same entries (sqar leaves out the root, the others hold './').
     ref = tar_names(out["unsquashfs+tar"])
@@ -87,11 +75,12 @@ def main():
         got = tar_names(out[name])
         if got != ref:
             sys.exit(f"{name}: archive entries differ from unsquashfs+tar: {len(got ^ ref)} names")
-    med = {n: statistics.median(t) for n, t in times.items()}
+    med = medians(times)
     files = sum(len(f) for _, _, f in os.walk(src))
     lines = [
         f"# extract --tar, ports set (scale {args.scale}: {files} files, image {os.path.getsize(image) / 1e6:.1f} MB)",
         "",
+        machine_line(),
         f"Medians of {args.runs} interleaved runs, warm page cache, uncompressed tar written to the",
         "same filesystem as the image. All three archives hold the same entries (checked).",
         "",
@@ -100,11 +89,7 @@ def main():
     ]
     for n in tools:
         lines.append(f"| {n} | {med[n]:.2f} | {med[n] / med['sqar']:.2f}x | {os.path.getsize(out[n]) / 1e6:.1f} |")
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text)
+    write_report(lines, args.out)
 
 
 if __name__ == "__main__":

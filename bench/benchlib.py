@@ -1,0 +1,46 @@
+"""Shared pieces of the small benchmarks (extract_sparse.py, extract_tar.py): timing a
+command, running the cases interleaved round-robin so a shared machine's noise hits all alike,
+and writing the Markdown report."""
+import os
+import statistics
+import subprocess
+import time
+
+
+def timed(cmd, shell=False):
+    """Wall seconds of one run of cmd (output discarded; a failure raises)."""
+    start = time.monotonic()
+    subprocess.run(cmd, shell=shell, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.monotonic() - start
+
+
+def interleaved(cases, runs, before_each=None):
+    """{name: [seconds per round]} for cases {name: fn returning seconds}, one round after
+    another; before_each(name) runs untimed before each case (removing the last output)."""
+    times = {name: [] for name in cases}
+    for r in range(runs):
+        for name, fn in cases.items():
+            if before_each:
+                before_each(name)
+            times[name].append(fn())
+        print(f"round {r + 1}: " + ", ".join(f"{n} {t[-1]:.2f} s" for n, t in times.items()), flush=True)
+    return times
+
+
+def medians(times):
+    return {name: statistics.median(v) for name, v in times.items()}
+
+
+def machine_line():
+    """The machine and its load, which the report must state: the benchmark machine is shared."""
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    return f"Machine: {os.cpu_count()} CPUs, load average {load} at the end (shared with other builds)."
+
+
+def write_report(lines, out=None):
+    """Prints the report and writes it to out if given."""
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if out:
+        with open(out, "w") as f:
+            f.write(text)
