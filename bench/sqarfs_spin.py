@@ -12,8 +12,9 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "e2e"))
-from sqarfs_common import TempDir, make_tree, mksquashfs, sqarfs_binary  # noqa: E402
+from sqarfs_common import make_tree, sqarfs_binary  # noqa: E402
 from sqarfs_foreground import ForegroundMount  # noqa: E402
+from sqartest import mksquashfs, tempdir  # noqa: E402
 
 
 def cpu_seconds(pid):
@@ -27,7 +28,7 @@ def main():
     ap.add_argument("--spin", type=int, default=500, help="sqarfs -o spin=US (default 500)")
     ap.add_argument("--lookups", type=int, default=800, help="lookups, 1 ms apart (default 800)")
     args = ap.parse_args()
-    with TempDir() as tmp:
+    with tempdir() as tmp:
         src, mnt, img = f"{tmp}/src", f"{tmp}/mnt", f"{tmp}/img.sqfs"
         make_tree(src)
         mksquashfs(src, img, "-comp", "zstd")

@@ -1,20 +1,17 @@
-"""Shared helpers for the sqarfs end-to-end tests (mounting, tree building, comparing).
+"""Helpers for the sqarfs end-to-end tests: the daemon, its mounts and the page cache.
 
-Every mount made here is unmounted in a finally block by the caller via Mount's context
-manager, so a failing test never leaves a mount behind.
+Building, packing and comparing trees are in sqartest. Every mount made here is unmounted in
+a finally block by Mount's context manager, so a failing test never leaves a mount behind.
 """
-import hashlib
 import os
 import random
 import shutil
 import stat
 import subprocess
 import sys
-import tempfile
 import time
 
-from sqartest import check_sanitizers, skip  # noqa: F401 - skip is part of this module's interface
-
+from sqartest import check_sanitizers, is_mounted, make_full_tree, run, skip, unmount_fuse
 
 def sqarfs_binary():
     path = os.environ.get("SQARFS", "")
@@ -49,28 +46,6 @@ def daemon_pids(mnt):
     return pids
 
 
-def run(cmd, **kw):
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)
-    check_sanitizers(cmd, p.returncode, p.stderr)
-    if p.returncode != 0:
-        raise subprocess.CalledProcessError(p.returncode, cmd, p.stdout, p.stderr)
-    return p
-
-
-def unmount(mnt):
-    for cmd in (["fusermount3", "-u", mnt], ["umount", mnt], ["umount", "-l", mnt]):
-        if subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0:
-            return True
-        time.sleep(0.2)
-    return False
-
-
-def is_mounted(mnt):
-    real = os.path.realpath(mnt)
-    with open("/proc/self/mountinfo") as f:
-        return any(line.split()[4] == real for line in f)
-
-
 class Mount:
     """`with Mount(image, mnt, opts) as m:` mounts with sqarfs, always unmounts."""
 
@@ -91,9 +66,21 @@ class Mount:
         return self
 
     def __exit__(self, *exc):
-        if not unmount(self.mnt):
+        if not unmount_fuse(self.mnt):
             print(f"WARNING: could not unmount {self.mnt}", file=sys.stderr)
         return False
+
+
+def sqarfs_refused(args, mnt):
+    """Runs sqarfs ARGS where it should refuse before mounting. Returns the CompletedProcess
+    (text output; sanitizer reports fail the test) with .mounted telling whether MNT got
+    mounted after all, in which case it is unmounted again."""
+    r = subprocess.run([sqarfs_binary(), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=30)
+    check_sanitizers(r.args, r.returncode, r.stderr)
+    r.mounted = is_mounted(mnt)
+    if r.mounted:
+        unmount_fuse(mnt)
+    return r
 
 
 def resident_pages(path):
@@ -144,118 +131,46 @@ def rand_bytes(rng, n, compressible):
 
 
 def make_tree(root, seed=1):
-    """A tree with every kind of entry a POSIX reader can ask about."""
-    rng = random.Random(seed)
-    os.makedirs(f"{root}/sub/deeper")
-    os.makedirs(f"{root}/empty")
-    os.makedirs(f"{root}/big")
-    files = {
-        "zero": b"",
-        "one": b"x",
-        "small.txt": b"hello, sqarfs\n",
-        "sub/4095": rand_bytes(rng, 4095, True),
-        "sub/block": rand_bytes(rng, 131072, False),
-        "sub/deeper/multi": rand_bytes(rng, 3 * 131072 + 777, True),
-        "random": rand_bytes(rng, 700000, False),
-        "text": rand_bytes(rng, 900000, True),
-        "dup1": rand_bytes(random.Random(9), 200000, True),
-        "dup2": rand_bytes(random.Random(9), 200000, True),
-    }
-    for name, data in files.items():
-        with open(f"{root}/{name}", "wb") as f:
-            f.write(data)
-    with open(f"{root}/sparse", "wb") as f:
-        f.seek(5 * 131072 + 10)
-        f.write(rng.randbytes(1000))
-        f.truncate(9 * 131072 + 5)
-    os.link(f"{root}/small.txt", f"{root}/sub/hardlink")
-    os.symlink("small.txt", f"{root}/link")
-    os.symlink("/nonexistent/" + "L" * 200, f"{root}/sub/dangling")
-    os.mkfifo(f"{root}/fifo", 0o640)
-    os.mknod(f"{root}/null", 0o666 | stat.S_IFCHR, os.makedev(1, 3))
-    os.mknod(f"{root}/blk", 0o600 | stat.S_IFBLK, os.makedev(259, 70000))
-    for i in range(1500):
-        with open(f"{root}/big/entry-with-a-longer-name-{i:05d}", "w") as f:
-            f.write(str(i))
-    os.chmod(f"{root}/small.txt", 0o640)
-    os.chmod(f"{root}/sub", 0o750)
-    os.chown(f"{root}/one", 1234, 5678)
-    os.chown(f"{root}/sub/deeper", 42, 43)
-    os.setxattr(f"{root}/small.txt", "user.comment", b"hi there")
-    os.setxattr(f"{root}/sub/4095", "user.big", b"v" * 3000)
-    os.setxattr(f"{root}/sub", "user.dir", b"d")
-    os.setxattr(f"{root}/one", "user.empty", b"")
-    # Stable mtimes (including one before 1970 is not portable: keep them positive).
-    for dirpath, dirnames, filenames in os.walk(root, topdown=False):
-        for n in filenames + dirnames:
-            os.utime(f"{dirpath}/{n}", (1600000000 + len(n), 1600000000 + len(n)), follow_symlinks=False)
-    os.utime(root, (1600000000, 1600000000))
+    """sqartest's full tree plus what reads through a mount need by name: a directory of 1500
+    entries (readdir over several buffers, pushes to fragment-block mates), files across block
+    boundaries, a 3000-byte xattr, a hard link, a dangling symlink and a device with a large
+    minor."""
+    def mount_shapes(root):
+        rng = random.Random(seed)
+        os.makedirs(f"{root}/sub/deeper")
+        os.makedirs(f"{root}/big")
+        files = {
+            "zero": b"",
+            "one": b"x",
+            "sub/4095": rand_bytes(rng, 4095, True),
+            "sub/block": rand_bytes(rng, 131072, False),
+            "sub/deeper/multi": rand_bytes(rng, 3 * 131072 + 777, True),
+            "random": rand_bytes(rng, 700000, False),
+            "text": rand_bytes(rng, 900000, True),
+            "dup1": rand_bytes(random.Random(9), 200000, True),
+            "dup2": rand_bytes(random.Random(9), 200000, True),
+        }
+        for name, data in files.items():
+            with open(f"{root}/{name}", "wb") as f:
+                f.write(data)
+        with open(f"{root}/sparse", "wb") as f:
+            f.seek(5 * 131072 + 10)
+            f.write(rng.randbytes(1000))
+            f.truncate(9 * 131072 + 5)
+        os.link(f"{root}/small.txt", f"{root}/sub/hardlink")
+        os.symlink("/nonexistent/" + "L" * 200, f"{root}/sub/dangling")
+        os.mknod(f"{root}/blk", 0o600 | stat.S_IFBLK, os.makedev(259, 70000))
+        for i in range(1500):
+            with open(f"{root}/big/entry-with-a-longer-name-{i:05d}", "w") as f:
+                f.write(str(i))
+        os.chmod(f"{root}/sub", 0o750)
+        os.chown(f"{root}/one", 1234, 5678)
+        os.chown(f"{root}/sub/deeper", 42, 43)
+        os.setxattr(f"{root}/sub/4095", "user.big", b"v" * 3000)
+        os.setxattr(f"{root}/sub", "user.dir", b"d")
+        os.setxattr(f"{root}/one", "user.empty", b"")
 
-
-def file_hash(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while True:
-            b = f.read(1 << 20)
-            if not b:
-                return h.hexdigest()
-            h.update(b)
-
-
-def user_xattrs(path):
-    try:
-        names = os.listxattr(path, follow_symlinks=False)
-    except OSError:
-        return {}
-    return {n: os.getxattr(path, n, follow_symlinks=False) for n in sorted(names) if n.startswith("user.")}
-
-
-def compare_trees(src, mnt, check_owner=True, uid=None, gid=None):
-    """Returns a list of differences between the source tree and the mounted tree."""
-    problems = []
-    seen = 0
-    for dirpath, dirnames, filenames in os.walk(src):
-        rel_dir = os.path.relpath(dirpath, src)
-        names = sorted(dirnames + filenames)
-        mdir = os.path.normpath(os.path.join(mnt, rel_dir))
-        listed = sorted(os.listdir(mdir))
-        if listed != names:
-            problems.append(f"{rel_dir}: listing differs: {set(names) ^ set(listed)}")
-        for n in names:
-            s_path, m_path = os.path.join(dirpath, n), os.path.join(mdir, n)
-            rel = os.path.relpath(s_path, src)
-            seen += 1
-            try:
-                a, b = os.lstat(s_path), os.lstat(m_path)
-            except OSError as e:
-                problems.append(f"{rel}: {e}")
-                continue
-            want_uid = a.st_uid if uid is None else uid
-            want_gid = a.st_gid if gid is None else gid
-            fields = [("mode", a.st_mode, b.st_mode), ("mtime", int(a.st_mtime), int(b.st_mtime)),
-                      ("nlink", a.st_nlink, b.st_nlink)]
-            if check_owner:
-                fields += [("uid", want_uid, b.st_uid), ("gid", want_gid, b.st_gid)]
-            if not stat.S_ISDIR(a.st_mode):
-                fields.append(("size", a.st_size, b.st_size))
-            if stat.S_ISCHR(a.st_mode) or stat.S_ISBLK(a.st_mode):
-                fields.append(("rdev", a.st_rdev, b.st_rdev))
-            for what, x, y in fields:
-                if x != y:
-                    problems.append(f"{rel}: {what} {x} != {y}")
-            if stat.S_ISLNK(a.st_mode) and os.readlink(s_path) != os.readlink(m_path):
-                problems.append(f"{rel}: symlink target differs")
-            if stat.S_ISREG(a.st_mode) and file_hash(s_path) != file_hash(m_path):
-                problems.append(f"{rel}: content differs")
-            if user_xattrs(s_path) != user_xattrs(m_path):
-                problems.append(f"{rel}: xattrs {user_xattrs(s_path)} != {user_xattrs(m_path)}")
-    return problems, seen
-
-
-def mksquashfs(src, img, *opts):
-    if not shutil.which("mksquashfs"):
-        skip("mksquashfs is not installed")
-    run(["mksquashfs", src, img, "-noappend", "-quiet", "-no-progress", *opts])
+    make_full_tree(root, extra=mount_shapes)
 
 
 def sqar_create_works():
@@ -265,13 +180,3 @@ def sqar_create_works():
         raise AssertionError(f"sqar is not built (SQAR={sqar!r})")
     run([sqar, "create", "--help"])
     return sqar
-
-
-class TempDir:
-    def __enter__(self):
-        self.path = tempfile.mkdtemp(prefix="sqarfs-e2e-")
-        return self.path
-
-    def __exit__(self, *exc):
-        shutil.rmtree(self.path, ignore_errors=True)
-        return False

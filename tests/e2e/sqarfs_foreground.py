@@ -6,8 +6,7 @@ import tempfile
 import threading
 import time
 
-from sqarfs_common import is_mounted, unmount
-from sqartest import sanitizer_problem
+from sqartest import is_mounted, sanitizer_problem, unmount_fuse
 
 
 class ForegroundMount:
@@ -38,7 +37,7 @@ class ForegroundMount:
         if not self.mounted:
             return False
         if is_mounted(self.mnt):
-            unmount(self.mnt)
+            unmount_fuse(self.mnt)
         try:
             self.proc.wait(timeout=self.timeout)
             self.stderr = self._read_stderr()

@@ -1,4 +1,6 @@
-"""Shared helpers for sqar's end-to-end tests.
+"""Shared helpers for sqar's end-to-end tests: running commands, building, packing (sqar,
+mksquashfs) and comparing trees, and the readers to compare against. sqarfs_common.py adds
+only what is specific to the sqarfs daemon, clitest.py only the CLI expectations.
 
 Tests prove behaviour against readers nobody here wrote (unsquashfs, the kernel, squashfuse):
 they build trees with every entry type, pack them, read them back through those readers and
@@ -127,8 +129,9 @@ def pseudo_random(n, seed):
     return bytes(out[:n])
 
 
-def make_full_tree(root, block=131072):
-    """Every entry type a tree can hold, with varied metadata. Returns the root path."""
+def make_full_tree(root, block=131072, extra=None):
+    """Every entry type a tree can hold, with varied metadata. extra(root), if given, adds
+    entries before the times are fixed. Returns the root path."""
     os.makedirs(root, exist_ok=True)
     text = b"".join(b"line %d of a log file with some words\n" % i for i in range(20000))
     write(f"{root}/empty", b"")
@@ -183,6 +186,8 @@ def make_full_tree(root, block=131072):
     set_xattr(f"{root}/random.bin", "user.binary", bytes(range(256)))
     for i in range(12):  # a name list longer than the scan's first 256-byte try
         set_xattr(f"{root}/text.log", f"user.a-rather-long-attribute-name-number-{i:02d}", b"v%d" % i)
+    if extra:
+        extra(root)
     # Fixed, varied times (directories last: creating entries touches their mtime).
     t = 1_600_000_000
     for i, (dirpath, dirs, files) in enumerate(sorted(os.walk(root, topdown=False))):
@@ -226,8 +231,51 @@ def xattrs_of(path):
     return out
 
 
-def snapshot(root, times=True, owners=True, xattrs=True):
-    """Maps each relative path to its content and metadata, hard links as groups of names."""
+# mksquashfs does not keep hard links between symlinks (it stores two symlink inodes): the
+# entries of make_full_tree() to leave out when a tree goes through a mksquashfs image.
+MKSQUASHFS_IGNORE = ("sym-for-hardlink", "names/sym-hardlink")
+DEFAULT_BLOCK = 131072
+
+
+def hole_blocks(path, block):
+    """[(first, end)] ranges of the file's whole BLOCK-sized, BLOCK-aligned pieces that are
+    holes throughout (SEEK_DATA / SEEK_HOLE): what an image of that block size stores as sparse
+    blocks, and what every reader that keeps holes must give back as holes. (A partial last
+    block may go to a fragment, so it does not count.)"""
+    ranges = []
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size, off = os.fstat(fd).st_size, 0
+        while off < size:
+            try:
+                data = os.lseek(fd, off, os.SEEK_DATA)
+            except OSError:  # ENXIO: no data after off
+                data = size
+            first, end = -(-off // block), min(data, size) // block
+            if end > first:
+                ranges.append((first, end))
+            if data >= size:
+                break
+            off = os.lseek(fd, data, os.SEEK_HOLE)
+    finally:
+        os.close(fd)
+    return ranges
+
+
+def uncovered(want, got):
+    """The ranges of WANT (sorted, disjoint [first, end) pairs) not inside one of GOT's."""
+    missing = []
+    for first, end in want:
+        if not any(f <= first and end <= e for f, e in got):
+            missing.append((first, end))
+    return missing
+
+
+def snapshot(root, times=True, owners=True, xattrs=True, holes=True):
+    """Maps each relative path to its content and metadata, hard links as groups of names.
+    holes: False, or the block size whose whole-block holes are recorded (True: 128 KiB), only
+    for a file that has one."""
+    hole_block = DEFAULT_BLOCK if holes is True else int(holes)
     entries = {}
     inode_names = {}
     for dirpath, dirs, files in os.walk(root):
@@ -235,14 +283,16 @@ def snapshot(root, times=True, owners=True, xattrs=True):
             p = os.path.join(dirpath, name)
             rel = os.path.relpath(p, root)
             st = os.lstat(p)
-            e = {"type": stat.S_IFMT(st.st_mode), "mode": stat.S_IMODE(st.st_mode)}
+            e = {"type": stat.S_IFMT(st.st_mode), "mode": stat.S_IMODE(st.st_mode), "nlink": st.st_nlink}
             if owners:
                 e["uid"], e["gid"] = st.st_uid, st.st_gid
-            if times and not stat.S_ISLNK(st.st_mode):
+            if times:
                 e["mtime"] = int(st.st_mtime)
             if stat.S_ISREG(st.st_mode):
                 e["size"] = st.st_size
                 e["sha256"] = file_digest(p)
+                if holes and (ranges := hole_blocks(p, hole_block)):
+                    e["holes"] = ranges
             elif stat.S_ISLNK(st.st_mode):
                 e["target"] = os.readlink(p)
             elif stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode):
@@ -250,7 +300,6 @@ def snapshot(root, times=True, owners=True, xattrs=True):
             if xattrs:
                 e["xattrs"] = xattrs_of(p)
             if not stat.S_ISDIR(st.st_mode):
-                e["nlink"] = st.st_nlink
                 inode_names.setdefault((st.st_dev, st.st_ino), []).append(rel)
             entries[rel] = e
     for names in inode_names.values():
@@ -259,26 +308,50 @@ def snapshot(root, times=True, owners=True, xattrs=True):
     return entries
 
 
-def compare_trees(expected_root, actual_root, what, times=True, owners=True, xattrs=True, ignore=(), ignore_keys=()):
-    a = snapshot(expected_root, times, owners, xattrs)
-    b = snapshot(actual_root, times, owners, xattrs)
+def tree_differences(expected_root, actual_root, what="the copy", times=True, owners=True, xattrs=True, holes=True,
+                     ignore=(), ignore_keys=(), uid=None, gid=None):
+    """(list of differences, number of entries compared) between two trees: the entries, each
+    one's type, mode, link count, owner, mtime, size, content, symlink target, device numbers,
+    xattrs (all but system.*) and hard-link group, and that every whole block that is a hole
+    in the expected file is a hole in the actual one (a reader may turn more zeros into holes,
+    never fill one). holes: the image's block size (True: 128 KiB), or False for readers that
+    report no holes (squashfuse). uid/gid: the owner every entry of the actual tree is expected
+    to show (sqarfs -o uid=,gid=)."""
+    a = snapshot(expected_root, times, owners, xattrs, holes)
+    b = snapshot(actual_root, times, owners, xattrs, holes)
     problems = []
     for rel in sorted(set(a) | set(b)):
         if any(rel == i or rel.startswith(i + "/") for i in ignore):
             continue
         if rel not in b:
             problems.append(f"missing in {what}: {rel!r}")
-        elif rel not in a:
+            continue
+        if rel not in a:
             problems.append(f"unexpected in {what}: {rel!r}")
-        else:
-            for k in sorted(set(a[rel]) | set(b[rel])):
-                if k in ignore_keys:
-                    continue
-                if a[rel].get(k) != b[rel].get(k):
-                    problems.append(f"{what}: {rel!r}: {k} {a[rel].get(k)!r} != {b[rel].get(k)!r}")
+            continue
+        want, got = dict(a[rel]), b[rel]
+        if owners and uid is not None:
+            want["uid"] = uid
+        if owners and gid is not None:
+            want["gid"] = gid
+        if "holes" not in ignore_keys and (lost := uncovered(want.get("holes", []), got.get("holes", []))):
+            problems.append(f"{what}: {rel!r}: holes at blocks {lost} are data")
+        for k in sorted(set(want) | set(got)):
+            if k in ignore_keys or k == "holes":
+                continue
+            if want.get(k) != got.get(k):
+                problems.append(f"{what}: {rel!r}: {k} {want.get(k)!r} != {got.get(k)!r}")
+    return problems, len(a)
+
+
+def compare_trees(expected_root, actual_root, what, times=True, owners=True, xattrs=True, ignore=(), ignore_keys=(),
+                  holes=True, uid=None, gid=None):
+    """Raises AssertionError naming every difference tree_differences() finds."""
+    problems, count = tree_differences(expected_root, actual_root, what, times, owners, xattrs, holes, ignore,
+                                       ignore_keys, uid, gid)
     if problems:
         raise AssertionError(f"{len(problems)} differences between source and {what}:\n" + "\n".join(problems[:40]))
-    log(f"ok: {what} matches the source ({len(a)} entries, content and metadata)")
+    log(f"ok: {what} matches the source ({count} entries, content and metadata)")
 
 
 # ---------------------------------------------------------------- readers
@@ -389,10 +462,41 @@ def squashfuse_mount(image, mnt):
 
 
 def unmount_fuse(mnt):
-    for cmd in (["fusermount3", "-u", mnt], ["fusermount", "-u", mnt], ["umount", "-l", mnt]):
-        if shutil.which(cmd[0]) and subprocess.run(cmd, stderr=subprocess.DEVNULL).returncode == 0:
-            return
-    time.sleep(0.2)
+    """Unmounts a FUSE mount; True if one of the ways worked."""
+    for cmd in (["fusermount3", "-u", mnt], ["fusermount", "-u", mnt], ["umount", mnt], ["umount", "-l", mnt]):
+        if shutil.which(cmd[0]) and subprocess.run(cmd, stdout=subprocess.DEVNULL,
+                                                   stderr=subprocess.DEVNULL).returncode == 0:
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def is_mounted(mnt):
+    real = os.path.realpath(mnt)
+    with open("/proc/self/mountinfo") as f:
+        return any(line.split()[4] == real for line in f)
+
+
+def mksquashfs(src, image, *args):
+    """Builds IMAGE from SRC (a path or a list of them) with mksquashfs, the reference writer;
+    skips when it is missing."""
+    need_tool("mksquashfs")
+    srcs = [src] if isinstance(src, str) else list(src)
+    run(["mksquashfs", *srcs, image, "-noappend", "-quiet", "-no-progress", *args])
+
+
+def mksquashfs_supports(comp):
+    p = subprocess.run(["mksquashfs", "-help"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return f"\t{comp}" in p.stdout or f" {comp}" in p.stdout
+
+
+def exit_status(problems):
+    """For tests that gather problems in a list: prints them (the first 40) and a verdict,
+    returns the exit status (1 if any, else 0)."""
+    for p in problems[:40]:
+        print("FAIL:", p, flush=True)
+    print("OK" if not problems else f"{len(problems)} problems", flush=True)
+    return 1 if problems else 0
 
 
 def main(tests):

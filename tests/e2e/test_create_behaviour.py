@@ -12,8 +12,8 @@ import subprocess
 import time
 
 from sqartest import (SQAR, check_sanitizers, compare_trees, dir_without_o_tmpfile, image_in_progress, kernel_mount,
-                      leftovers, log, main, make_full_tree, need_root, o_tmpfile_works, pseudo_random, run, sqar_create,
-                      tempdir, unsquashfs_extract, write, xattrs_of)
+                      leftovers, log, main, make_full_tree, mksquashfs, need_root, o_tmpfile_works, pseudo_random, run,
+                      sqar_create, tempdir, unsquashfs_extract, write, xattrs_of)
 
 
 def test_duplicates_are_never_compressed():
@@ -481,7 +481,7 @@ def test_zero_blocks_and_zero_tails_unpack_as_holes():
         os.truncate(f"{src}/data-then-zero-tail", 300000)      # the tail past 256 KiB is zeros
         write(f"{src}/data-tail", pseudo_random(150000, 10))   # a tail with data: a fragment
         sqar_create(src, f"{d}/sqar.sqfs")
-        run(["mksquashfs", src, f"{d}/mk.sqfs", "-noappend", "-quiet", "-no-progress"])
+        mksquashfs(src, f"{d}/mk.sqfs")
         unsquashfs_extract(f"{d}/sqar.sqfs", f"{d}/from-sqar")
         unsquashfs_extract(f"{d}/mk.sqfs", f"{d}/from-mk")
         compare_trees(src, f"{d}/from-sqar", "unsquashfs(zero tails)")

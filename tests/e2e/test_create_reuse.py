@@ -13,7 +13,7 @@ import json
 import os
 import shutil
 
-from sqartest import (SQAR, compare_trees, log, main, make_full_tree, need_tool, pseudo_random, run,
+from sqartest import (SQAR, compare_trees, log, main, make_full_tree, mksquashfs, need_tool, pseudo_random, run,
                       sqar_create, tempdir, unsquashfs_extract, write)
 
 BLOCK = 16384
@@ -240,8 +240,7 @@ def test_old_without_manifest_is_hashed_by_decoding():
         assert reused["blocks_reused"] > 0 and reused["reuse_mismatches"] == 0, reused
         log(f"ok: --no-manifest OLD: {reused['blocks_reused']} blocks copied, image identical")
         need_tool("mksquashfs")
-        run(["mksquashfs", src, f"{d}/mk.sqfs", "-noappend", "-quiet", "-no-progress", "-comp", "zstd",
-             "-Xcompression-level", "15", "-b", "16K"])
+        mksquashfs(src, f"{d}/mk.sqfs", "-comp", "zstd", "-Xcompression-level", "15", "-b", "16K")
         with open(f"{src}/logs/app.log.0", "ab") as f:
             f.write(log_text(5000, 400))
         os.utime(f"{src}/logs/app.log.0", (1_650_000_000, 1_650_000_000))

@@ -9,7 +9,7 @@ stores a single SOURCE directory under its own name (compared with mksquashfs
 import os
 import subprocess
 
-from sqartest import SQAR, log, main, need_tool, run, tempdir, unsquashfs_extract, write
+from sqartest import SQAR, log, main, mksquashfs, need_tool, run, tempdir, unsquashfs_extract, write
 
 NOBODY = 65534
 
@@ -90,7 +90,7 @@ def test_keep_as_directory():
             if not p.endswith("/"):
                 assert open(f"{d}/out/log/{p}", "rb").read() == open(f"{src}/{p}", "rb").read(), p
         need_tool("mksquashfs")
-        run(["mksquashfs", src, f"{d}/mk.sqfs", "-keep-as-directory", "-no-progress", "-quiet"])
+        mksquashfs(src, f"{d}/mk.sqfs", "-keep-as-directory")
         unsquashfs_extract(f"{d}/mk.sqfs", f"{d}/mk")
         assert listing(f"{d}/mk") == expected, f"mksquashfs -keep-as-directory gives {listing(f'{d}/mk')}"
         log("ok: --keep-as-directory stores the SOURCE under its name, as mksquashfs -keep-as-directory does")

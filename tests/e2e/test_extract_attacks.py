@@ -10,8 +10,8 @@ length - 1.)"""
 import os
 import struct
 
-from clitest import expect_fail, mksquashfs
-from sqartest import log, main, tempdir, write
+from clitest import expect_fail
+from sqartest import log, main, mksquashfs, tempdir, write
 
 UNCOMPRESSED = ("-noI", "-noD", "-noF", "-noX", "-no-xattrs")
 # Fixed owner and times make the image the same on every run, so a placeholder cannot also turn up

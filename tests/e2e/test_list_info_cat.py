@@ -6,8 +6,8 @@ import shutil
 import stat
 import time
 
-from clitest import expect_fail, mksquashfs, sqar, sqar_create_image, tree_files
-from sqartest import SQAR, log, main, make_full_tree, pseudo_random, run, tempdir, write
+from clitest import expect_fail, sqar, sqar_create_image, tree_files
+from sqartest import SQAR, log, main, make_full_tree, mksquashfs, pseudo_random, run, tempdir, write
 
 
 def test_list():

@@ -7,8 +7,8 @@ import struct
 import subprocess
 import sys
 
-from sqartest import check_sanitizers
-from sqarfs_common import Mount, TempDir, compare_trees, is_mounted, mksquashfs, rand_bytes, require_fuse, file_hash
+from sqarfs_common import Mount, rand_bytes, require_fuse, sqarfs_refused
+from sqartest import exit_status, file_digest, is_mounted, mksquashfs, tempdir, tree_differences
 import random
 
 
@@ -46,9 +46,9 @@ def export_table_is_not_trusted(tmp):
         if len(swapped) != 2:
             failures.append(f"expected the files numbered 3 and 21, found {swapped}")
         for n in swapped:
-            if file_hash(f"{mnt}/d/{n}") != file_hash(f"{src}/d/{n}"):
+            if file_digest(f"{mnt}/d/{n}") != file_digest(f"{src}/d/{n}"):
                 failures.append(f"swapped export entries: d/{n} read another file's content")
-        problems, _ = compare_trees(src, mnt)
+        problems, _ = tree_differences(src, mnt)
         failures += [f"swapped export entries: {p}" for p in problems]
     return failures
 
@@ -70,10 +70,8 @@ def unreadable_fragment_table_is_refused_at_mount(tmp):
         f.seek(19)
         f.write(bytes([top ^ 0x80]))
     os.makedirs(mnt, exist_ok=True)
-    r = subprocess.run([os.environ["SQARFS"], img, mnt], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    check_sanitizers(r.args, r.returncode, r.stderr)
-    if is_mounted(mnt):
-        subprocess.run(["fusermount3", "-u", mnt])
+    r = sqarfs_refused([img, mnt], mnt)
+    if r.mounted:
         return [f"an unreadable fragment table was mounted (exit {r.returncode}, {r.stderr!r})"]
     if r.returncode == 0 or "fragment table" not in r.stderr or img not in r.stderr:
         return [f"unreadable fragment table: exit {r.returncode}, {r.stderr!r}"]
@@ -82,7 +80,7 @@ def unreadable_fragment_table_is_refused_at_mount(tmp):
 
 def main():
     require_fuse()
-    with TempDir() as tmp:
+    with tempdir() as tmp:
         src, mnt = f"{tmp}/src", f"{tmp}/mnt"
         os.makedirs(src)
         rng = random.Random(3)
@@ -113,7 +111,7 @@ def main():
                     failures.append(f"expected EIO, got {e}")
             # The rest of the file system is unaffected and the daemon is alive.
             for i in range(20):
-                if file_hash(f"{mnt}/small{i}") != file_hash(f"{src}/small{i}"):
+                if file_digest(f"{mnt}/small{i}") != file_digest(f"{src}/small{i}"):
                     failures.append(f"small{i} differs")
             # The damaged file's later blocks are intact and still readable.
             with open(f"{mnt}/victim", "rb") as f, open(f"{src}/victim", "rb") as g:
@@ -130,17 +128,12 @@ def main():
             f.seek(0)
             f.write(b"JUNK")
         os.makedirs(mnt, exist_ok=True)
-        r = subprocess.run([os.environ["SQARFS"], img, mnt], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        check_sanitizers(r.args, r.returncode, r.stderr)
+        r = sqarfs_refused([img, mnt], mnt)
         if r.returncode == 0 or "not a SquashFS image" not in r.stderr:
             failures.append(f"bad superblock: exit {r.returncode}, {r.stderr!r}")
-            subprocess.run(["fusermount3", "-u", mnt])
         failures += export_table_is_not_trusted(tmp)
         failures += unreadable_fragment_table_is_refused_at_mount(tmp)
-        for f in failures:
-            print("FAIL:", f)
-        print("OK" if not failures else f"{len(failures)} problems")
-        return 1 if failures else 0
+        return exit_status(failures)
 
 
 if __name__ == "__main__":

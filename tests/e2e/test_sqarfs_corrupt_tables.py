@@ -14,7 +14,8 @@ import stat
 import sys
 
 import corruptlib
-from sqarfs_common import TempDir, is_mounted, require_fuse, sqar_create_works, sqarfs_binary
+from sqarfs_common import require_fuse, sqar_create_works, sqarfs_binary
+from sqartest import exit_status, is_mounted, tempdir
 from sqarfs_foreground import ForegroundMount, run_with_deadline
 
 
@@ -81,7 +82,7 @@ def main():
     sqar = sqar_create_works()
     sqarfs = sqarfs_binary()
     failures = []
-    with TempDir() as tmp:
+    with tempdir() as tmp:
         src = corruptlib.make_source(f"{tmp}/src")
         images = corruptlib.build_images(src, tmp, sqar)
         mnt, img = f"{tmp}/mnt", f"{tmp}/damaged.sqfs"
@@ -140,10 +141,7 @@ def main():
             print(f"{label}: {len(damages)} damaged images: {mounted} mounted ({eio_total} EIO answers), "
                   f"{refused} refused at mount time, {silent} served damaged data instead of EIO, {raw_served} served "
                   f"damaged blocks stored raw (no block checksum)")
-    for f in failures[:40]:
-        print("FAIL:", f)
-    print("OK" if not failures else f"{len(failures)} problems")
-    return 1 if failures else 0
+    return exit_status(failures)
 
 
 if __name__ == "__main__":

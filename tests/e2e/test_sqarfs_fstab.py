@@ -8,8 +8,8 @@ import shutil
 import subprocess
 import sys
 
-from sqarfs_common import (TempDir, compare_trees, is_mounted, make_tree, mksquashfs, require_fuse, sqarfs_binary,
-                           sqar_create_works, run, skip, unmount)
+from sqarfs_common import make_tree, require_fuse, sqar_create_works, sqarfs_binary
+from sqartest import MKSQUASHFS_IGNORE, exit_status, is_mounted, mksquashfs, run, skip, tempdir, tree_differences, unmount_fuse
 
 
 READ_ONLY_NOTE = "mounted read-only"
@@ -46,7 +46,8 @@ def check_mount(label, args, src, mnt, env, problems, may_skip=False, rw_note=Fa
         problems.append(f"{label}: mount {' '.join(args)} failed ({rc}): {err}")
         return
     try:
-        diffs, seen = compare_trees(src, mnt)
+        ignore = MKSQUASHFS_IGNORE if label.startswith("mksquashfs") else ()
+        diffs, seen = tree_differences(src, mnt, label, ignore=ignore)
         problems += [f"{label}: {d}" for d in diffs]
         if not os.statvfs(mnt).f_flag & os.ST_RDONLY or "ro" not in (mount_options(mnt) or []):
             problems.append(f"{label}: not mounted read-only: {mount_options(mnt)}")
@@ -54,7 +55,7 @@ def check_mount(label, args, src, mnt, env, problems, may_skip=False, rw_note=Fa
             problems.append(f"{label}: expected the read-only note {'once' if rw_note else 'never'}, got: {err!r}")
         print(f"{label}: {seen} entries compared, read-only" + (f"; said: {err}" if err else ""))
     finally:
-        if not unmount(mnt):
+        if not unmount_fuse(mnt):
             problems.append(f"{label}: unmount failed")
 
 
@@ -72,7 +73,7 @@ def check_refused(label, args, mnt, env, problems):
         problems.append(f"{label}: expected a failure naming the unknown option, got exit {rc}: {err!r}")
     if is_mounted(mnt):
         problems.append(f"{label}: something was mounted")
-        unmount(mnt)
+        unmount_fuse(mnt)
     print(f"{label}: exit {rc}: {err.splitlines()[0] if err else ''}")
 
 
@@ -82,7 +83,7 @@ def main():
     if not shutil.which("mount.fuse3"):
         skip("mount.fuse3 is not installed")
     problems = []
-    with TempDir() as tmp:
+    with tempdir() as tmp:
         src, mnt = f"{tmp}/src", f"{tmp}/mnt"
         make_tree(src)
         os.makedirs(mnt)
@@ -143,13 +144,10 @@ def main():
                 os.unlink(system_link)
         if is_mounted(mnt):
             problems.append("left mounted")
-            unmount(mnt)
-    for p in problems[:40]:
-        print("FAIL:", p)
-    print("OK" if not problems else f"{len(problems)} problems")
+            unmount_fuse(mnt)
     if not problems and UNAVAILABLE:
         skip("the kernel's squashfs cannot mount here: " + "; ".join(UNAVAILABLE))
-    return 1 if problems else 0
+    return exit_status(problems)
 
 
 if __name__ == "__main__":

@@ -13,10 +13,9 @@ import sys
 import threading
 import time
 
-from sqarfs_common import (TempDir, file_hash, is_mounted, mksquashfs, rand_bytes, require_fuse, sqar_create_works,
-                           sqarfs_binary, unmount, run)
+from sqarfs_common import rand_bytes, require_fuse, sqar_create_works, sqarfs_binary
 from sqarfs_foreground import ForegroundMount
-from sqartest import check_sanitizers
+from sqartest import check_sanitizers, exit_status, file_digest, is_mounted, mksquashfs, run, tempdir, unmount_fuse
 
 READ_SECONDS = 10  # bounded load phase (<= 20 s as the issue asks)
 READERS = 16
@@ -52,7 +51,7 @@ def load(mnt, hashes, contents):
                 rel = rng.choice(names)
                 kind = rng.random()
                 if kind < 0.4:
-                    if file_hash(f"{mnt}/{rel}") != hashes[rel]:
+                    if file_digest(f"{mnt}/{rel}") != hashes[rel]:
                         errors.append(f"reader {n}: {rel}: content hash differs")
                 elif kind < 0.9:
                     data = contents[rel]
@@ -82,7 +81,7 @@ def main():
     require_fuse()
     sqarfs = sqarfs_binary()
     failures = []
-    with TempDir() as tmp:
+    with tempdir() as tmp:
         src, mnt = f"{tmp}/src", f"{tmp}/mnt"
         hashes, contents = build_source(src)
         images = [("mksquashfs zstd", f"{tmp}/mk.sqfs")]
@@ -104,7 +103,7 @@ def main():
                 errs, ops = load(mnt, hashes, contents)
                 alive = is_mounted(mnt) and os.listdir(mnt)
             finally:
-                unmount(mnt)
+                unmount_fuse(mnt)
             print(f"{label}: {READERS} readers, {ops} operations in {READ_SECONDS} s: "
                   f"{'OK' if not errs else errs[:5]}", flush=True)
             failures += errs
@@ -117,7 +116,7 @@ def main():
         for i in range(MOUNT_CYCLES):
             with ForegroundMount([sqarfs, img, mnt], mnt) as m:
                 if m.mounted:
-                    assert file_hash(f"{mnt}/big/f1") == hashes["big/f1"], "big/f1 differs"
+                    assert file_digest(f"{mnt}/big/f1") == hashes["big/f1"], "big/f1 differs"
             why = m.problem() or (None if m.mounted else f"did not mount: {m.stderr}")
             if why:
                 failures.append(f"mount cycle {i}: {why}")
@@ -135,15 +134,12 @@ def main():
                    sqarfs, img, mnt]
             with ForegroundMount(cmd, mnt, timeout=300) as m:
                 if m.mounted:
-                    file_hash(f"{mnt}/big/f1")
+                    file_digest(f"{mnt}/big/f1")
             print(f"valgrind: exit {m.returncode}", flush=True)
             if m.problem():
                 failures.append(f"valgrind: {m.problem()}")
 
-    for f in failures:
-        print("FAIL:", f)
-    print("OK" if not failures else f"{len(failures)} problems")
-    return 1 if failures else 0
+    return exit_status(failures)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,8 @@ import struct
 import sys
 import time
 
-from sqarfs_common import TempDir, mksquashfs, require_fuse, resident_map, sqarfs_binary
+from sqarfs_common import require_fuse, resident_map, sqarfs_binary
+from sqartest import mksquashfs, tempdir
 from sqarfs_foreground import ForegroundMount
 
 BLOCK = 131072
@@ -146,7 +147,7 @@ def late_mates_pushed(src, tmp):
 def main():
     require_fuse()
     failures = []
-    with TempDir() as tmp:
+    with tempdir() as tmp:
         src = f"{tmp}/src"
         for name, check in (("every block of a randomly read file is pushed", every_block_pushed),
                             ("fragment mates past 64 KiB of inode table are pushed", late_mates_pushed)):

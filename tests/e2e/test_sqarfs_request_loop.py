@@ -17,10 +17,9 @@ import subprocess
 import sys
 import time
 
-from sqarfs_common import (TempDir, compare_trees, is_mounted, make_tree, mksquashfs, rand_bytes,
-                           require_fuse, sqarfs_binary)
+from sqarfs_common import make_tree, rand_bytes, require_fuse, sqarfs_binary, sqarfs_refused
 from sqarfs_foreground import ForegroundMount
-from sqartest import check_sanitizers, sanitizer_problem, skip
+from sqartest import MKSQUASHFS_IGNORE, is_mounted, mksquashfs, sanitizer_problem, skip, tempdir, tree_differences, unmount_fuse
 from test_sqarfs_threads import hammer
 
 CONFIGS = [
@@ -136,7 +135,7 @@ def check_listener_groups(sqarfs, img, mnt, src, contents, not_checked):
         # call them again and again. (Whether they are on a CPU at a given moment says nothing
         # here: on a loaded machine a called listener may wait long for its pinned CPU.)
         sleeps_before = context_switches(m.proc.pid, extra, ("voluntary_ctxt",))
-        problems, seen = compare_trees(src, mnt)  # one client thread
+        problems, seen = tree_differences(src, mnt, ignore=MKSQUASHFS_IGNORE)  # one client thread
         sleeps = context_switches(m.proc.pid, extra, ("voluntary_ctxt",)) - sleeps_before
         failures += [f"listener groups, one client: {p}" for p in problems]
         if sleeps > 2 * len(extra):
@@ -212,7 +211,7 @@ def wait_gone(proc, mnt, timeout=20):
 def main():
     require_fuse()
     failures = []
-    with TempDir() as tmp:
+    with tempdir() as tmp:
         src, mnt, img = f"{tmp}/src", f"{tmp}/mnt", f"{tmp}/img.sqfs"
         make_tree(src)
         rng = random.Random(3)
@@ -231,7 +230,7 @@ def main():
                 if not m.mounted:
                     failures.append(f"{label}: did not mount: {m.stderr[-500:]}")
                     continue
-                problems, seen = compare_trees(src, mnt)
+                problems, seen = tree_differences(src, mnt, ignore=MKSQUASHFS_IGNORE)
                 if seen < 10:
                     problems.append(f"only {seen} entries compared")
                 errs = hammer(mnt, contents, threads=16, reads=60)
@@ -275,18 +274,15 @@ def main():
                                     f"{is_mounted(mnt)}, stderr {err[-500:]}")
                     if proc.poll() is None:
                         proc.kill()
-                    subprocess.run(["umount", "-l", mnt], stderr=subprocess.DEVNULL)
+                    unmount_fuse(mnt)
 
         # Bad values: refused before mounting, naming the option.
         for bad in ("spin=abc", "spin=20000", "spin=-1", "handoff=sometimes"):
-            r = subprocess.run([sqarfs, img, mnt, "-o", bad], capture_output=True, text=True, timeout=30)
-            check_sanitizers(r.args, r.returncode, r.stderr)
-            ok = r.returncode != 0 and bad.split("=")[0] in r.stderr and not is_mounted(mnt)
+            r = sqarfs_refused([img, mnt, "-o", bad], mnt)
+            ok = r.returncode != 0 and bad.split("=")[0] in r.stderr and not r.mounted
             print(f"-o {bad}: {'refused' if ok else 'ACCEPTED'}: {r.stderr.strip()}")
             if not ok:
                 failures.append(f"-o {bad} was not refused: exit {r.returncode}, {r.stderr}")
-                if is_mounted(mnt):
-                    subprocess.run(["umount", mnt])
     for f in failures:
         print("FAIL:", f)
     if not failures and not_checked:

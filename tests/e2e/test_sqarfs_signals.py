@@ -9,7 +9,8 @@ import subprocess
 import sys
 import time
 
-from sqarfs_common import TempDir, mksquashfs, require_fuse, sqarfs_binary, unmount
+from sqarfs_common import require_fuse, sqarfs_binary
+from sqartest import exit_status, mksquashfs, tempdir, unmount_fuse
 
 
 def mounts_of(mnt, image):
@@ -86,7 +87,7 @@ def check_case(sqarfs, tmp, sig, relative):
             print(f"{label}: daemon gone, nothing mounted")
     finally:
         if mounts_of(mnt, image):
-            unmount(mnt)
+            unmount_fuse(mnt)
     return problems
 
 
@@ -94,7 +95,7 @@ def main():
     require_fuse()
     sqarfs = os.path.abspath(sqarfs_binary())
     problems = []
-    with TempDir() as tmp:
+    with tempdir() as tmp:
         os.makedirs(f"{tmp}/src")
         with open(f"{tmp}/src/hello", "w") as f:
             f.write("hello\n")
@@ -102,10 +103,7 @@ def main():
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             for relative in (True, False):
                 problems += check_case(sqarfs, tmp, sig, relative)
-    for p in problems:
-        print("FAIL:", p)
-    print("OK" if not problems else f"{len(problems)} problems")
-    return 1 if problems else 0
+    return exit_status(problems)
 
 
 if __name__ == "__main__":
