@@ -1,8 +1,8 @@
 // Fixed-size buffers for decompressed blocks, carved from 2 MiB regions.
 //
-// A 128 KiB buffer from malloc is a fresh mmap: 32 page faults (each zeroing a page) when a
-// block is decompressed into it, and an munmap when the cache evicts it. On a random reader
-// that first-touches many blocks this was ~20% of the FUSE daemon's CPU. Here buffers come
+// A 128 KiB buffer from malloc is a fresh mmap: 32 page faults when a block is decompressed
+// into it, and an munmap when the cache evicts it (docs/architecture.md, "Buffers from huge
+// pages"). Here buffers come
 // from 2 MiB-aligned regions marked MADV_HUGEPAGE (one fault per region where the kernel
 // allows transparent huge pages) and freed buffers are kept for reuse. The pools are
 // process-wide (one per size) and never shrink: they hold at most what the caches held at
