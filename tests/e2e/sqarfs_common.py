@@ -3,6 +3,7 @@
 Building, packing and comparing trees are in sqartest. Every mount made here is unmounted in
 a finally block by Mount's context manager, so a failing test never leaves a mount behind.
 """
+import contextlib
 import os
 import random
 import shutil
@@ -11,7 +12,16 @@ import subprocess
 import sys
 import time
 
-from sqartest import check_sanitizers, is_mounted, make_full_tree, run, skip, unmount_fuse
+from sqartest import check_sanitizers, is_mounted, make_full_tree, run, skip, tempdir, unmount_fuse
+
+@contextlib.contextmanager
+def fuse_workspace():
+    """For a test that mounts: skips without FUSE (require_fuse), then yields (tmp, src, mnt),
+    paths in a temporary directory that is removed afterwards (nothing is created in it)."""
+    require_fuse()
+    with tempdir() as tmp:
+        yield tmp, f"{tmp}/src", f"{tmp}/mnt"
+
 
 def sqarfs_binary():
     path = os.environ.get("SQARFS", "")

@@ -13,9 +13,9 @@ import sys
 import threading
 import time
 
-from sqarfs_common import rand_bytes, require_fuse, sqar_create_works, sqarfs_binary
+from sqarfs_common import fuse_workspace, rand_bytes, sqar_create_works, sqarfs_binary
 from sqarfs_foreground import ForegroundMount
-from sqartest import check_sanitizers, exit_status, file_digest, is_mounted, mksquashfs, run, tempdir, unmount_fuse
+from sqartest import check_sanitizers, exit_status, file_digest, is_mounted, mksquashfs, run, unmount_fuse
 
 READ_SECONDS = 10  # bounded load phase (<= 20 s as the issue asks)
 READERS = 16
@@ -78,11 +78,9 @@ def load(mnt, hashes, contents):
 
 
 def main():
-    require_fuse()
-    sqarfs = sqarfs_binary()
     failures = []
-    with tempdir() as tmp:
-        src, mnt = f"{tmp}/src", f"{tmp}/mnt"
+    with fuse_workspace() as (tmp, src, mnt):
+        sqarfs = sqarfs_binary()
         hashes, contents = build_source(src)
         images = [("mksquashfs zstd", f"{tmp}/mk.sqfs")]
         mksquashfs(src, images[0][1], "-comp", "zstd")

@@ -4,8 +4,8 @@ hard links; for mksquashfs images of several compressors and for `sqar create` i
 import os
 import sys
 
-from sqarfs_common import Mount, make_tree, require_fuse, sqar_create_works, sqarfs_binary, sqarfs_refused
-from sqartest import MKSQUASHFS_IGNORE, mksquashfs, run, tempdir, tree_differences
+from sqarfs_common import Mount, fuse_workspace, make_tree, sqar_create_works, sqarfs_binary, sqarfs_refused
+from sqartest import MKSQUASHFS_IGNORE, mksquashfs, run, tree_differences
 
 
 def check(img, src, mnt, label, ignore=(), holes=True):
@@ -85,11 +85,9 @@ def holes_match_the_kernel(tmp):
 
 
 def main():
-    require_fuse()
-    sqarfs = sqarfs_binary()
     failures = []
-    with tempdir() as tmp:
-        src, mnt = f"{tmp}/src", f"{tmp}/mnt"
+    with fuse_workspace() as (tmp, src, mnt):
+        sqarfs = sqarfs_binary()
         make_tree(src)
         for comp in ("gzip", "zstd", "xz", "lz4", "lzo"):
             img = f"{tmp}/{comp}.sqfs"

@@ -17,9 +17,9 @@ import subprocess
 import sys
 import time
 
-from sqarfs_common import make_tree, rand_bytes, require_fuse, sqarfs_binary, sqarfs_refused
+from sqarfs_common import fuse_workspace, make_tree, rand_bytes, sqarfs_binary, sqarfs_refused
 from sqarfs_foreground import ForegroundMount
-from sqartest import MKSQUASHFS_IGNORE, is_mounted, mksquashfs, sanitizer_problem, skip, tempdir, tree_differences, unmount_fuse
+from sqartest import MKSQUASHFS_IGNORE, is_mounted, mksquashfs, sanitizer_problem, skip, tree_differences, unmount_fuse
 from test_sqarfs_threads import hammer
 
 CONFIGS = [
@@ -209,10 +209,9 @@ def wait_gone(proc, mnt, timeout=20):
 
 
 def main():
-    require_fuse()
     failures = []
-    with tempdir() as tmp:
-        src, mnt, img = f"{tmp}/src", f"{tmp}/mnt", f"{tmp}/img.sqfs"
+    with fuse_workspace() as (tmp, src, mnt):
+        img = f"{tmp}/img.sqfs"
         make_tree(src)
         rng = random.Random(3)
         contents = {}

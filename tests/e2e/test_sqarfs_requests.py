@@ -19,9 +19,9 @@ import sys
 import time
 from collections import Counter
 
-from sqarfs_common import make_tree, require_fuse, resident_pages, sqarfs_binary
+from sqarfs_common import fuse_workspace, make_tree, resident_pages, sqarfs_binary
 from sqarfs_foreground import ForegroundMount
-from sqartest import MKSQUASHFS_IGNORE, file_digest, mksquashfs, skip, tempdir, tree_differences
+from sqartest import MKSQUASHFS_IGNORE, file_digest, mksquashfs, skip, tree_differences
 
 
 def opcodes(log):
@@ -121,10 +121,9 @@ def read_known(mnt, how):
 
 
 def main():
-    require_fuse()
     failures = []
-    with tempdir() as tmp:
-        src, mnt, img = f"{tmp}/src", f"{tmp}/mnt", f"{tmp}/img.sqfs"
+    with fuse_workspace() as (tmp, src, mnt):
+        img = f"{tmp}/img.sqfs"
         make_tree(src)
         mksquashfs(src, img, "-comp", "zstd", "-xattrs")
         os.makedirs(mnt)

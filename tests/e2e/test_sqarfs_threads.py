@@ -8,8 +8,8 @@ import os
 import random
 import sys
 
-from sqarfs_common import Mount, rand_bytes, require_fuse, sqar_create_works
-from sqartest import exit_status, mksquashfs, run, tempdir
+from sqarfs_common import Mount, fuse_workspace, rand_bytes, sqar_create_works
+from sqartest import exit_status, mksquashfs, run
 
 
 def run_readers(worker, threads):
@@ -57,11 +57,9 @@ def hammer(mnt, contents, threads=16, reads=300):
 
 
 def main():
-    require_fuse()
     rng = random.Random(7)
     failures = []
-    with tempdir() as tmp:
-        src, mnt = f"{tmp}/src", f"{tmp}/mnt"
+    with fuse_workspace() as (tmp, src, mnt):
         os.makedirs(src)
         contents = {}
         for i in range(6):
