@@ -237,28 +237,35 @@ MKSQUASHFS_IGNORE = ("sym-for-hardlink", "names/sym-hardlink")
 DEFAULT_BLOCK = 131072
 
 
-def hole_blocks(path, block):
-    """[(first, end)] ranges of the file's whole BLOCK-sized, BLOCK-aligned pieces that are
-    holes throughout (SEEK_DATA / SEEK_HOLE): what an image of that block size stores as sparse
-    blocks, and what every reader that keeps holes must give back as holes. (A partial last
-    block may go to a fragment, so it does not count.)"""
-    ranges = []
+def data_regions(path):
+    """[(start, end)] of the file's data as SEEK_DATA / SEEK_HOLE report it."""
     fd = os.open(path, os.O_RDONLY)
     try:
-        size, off = os.fstat(fd).st_size, 0
+        size, off, out = os.fstat(fd).st_size, 0, []
         while off < size:
             try:
-                data = os.lseek(fd, off, os.SEEK_DATA)
-            except OSError:  # ENXIO: no data after off
-                data = size
-            first, end = -(-off // block), min(data, size) // block
-            if end > first:
-                ranges.append((first, end))
-            if data >= size:
+                start = os.lseek(fd, off, os.SEEK_DATA)
+            except OSError:  # ENXIO: only a hole is left
                 break
-            off = os.lseek(fd, data, os.SEEK_HOLE)
+            off = os.lseek(fd, start, os.SEEK_HOLE)
+            out.append((start, off))
+        return out
     finally:
         os.close(fd)
+
+
+def hole_blocks(path, block):
+    """[(first, end)] ranges of the file's whole BLOCK-sized, BLOCK-aligned pieces that are
+    holes throughout: what an image of that block size stores as sparse blocks, and what every
+    reader that keeps holes must give back as holes. (A partial last block may go to a
+    fragment, so it does not count.)"""
+    size = os.lstat(path).st_size
+    ranges, hole_start = [], 0
+    for start, end in data_regions(path) + [(size, size)]:
+        first, last = -(-hole_start // block), min(start, size) // block
+        if last > first:
+            ranges.append((first, last))
+        hole_start = end
     return ranges
 
 

@@ -4,7 +4,7 @@ holes kept as holes (few allocated blocks). unsquashfs extracts the same image a
 reference. The timing comparison lives in bench/extract_sparse.sh."""
 import os
 
-from sqartest import SQAR, log, main, need_tool, run, skip, sqar_create, tempdir, unsquashfs_extract
+from sqartest import SQAR, data_regions, log, main, need_tool, run, skip, sqar_create, tempdir, unsquashfs_extract
 
 SIZE = 64 << 30
 # Data islands: at the start, inside, across an 8 MiB range boundary, and at the very end.
@@ -12,23 +12,10 @@ ISLANDS = [(0, b"head" * 1024), (5 << 30, b"middle" * 5000), ((8 << 20) * 3000 -
            (SIZE - 4096, b"T" * 4096)]
 
 
-def data_regions(path):
+def data_of_regions(path):
     """[(offset, bytes)] of every data region SEEK_DATA / SEEK_HOLE report (a few MiB here)."""
-    out = []
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        off = 0
-        while True:
-            try:
-                start = os.lseek(fd, off, os.SEEK_DATA)
-            except OSError:
-                break
-            end = os.lseek(fd, start, os.SEEK_HOLE)
-            out.append((start, os.pread(fd, end - start, start)))
-            off = end
-    finally:
-        os.close(fd)
-    return out
+    with open(path, "rb") as f:
+        return [(start, os.pread(f.fileno(), end - start, start)) for start, end in data_regions(path)]
 
 
 def nonzero(regions):
@@ -46,7 +33,7 @@ def check(path, what):
             f.seek(off)
             if f.read(len(data)) != data:
                 raise AssertionError(f"{what}: wrong data at offset {off}")
-    return data_regions(path)
+    return data_of_regions(path)
 
 
 def test_sparse_64g_parallel():

@@ -5,7 +5,7 @@ import os
 import sys
 
 from sqarfs_common import Mount, fuse_workspace, make_tree, sqar_create_works, sqarfs_binary, sqarfs_refused
-from sqartest import MKSQUASHFS_IGNORE, mksquashfs, run, tree_differences
+from sqartest import MKSQUASHFS_IGNORE, data_regions, mksquashfs, run, tree_differences
 
 
 def check(img, src, mnt, label, ignore=(), holes=True):
@@ -29,23 +29,6 @@ def check(img, src, mnt, label, ignore=(), holes=True):
     if problems:
         print(f"FAIL {label}:\n  " + "\n  ".join(problems[:30]))
     return problems
-
-
-def data_regions(path):
-    """[(start, end)] of data by SEEK_DATA / SEEK_HOLE."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        size, off, out = os.fstat(fd).st_size, 0, []
-        while off < size:
-            try:
-                start = os.lseek(fd, off, os.SEEK_DATA)
-            except OSError:  # ENXIO: only a hole is left
-                break
-            off = os.lseek(fd, start, os.SEEK_HOLE)
-            out.append((start, off))
-        return out
-    finally:
-        os.close(fd)
 
 
 def holes_match_the_kernel(tmp):
