@@ -447,6 +447,24 @@ def _probe_mount(comp):
     return ok
 
 
+def kernel_reports_holes():
+    """Whether this kernel's squashfs answers SEEK_HOLE (older kernels report every byte as
+    data): the holes= argument for comparing a kernel mount. Probed once."""
+    if "holes" not in _probe_cache:
+        with tempdir() as d:
+            os.makedirs(f"{d}/src")
+            with open(f"{d}/src/f", "wb") as f:
+                f.seek(1 << 20)
+                f.write(b"end")
+            run([SQAR, "create", "-q", f"{d}/src", f"{d}/img"])
+            with kernel_mount(f"{d}/img", f"{d}/mnt") as mnt:
+                regions = data_regions(f"{mnt}/f")
+        _probe_cache["holes"] = bool(regions) and regions[0][0] > 0
+        if not _probe_cache["holes"]:
+            log("note: this kernel's squashfs reports no holes: kernel mounts are compared without them")
+    return _probe_cache["holes"]
+
+
 @contextlib.contextmanager
 def kernel_mount(image, mnt):
     os.makedirs(mnt, exist_ok=True)

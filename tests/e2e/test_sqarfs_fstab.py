@@ -9,7 +9,8 @@ import subprocess
 import sys
 
 from sqarfs_common import make_tree, require_fuse, sqar_create_works, sqarfs_binary
-from sqartest import MKSQUASHFS_IGNORE, exit_status, is_mounted, mksquashfs, run, skip, tempdir, tree_differences, unmount_fuse
+from sqartest import (MKSQUASHFS_IGNORE, exit_status, is_mounted, kernel_reports_holes, mksquashfs, run, skip, tempdir,
+                      tree_differences, unmount_fuse)
 
 
 READ_ONLY_NOTE = "mounted read-only"
@@ -47,7 +48,8 @@ def check_mount(label, args, src, mnt, env, problems, may_skip=False, rw_note=Fa
         return
     try:
         ignore = MKSQUASHFS_IGNORE if label.startswith("mksquashfs") else ()
-        diffs, seen = tree_differences(src, mnt, label, ignore=ignore)
+        holes = kernel_reports_holes() if "kernel" in label else True
+        diffs, seen = tree_differences(src, mnt, label, ignore=ignore, holes=holes)
         problems += [f"{label}: {d}" for d in diffs]
         if not os.statvfs(mnt).f_flag & os.ST_RDONLY or "ro" not in (mount_options(mnt) or []):
             problems.append(f"{label}: not mounted read-only: {mount_options(mnt)}")
