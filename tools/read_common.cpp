@@ -11,18 +11,6 @@
 
 namespace sqar::cli {
 
-int run_guarded(const char* cmd, const std::function<int()>& body, int error_code) {
-  try {
-    return body();
-  } catch (const UsageError& e) {
-    std::fprintf(stderr, "sqar %s: %s\nTry 'sqar %s --help' for examples.\n", cmd, e.what(), cmd);
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "sqar %s: %s\n", cmd, e.what());
-    return error_code;
-  }
-}
-
 void report(const char* cmd, const std::string& image, const std::string& message) {
   const std::string prefix = std::string("sqar ") + cmd + ": ";
   print_message(prefix + (message.rfind(image + ":", 0) == 0 ? message : image + ": " + message));

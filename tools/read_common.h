@@ -6,24 +6,14 @@
 // "differs"). The reader's own errors already start with the image path.
 #pragma once
 #include <cstdint>
-#include <functional>
 #include <memory>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "cli_util.h"
 #include "reader/image.h"
 
 namespace sqar::cli {
-
-// Thrown for bad command lines; turned into exit code 2.
-class UsageError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
-// Runs body, mapping UsageError to 2 and sqar::Error / std::exception to error_code.
-int run_guarded(const char* cmd, const std::function<int()>& body, int error_code = 1);
 
 // Prints "sqar CMD: IMAGE: message" (the image prefix is skipped when message already has it).
 void report(const char* cmd, const std::string& image, const std::string& message);
