@@ -1,5 +1,8 @@
 #include "read_common.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <thread>
@@ -8,6 +11,7 @@
 #include "common/error.h"
 #include "common/parse_size.h"
 #include "status_line.h"
+#include "stdin_spool.h"
 
 namespace sqar::cli {
 
@@ -37,7 +41,22 @@ std::unique_ptr<reader::Image> open_image(const std::string& path, uint64_t offs
   reader::ImageOptions options;
   options.offset = offset;
   if (cache_bytes) options.cache_bytes = cache_bytes;
-  return reader::Image::open(path, options);
+  if (path != "-") {
+    // The reader says a pipe cannot seek; a user who wrote /dev/stdin wants the way that works.
+    if (struct stat st; stat(path.c_str(), &st) == 0 && S_ISFIFO(st.st_mode))
+      throw Error(path + ": is a pipe, which cannot seek, and a SquashFS image is read by seeking: give '-' as "
+                  "IMAGE to read standard input (it is copied to a temporary file first)");
+    return reader::Image::open(path, options);
+  }
+  options.fd = seekable_stdin();
+  try {
+    auto image = reader::Image::open(path, options);  // keeps its own duplicate
+    close(options.fd);
+    return image;
+  } catch (...) {
+    close(options.fd);
+    throw;
+  }
 }
 
 size_t streaming_cache_bytes(unsigned jobs) { return std::clamp<size_t>(size_t(jobs) << 22, 8u << 20, 64u << 20); }
