@@ -3,8 +3,21 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 
 namespace sqar::cli {
+
+int run_guarded(const char* cmd, const std::function<int()>& body, int error_code) {
+  try {
+    return body();
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "sqar %s: %s\nTry 'sqar %s --help' for examples.\n", cmd, e.what(), cmd);
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "sqar %s: %s\n", cmd, e.what());
+    return error_code;
+  }
+}
 
 std::optional<int64_t> parse_int(const std::string& text) {
   if (text.empty()) return std::nullopt;

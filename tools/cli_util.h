@@ -1,11 +1,23 @@
-// Small helpers shared by the sqar sub-commands: option values and human-readable numbers
-// (byte counts: common/parse_size.h).
+// Small helpers shared by the sqar sub-commands: the error shape, option values and
+// human-readable numbers (byte counts: common/parse_size.h).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <optional>
+#include <stdexcept>
 #include <string>
 
 namespace sqar::cli {
+
+// Thrown for bad command lines; turned into exit code 2.
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Runs a command's body: UsageError prints "sqar CMD: message" and a pointer to --help and
+// gives 2; any other exception prints "sqar CMD: message" and gives error_code.
+int run_guarded(const char* cmd, const std::function<int()>& body, int error_code = 1);
 
 std::optional<int64_t> parse_int(const std::string& text);
 std::string human_bytes(uint64_t bytes);  // "1.2 GiB"

@@ -52,6 +52,8 @@ const char kHelp[] =
     "  sqar cat image.sqfs big.iso > big.iso\n"
     "  sqar cat image.sqfs 'etc/**/*.conf'   every .conf file below etc, one after the other\n"
     "\n"
+    SQAR_STDIN_IMAGE_HELP
+    "\n"
     "Exit status: 0 when every PATTERN was printed, 1 when one is missing, is not a regular file,\n"
     "matches no regular file or is damaged (the others are still printed), 2 on bad usage.\n";
 

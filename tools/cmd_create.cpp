@@ -52,7 +52,9 @@ const char kHelp[] =
     "                          the top-level build only), one without matches names at any\n"
     "                          depth ('*.tmp'); a trailing '/' matches directories only.\n"
     "                          A GLOB that starts with a SOURCE's path ('/var/log/journal' with\n"
-    "                          SOURCE /var/log) is taken as the path below it ('/journal')\n"
+    "                          SOURCE /var/log) is taken as the path below it ('/journal'); one\n"
+    "                          with '/' that excludes nothing gets a warning naming the image path\n"
+    "                          it probably meant\n"
     "      --exclude-from FILE read GLOBs from FILE, one a line ('#' starts a comment)\n"
     "      --keep-as-directory store a single SOURCE directory under its own name instead of\n"
     "                          making it the root (as mksquashfs -keep-as-directory)\n"
@@ -207,12 +209,7 @@ void take_open_settings_from(const std::string& old_image, CodecConfig& codec, b
   level_given = true;
 }
 
-int usage_error(const std::string& msg) {
-  std::fprintf(stderr, "sqar create: %s\nTry 'sqar create --help'.\n", msg.c_str());
-  return 2;
-}
-
-int create_main(int argc, char** argv) {
+int run_create(int argc, char** argv) {
   enum {
     kExclude = 256, kExcludeFrom, kOneFs, kNoXattrs, kAllRoot, kUid, kGid, kMtime, kSkipUnreadable, kNoDedup,
     kVerifyDedup, kReuse, kNoManifest, kNoExport, kProgress, kJson, kStrict, kReuseStrict, kKeepAsDirectory
@@ -243,14 +240,14 @@ int create_main(int argc, char** argv) {
     switch (c) {
       case 'c': {
         auto id = codec_from_name(arg);
-        if (!id || !codec_can_write(*id)) return usage_error("unknown compressor '" + arg + "' (gzip, xz, lzo, lz4, zstd)");
+        if (!id || !codec_can_write(*id)) throw UsageError("unknown compressor '" + arg + "' (gzip, xz, lzo, lz4, zstd)");
         opt.codec.id = *id;
         compressor_given = true;
         break;
       }
       case 'l': {
         auto v = parse_int(arg);
-        if (!v || *v < 0) return usage_error("invalid level '" + arg + "'");
+        if (!v || *v < 0) throw UsageError("invalid level '" + arg + "'");
         opt.codec.level = int(*v);
         level_given = true;
         break;
@@ -258,14 +255,14 @@ int create_main(int argc, char** argv) {
       case 'b': {
         auto v = parse_size(arg);
         if (!v || *v < 4096 || *v > (1u << 20) || (*v & (*v - 1)))
-          return usage_error("invalid block size '" + arg + "' (a power of two from 4K to 1M)");
+          throw UsageError("invalid block size '" + arg + "' (a power of two from 4K to 1M)");
         opt.codec.block_size = uint32_t(*v);
         block_given = true;
         break;
       }
       case 'j': {
         auto v = parse_int(arg);
-        if (!v || *v < 1 || *v > 1024) return usage_error("invalid thread count '" + arg + "'");
+        if (!v || *v < 1 || *v > 1024) throw UsageError("invalid thread count '" + arg + "'");
         opt.threads = unsigned(*v);
         break;
       }
@@ -277,7 +274,7 @@ int create_main(int argc, char** argv) {
         try {
           opt.excludes.add_from_file(arg);
         } catch (const Error& e) {
-          return usage_error(std::string("--exclude-from: ") + e.what());
+          throw UsageError(std::string("--exclude-from: ") + e.what());
         }
         break;
       case kOneFs: opt.one_file_system = true; break;
@@ -285,13 +282,13 @@ int create_main(int argc, char** argv) {
       case kAllRoot: opt.uid = 0; opt.gid = 0; break;
       case kUid: case kGid: {
         auto v = parse_int(arg);
-        if (!v || *v < 0 || *v > UINT32_MAX) return usage_error("invalid id '" + arg + "'");
+        if (!v || *v < 0 || *v > UINT32_MAX) throw UsageError("invalid id '" + arg + "'");
         (c == kUid ? opt.uid : opt.gid) = uint32_t(*v);
         break;
       }
       case kMtime: {
         auto v = parse_int(arg);
-        if (!v || *v < 0 || *v > UINT32_MAX) return usage_error("invalid --mtime '" + arg + "' (seconds since 1970)");
+        if (!v || *v < 0 || *v > UINT32_MAX) throw UsageError("invalid --mtime '" + arg + "' (seconds since 1970)");
         opt.mtime = *v;
         break;
       }
@@ -306,17 +303,17 @@ int create_main(int argc, char** argv) {
       case kNoExport: opt.exportable = false; break;
       case kProgress: force_progress = true; break;
       case kJson: json = true; break;
-      case ':': return usage_error(std::string("option '") + argv[optind - 1] + "' needs a value");
-      default: return usage_error(std::string("unknown option '") + argv[optind - 1] + "'");
+      case ':': throw UsageError(std::string("option '") + argv[optind - 1] + "' needs a value");
+      default: throw UsageError(std::string("unknown option '") + argv[optind - 1] + "'");
     }
   }
-  if (argc - optind < 2) return usage_error("need at least one SOURCE and the IMAGE");
+  if (argc - optind < 2) throw UsageError("need at least one SOURCE and the IMAGE");
   for (int i = optind; i < argc - 1; ++i) opt.sources.push_back(argv[i]);
   opt.image = argv[argc - 1];
   // The superblock is written last and the tables after the data, so the image needs a file
   // it can seek in; a file named '-' is never what was meant.
   if (opt.image == "-")
-    return usage_error("IMAGE cannot be '-' (standard output): a SquashFS image needs a seekable file. Write it "
+    throw UsageError("IMAGE cannot be '-' (standard output): a SquashFS image needs a seekable file. Write it "
                        "to a file and copy that, or stream a tar instead ('sqar extract --tar - IMAGE', "
                        "or 'tar -C SOURCE -cf - .')");
   if (!opt.reuse.empty()) take_open_settings_from(opt.reuse, opt.codec, compressor_given, level_given, block_given);
@@ -325,13 +322,13 @@ int create_main(int argc, char** argv) {
   if (level_given) {
     const auto [lo, hi] = level_range(opt.codec.id);
     if (opt.codec.level < lo || opt.codec.level > hi)
-      return usage_error("level " + std::to_string(opt.codec.level) + " is out of range for " +
+      throw UsageError("level " + std::to_string(opt.codec.level) + " is out of range for " +
                          codec_name(opt.codec.id) + " (" + std::to_string(lo) + "-" + std::to_string(hi) + ")");
   }
   if (opt.codec.id == CodecId::lz4) opt.codec.lz4_hc = opt.codec.level > 0;
   if (const char* sde = std::getenv("SOURCE_DATE_EPOCH"); sde && *sde) {
     auto v = parse_int(sde);
-    if (!v || *v < 0 || *v > UINT32_MAX) return usage_error(std::string("invalid SOURCE_DATE_EPOCH '") + sde + "'");
+    if (!v || *v < 0 || *v > UINT32_MAX) throw UsageError(std::string("invalid SOURCE_DATE_EPOCH '") + sde + "'");
     opt.source_date = *v;
   }
   opt.warn = [](const std::string& w) { print_message("sqar create: warning: " + w); };
@@ -366,6 +363,10 @@ int create_main(int argc, char** argv) {
   else if (!quiet)
     print_summary(opt, stats);
   return 0;
+}
+
+int create_main(int argc, char** argv) {
+  return run_guarded("create", [&] { return run_create(argc, argv); });
 }
 
 RegisterCommand reg("create", "pack directories into a SquashFS image", &create_main);

@@ -41,6 +41,8 @@ const char kHelp[] =
     "  sqar diff backup.sqfs /srv/data              what changed since the backup\n"
     "  sqar diff --no-owners image.sqfs ./unpacked  ignore ownership (unpacked as a user)\n"
     "\n"
+    SQAR_STDIN_IMAGE_HELP
+    "\n"
     "Exit status: 0 when they are equal, 1 when they differ, 2 on errors or bad usage.\n";
 
 // The lines are "- PATH", "+ PATH" and "M PATH: DETAIL" (tree_compare.h); PATH is known, so

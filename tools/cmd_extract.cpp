@@ -63,6 +63,8 @@ const char kHelp[] =
     "  sqar extract -j 4 --overwrite image.sqfs -C out   refresh an earlier extraction\n"
     "  sqar extract --tar - image.sqfs | ssh host tar -xpf - -C /srv   stream it elsewhere\n"
     "\n"
+    SQAR_STDIN_IMAGE_HELP
+    "\n"
     "Exit status: 0 when everything was extracted, 1 when an entry or the image failed, 2 on\n"
     "bad usage. Errors read \"sqar extract: IMAGE: PATH: cause\".\n";
 

@@ -39,6 +39,8 @@ const char kHelp[] =
     "Dedup savings count the content bytes of files whose data (same block list, or same tail\n"
     "fragment) is stored once but referenced by more than one inode; hard links are not dedup.\n"
     "\n"
+    SQAR_STDIN_IMAGE_HELP
+    "\n"
     "Exit status: 0 on success, 1 when the image is unreadable, 2 on bad usage.\n";
 
 struct Stats {

@@ -43,6 +43,9 @@ const char kHelp[] =
     "  sqar list image.sqfs | grep '\\.conf$'\n"
     "\n"
     "A damaged entry is named on stderr and skipped; the others are still listed.\n"
+    "\n"
+    SQAR_STDIN_IMAGE_HELP
+    "\n"
     "Exit status: 0 on success, 1 when the image is unreadable, an entry is damaged or a PATTERN\n"
     "matches nothing, 2 on bad usage.\n";
 

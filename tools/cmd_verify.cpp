@@ -41,6 +41,8 @@ const char kHelp[] =
     "  sqar verify backup.sqfs && echo intact\n"
     "  sqar verify -j 1 image.sqfs\n"
     "\n"
+    SQAR_STDIN_IMAGE_HELP
+    "\n"
     "Exit status: 0 when everything is right; 1 when something is wrong (each bad file is named:\n"
     "\"sqar verify: IMAGE: PATH: cause\"); 2 on bad usage.\n";
 

@@ -1,5 +1,8 @@
 #include "read_common.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <thread>
@@ -8,20 +11,9 @@
 #include "common/error.h"
 #include "common/parse_size.h"
 #include "status_line.h"
+#include "stdin_spool.h"
 
 namespace sqar::cli {
-
-int run_guarded(const char* cmd, const std::function<int()>& body, int error_code) {
-  try {
-    return body();
-  } catch (const UsageError& e) {
-    std::fprintf(stderr, "sqar %s: %s\nTry 'sqar %s --help' for examples.\n", cmd, e.what(), cmd);
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "sqar %s: %s\n", cmd, e.what());
-    return error_code;
-  }
-}
 
 void report(const char* cmd, const std::string& image, const std::string& message) {
   const std::string prefix = std::string("sqar ") + cmd + ": ";
@@ -49,7 +41,22 @@ std::unique_ptr<reader::Image> open_image(const std::string& path, uint64_t offs
   reader::ImageOptions options;
   options.offset = offset;
   if (cache_bytes) options.cache_bytes = cache_bytes;
-  return reader::Image::open(path, options);
+  if (path != "-") {
+    // The reader says a pipe cannot seek; a user who wrote /dev/stdin wants the way that works.
+    if (struct stat st; stat(path.c_str(), &st) == 0 && S_ISFIFO(st.st_mode))
+      throw Error(path + ": is a pipe, which cannot seek, and a SquashFS image is read by seeking: give '-' as "
+                  "IMAGE to read standard input (it is copied to a temporary file first)");
+    return reader::Image::open(path, options);
+  }
+  options.fd = seekable_stdin();
+  try {
+    auto image = reader::Image::open(path, options);  // keeps its own duplicate
+    close(options.fd);
+    return image;
+  } catch (...) {
+    close(options.fd);
+    throw;
+  }
 }
 
 size_t streaming_cache_bytes(unsigned jobs) { return std::clamp<size_t>(size_t(jobs) << 22, 8u << 20, 64u << 20); }

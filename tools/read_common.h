@@ -6,24 +6,21 @@
 // "differs"). The reader's own errors already start with the image path.
 #pragma once
 #include <cstdint>
-#include <functional>
 #include <memory>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "cli_util.h"
 #include "reader/image.h"
 
 namespace sqar::cli {
 
-// Thrown for bad command lines; turned into exit code 2.
-class UsageError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
-// Runs body, mapping UsageError to 2 and sqar::Error / std::exception to error_code.
-int run_guarded(const char* cmd, const std::function<int()>& body, int error_code = 1);
+// One paragraph of every read command's --help (open_image implements it).
+#define SQAR_STDIN_IMAGE_HELP                                                                   \
+  "IMAGE '-' reads the image from standard input ('cat image.sqfs | sqar list -'). A SquashFS\n" \
+  "image is read by seeking, so a pipe is first copied to an unlinked temporary file in\n"       \
+  "$TMPDIR (default /tmp): it needs as much free space there as the image, and it is gone\n"     \
+  "when sqar ends, however it ends.\n"
 
 // Prints "sqar CMD: IMAGE: message" (the image prefix is skipped when message already has it).
 void report(const char* cmd, const std::string& image, const std::string& message);
@@ -33,6 +30,7 @@ uint64_t parse_offset_arg(const std::string& text);
 unsigned parse_jobs_arg(const std::string& text);
 unsigned default_jobs();
 
+// IMAGE '-' is standard input (stdin_spool.h); a named pipe is refused with that hint.
 // cache_bytes: the data cache (decompressed blocks and fragments); 0 keeps the reader's default.
 std::unique_ptr<reader::Image> open_image(const std::string& path, uint64_t offset, size_t cache_bytes = 0);
 

@@ -36,8 +36,10 @@ ImageImpl::ImageImpl(std::string path, const ImageOptions& options)
       before_block_load_(options.before_block_load),
       data_cache_(options.cache_bytes),
       meta_cache_(options.metadata_cache_bytes) {
-  fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  fd_ = options.fd >= 0 ? fcntl(options.fd, F_DUPFD_CLOEXEC, 0) : ::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd_ < 0) throw_errno(path_, errno);
+  // O_NONBLOCK only so that opening a named pipe without a writer does not hang; reads block.
+  if (options.fd < 0) fcntl(fd_, F_SETFL, fcntl(fd_, F_GETFL) & ~O_NONBLOCK);
   struct stat st;
   if (fstat(fd_, &st) != 0) {
     int e = errno;
@@ -47,6 +49,11 @@ ImageImpl::ImageImpl(std::string path, const ImageOptions& options)
   if (S_ISDIR(st.st_mode)) {
     ::close(fd_);
     throw Error(path_ + ": is a directory, not a SquashFS image");
+  }
+  // A pipe's size reads as 0 ("too small"), which hides the real cause: it cannot seek.
+  if (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)) {
+    ::close(fd_);
+    throw Error(path_ + ": is a pipe, which cannot seek: a SquashFS image must be read from a file or block device");
   }
   file_size_ = uint64_t(st.st_size);
   if (S_ISBLK(st.st_mode)) {

@@ -34,6 +34,10 @@ struct ImageOptions {
   // Called on the reading thread before a data block or fragment that is not cached is
   // read and decompressed (sqarfs hands request listening to another thread meanwhile).
   void (*before_block_load)() = nullptr;
+  // >= 0: read this already open file (the image keeps a duplicate; the caller still owns fd)
+  // and use the path only to name the image in messages: standard input spooled to an
+  // unlinked temporary file has no path to open.
+  int fd = -1;
 };
 
 // The superblock as stored (table positions are relative to the image start).

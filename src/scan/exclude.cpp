@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include "common/error.h"
@@ -14,6 +15,7 @@ namespace sqar {
 
 void ExcludeList::add(std::string pattern) {
   Pattern p;
+  p.written = pattern;
   p.dir_only = !pattern.empty() && pattern.back() == '/';
   while (!pattern.empty() && pattern.back() == '/') pattern.pop_back();
   // A leading '/' or './' anchors the pattern at the source root ("/build" is the top-level
@@ -76,9 +78,8 @@ void ExcludeList::map_source_paths(const std::vector<std::pair<std::string, std:
           p.glob[disk.size() - 1] != '/')
         continue;
       const std::string rest = p.glob.substr(disk.size());
-      const std::string written = "/" + p.glob + (p.dir_only ? "/" : "");
       p.glob = image.empty() ? rest : image + "/" + rest;
-      if (note) note("--exclude '" + written + "' names a path below SOURCE " + disk + ": taken as '/" + p.glob +
+      if (note) note("--exclude '" + p.written + "' names a path below SOURCE " + disk + ": taken as '/" + p.glob +
                      (p.dir_only ? "/" : "") + "' in the image");
       break;
     }
@@ -90,10 +91,58 @@ bool ExcludeList::excluded(std::string_view relative_path, std::string_view name
   for (const auto& p : patterns_) {
     if (p.dir_only && !is_dir) continue;
     if (p.anchored ? path_pattern_match(p.glob, rel)
-                   : fnmatch(p.glob.c_str(), base.c_str(), 0) == 0)
+                   : fnmatch(p.glob.c_str(), base.c_str(), 0) == 0) {
+      if (!p.hit.set.load(std::memory_order_relaxed)) p.hit.set.store(true, std::memory_order_relaxed);
       return true;
+    }
   }
   return false;
+}
+
+namespace {
+
+std::vector<std::string> components(const std::string& path) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < path.size();) {
+    size_t j = path.find('/', i);
+    if (j == std::string::npos) j = path.size();
+    if (j > i) out.push_back(path.substr(i, j - i));
+    i = j + 1;
+  }
+  return out;
+}
+
+// The image path GLOB probably meant: GLOB without its first k components when they are the
+// last k components of a SOURCE's path on disk (k as large as possible), below that SOURCE's
+// place in the image. Empty when no SOURCE fits.
+std::string probable_image_path(const std::string& glob,
+                                const std::vector<std::pair<std::string, std::string>>& sources) {
+  const std::vector<std::string> g = components(glob);
+  if (g.size() < 2) return "";
+  for (const auto& [disk, image] : sources) {
+    const std::vector<std::string> d = components(disk);
+    for (size_t k = std::min(d.size(), g.size() - 1); k >= 1; --k) {
+      if (!std::equal(g.begin(), g.begin() + ptrdiff_t(k), d.end() - ptrdiff_t(k))) continue;
+      std::string out = image.empty() ? "" : "/" + image;
+      for (size_t i = k; i < g.size(); ++i) out += "/" + g[i];
+      return out;
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+void ExcludeList::warn_unmatched(const std::vector<std::pair<std::string, std::string>>& sources,
+                                 const std::function<void(const std::string&)>& warn) const {
+  if (!warn) return;
+  for (const auto& p : patterns_) {
+    if (!p.anchored || p.hit.set.load()) continue;
+    std::string msg = "--exclude '" + p.written + "' matched nothing; a GLOB with '/' matches the path in the image";
+    if (const std::string meant = probable_image_path(p.glob, sources); !meant.empty())
+      msg += ": did you mean '" + meant + (p.dir_only ? "/" : "") + "'?";
+    warn(msg);
+  }
 }
 
 }  // namespace sqar

@@ -1,5 +1,6 @@
 // Exclude patterns for `sqar create --exclude GLOB`.
 #pragma once
+#include <atomic>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -24,13 +25,31 @@ class ExcludeList {
   void map_source_paths(const std::vector<std::pair<std::string, std::string>>& sources,
                         const std::function<void(const std::string&)>& note);
   bool empty() const { return patterns_.empty(); }
+  // After the scan: an anchored pattern that excluded nothing is nearly always a path written
+  // as on disk or relative to the wrong directory ('/log/journal', 'var/log/journal' with
+  // SOURCE /var/log). warn hears of each, with the image path it probably meant when the
+  // pattern starts with the last components of a SOURCE's path (sources as for map_source_paths).
+  void warn_unmatched(const std::vector<std::pair<std::string, std::string>>& sources,
+                      const std::function<void(const std::string&)>& warn) const;
 
  private:
+  // Set by excluded() from the scan's threads; copies carry the value.
+  struct Hit {
+    mutable std::atomic<bool> set{false};
+    Hit() = default;
+    Hit(const Hit& o) : set(o.set.load()) {}
+    Hit& operator=(const Hit& o) {
+      set = o.set.load();
+      return *this;
+    }
+  };
   struct Pattern {
     std::string glob;
+    std::string written;  // as the user gave it, for messages
     bool anchored;   // contains a '/': match the relative path
     bool rooted;     // was written with a leading '/' (or './')
     bool dir_only;
+    Hit hit;
   };
   std::vector<Pattern> patterns_;
 };

@@ -152,7 +152,8 @@ CreateStats create_image(CreateOptions opt, CreateProgress* progress) {
   ScanOptions scan;
   scan.sources = opt.sources;
   scan.excludes = opt.excludes;
-  scan.excludes.map_source_paths(source_paths(opt), opt.note);
+  const auto sources_on_disk = source_paths(opt);
+  scan.excludes.map_source_paths(sources_on_disk, opt.note);
   scan.keep_as_directory = opt.keep_as_directory;
   scan.one_file_system = opt.one_file_system;
   scan.xattrs = opt.xattrs;
@@ -171,6 +172,7 @@ CreateStats create_image(CreateOptions opt, CreateProgress* progress) {
   if (progress) scan.entries_seen = &progress->entries;
   scan.listers_peak = &stats.scan_listers;
   Tree tree = scan_sources(scan);
+  scan.excludes.warn_unmatched(sources_on_disk, opt.warn);
   // The scan's listings and per-directory tasks are freed now; hand their pages back before
   // the data phase allocates its own. Ports set, zstd-15: peak RSS 53.6-55.9 MB without this,
   // 47.4 MB with it (the tree's nodes sit in large chunks, so the freed memory is whole pages).

@@ -116,6 +116,36 @@ def test_exclude_written_as_a_source_path():
         log("ok: the image-relative form still excludes")
 
 
+def test_anchored_exclude_that_matches_nothing_warns():
+    with tempdir() as d:
+        src = log_tree(f"{d}/var/log")
+        cases = (  # extra options, pattern, the warning's suggestion (None: no warning)
+            ([], "log/journal", "did you mean '/journal'?"),
+            ([], "/log/journal/", "did you mean '/journal/'?"),
+            ([], "var/log/jour*", "did you mean '/jour*'?"),
+            (["--keep-as-directory"], "var/log/journal", "did you mean '/log/journal'?"),
+            ([], "/elsewhere/x", ""),
+            ([], "/journal", None),
+            ([], "*.nope", None),
+        )
+        for i, (extra, pattern, meant) in enumerate(cases):
+            img = f"{d}/w{i}.sqfs"
+            p = run([SQAR, "create", "-q", *extra, "--exclude", pattern, src, img])
+            warned = [line for line in p.stderr.splitlines() if "matched nothing" in line]
+            if meant is None:
+                assert not warned, f"--exclude {pattern}: {p.stderr}"
+                continue
+            assert len(warned) == 1 and f"--exclude '{pattern}' matched nothing" in warned[0], p.stderr
+            assert "path in the image" in warned[0] and meant in warned[0], warned
+            if not meant:
+                assert "did you mean" not in warned[0], warned
+            # A warning only: the image is built, with nothing left out.
+            paths = run([SQAR, "list", img]).stdout.splitlines()
+            assert any(x.endswith("journal/system.journal") for x in paths), paths
+            log(f"ok: {warned[0]}")
+
+
 if __name__ == "__main__":
     main([test_unreadable_directory_suggests_skip_unreadable, test_symlink_to_a_directory_as_source,
-          test_keep_as_directory, test_exclude_written_as_a_source_path])
+          test_keep_as_directory, test_exclude_written_as_a_source_path,
+          test_anchored_exclude_that_matches_nothing_warns])

@@ -33,6 +33,15 @@ def test_general_help_documents_exit_codes():
             raise AssertionError(f"sqar {' '.join(args)} does not mention `sqar help COMMAND`:\n{out}")
 
 
+def test_every_commands_help_documents_exit_codes():
+    for cmd in listed_commands():
+        out = run([SQAR, cmd, "--help"]).stdout
+        status = out[out.find("Exit status:"):]
+        codes = [c for c in ("0", "1", "2") if not re.search(rf"\b{c} (on|when)\b", status)]
+        if not status or codes or "usage" not in status:
+            raise AssertionError(f"sqar {cmd} --help does not give exit codes {codes} and bad usage:\n{out}")
+
+
 def test_help_of_an_unknown_command_is_a_usage_error():
     p = run([SQAR, "help", "crate"], check=False)
     if p.returncode != 2 or "unknown command 'crate'" not in p.stderr:
@@ -41,4 +50,5 @@ def test_help_of_an_unknown_command_is_a_usage_error():
 
 if __name__ == "__main__":
     main([test_help_command_prints_the_commands_help,
-          test_general_help_documents_exit_codes, test_help_of_an_unknown_command_is_a_usage_error])
+          test_general_help_documents_exit_codes, test_every_commands_help_documents_exit_codes,
+          test_help_of_an_unknown_command_is_a_usage_error])

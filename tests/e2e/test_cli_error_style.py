@@ -1,0 +1,37 @@
+"""Every sqar command reports errors the same way: a bad command line prints "sqar CMD: message"
+and "Try 'sqar CMD --help' for examples." and exits 2; a failure prints "sqar CMD: FILE: cause"
+on one line and exits 1 (diff: 2, as 1 means "the trees differ")."""
+import re
+
+from sqartest import SQAR, main, run, tempdir
+
+
+def listed_commands():
+    return re.findall(r"^  ([a-z]+) ", run([SQAR, "--help"]).stdout, re.M)
+
+
+def test_bad_option_is_a_usage_error_in_every_command():
+    commands = listed_commands()
+    assert "create" in commands and "list" in commands, commands
+    for cmd in commands:
+        p = run([SQAR, cmd, "--bogus-option", "x", "y"], check=False)
+        want = f"sqar {cmd}: unknown option '--bogus-option'\nTry 'sqar {cmd} --help' for examples.\n"
+        assert p.returncode == 2 and p.stderr == want and p.stdout == "", (cmd, p.returncode, p.stderr)
+        p = run([SQAR, cmd], check=False)
+        assert p.returncode == 2 and p.stderr.startswith(f"sqar {cmd}: ") and \
+            p.stderr.endswith(f"Try 'sqar {cmd} --help' for examples.\n"), (cmd, p.returncode, p.stderr)
+
+
+def test_a_missing_file_is_named_with_its_cause():
+    with tempdir() as d:
+        missing = f"{d}/missing"
+        for args, code in ((["create", missing, f"{d}/img.sqfs"], 1), (["list", missing], 1),
+                           (["info", missing], 1), (["cat", missing, "a"], 1), (["extract", missing, "-C", d], 1),
+                           (["verify", missing], 1), (["diff", missing, d], 2)):
+            p = run([SQAR, *args], check=False)
+            want = f"sqar {args[0]}: {missing}: No such file or directory\n"
+            assert p.returncode == code and p.stderr == want, (args, p.returncode, p.stderr)
+
+
+if __name__ == "__main__":
+    main([test_bad_option_is_a_usage_error_in_every_command, test_a_missing_file_is_named_with_its_cause])
