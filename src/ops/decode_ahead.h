@@ -50,13 +50,22 @@ class DecodeAheadQueue {
   // queue was stopped (the producer should give up).
   bool push(Item item, uint64_t blocks) {
     std::unique_lock lock(mu_);
-    room_.wait(lock, [&] { return stopped_ || (q_.size() < max_items_ && planned_ - taken_ < 2 * slots_); });
+    if (!stopped_ && !(q_.size() < max_items_ && planned_ - taken_ < 2 * slots_)) {
+      // Full: wait until half of it was taken, so that producer and consumer do not wake
+      // each other for every item.
+      producer_waiting_ = true;
+      item_ready_.notify_one();
+      room_.wait(lock, [&] { return stopped_ || has_room_again(); });
+      producer_waiting_ = false;
+    }
     if (stopped_) return false;
     q_.push_back({std::move(item), blocks, planned_});
     planned_ += blocks;
+    const bool wake = consumer_waiting_ && worth_waking_consumer();
     lock.unlock();
-    item_ready_.notify_one();
-    if (blocks) work_ready_.notify_all();
+    if (wake) item_ready_.notify_one();
+    if (blocks > 1) work_ready_.notify_all();
+    else if (blocks) work_ready_.notify_one();
     return true;
   }
   // Producer: no more items.
@@ -83,7 +92,12 @@ class DecodeAheadQueue {
   // Stays valid until pop().
   Item* front() {
     std::unique_lock lock(mu_);
-    item_ready_.wait(lock, [&] { return stopped_ || closed_ || !q_.empty(); });
+    if (q_.empty() && !stopped_ && !closed_) {
+      // Empty: wait for a batch of items rather than waking for each one.
+      consumer_waiting_ = true;
+      item_ready_.wait(lock, [&] { return stopped_ || closed_ || worth_waking_consumer(); });
+      consumer_waiting_ = false;
+    }
     return q_.empty() ? nullptr : &q_.front().item;
   }
   // Consumer: the front item's next block, in order; its bytes stay valid until the next call
@@ -125,13 +139,15 @@ class DecodeAheadQueue {
       }
     }
     release_taken();
+    bool wake_producer;
     {
       std::lock_guard lock(mu_);
       q_.pop_front();
       ++popped_;
       front_taken_ = 0;
+      wake_producer = producer_waiting_ && has_room_again();
     }
-    room_.notify_one();
+    if (wake_producer) room_.notify_one();
   }
 
  private:
@@ -146,16 +162,25 @@ class DecodeAheadQueue {
     std::exception_ptr error;
   };
 
+  static constexpr size_t kBatch = 32;
+  bool worth_waking_consumer() const {
+    return q_.size() >= kBatch || (!q_.empty() && (producer_waiting_ || planned_ - taken_ >= slots_));
+  }
+  bool has_room_again() const { return q_.size() <= max_items_ / 2 && planned_ - taken_ <= slots_; }
+
   // The block handed out last is no longer needed: its slot may take block job + slots.
   void release_taken() {
     if (!holding_) return;
+    bool wake_producer;
     {
       std::lock_guard lock(mu_);
       holding_ = false;
       ++taken_;
+      wake_producer = producer_waiting_ && has_room_again();
     }
-    work_ready_.notify_all();
-    room_.notify_one();
+    // One slot came free: one worker can use it.
+    work_ready_.notify_one();
+    if (wake_producer) room_.notify_one();
   }
 
   // Moves the claim cursor to the next block not yet claimed; false when none is queued.
@@ -190,7 +215,7 @@ class DecodeAheadQueue {
       lock.lock();
       ring_[job % slots_] = std::move(result);
       lock.unlock();
-      block_ready_.notify_all();
+      block_ready_.notify_one();  // only the consumer waits for blocks
     }
   }
 
@@ -206,6 +231,7 @@ class DecodeAheadQueue {
   uint64_t claim_item_ = 0, claim_block_ = 0;
   uint64_t front_taken_ = 0;
   bool holding_ = false;  // consumer side only
+  bool producer_waiting_ = false, consumer_waiting_ = false;
   bool closed_ = false, stopped_ = false;
   std::vector<Slot> ring_;
   std::vector<uint8_t> bytes_;

@@ -18,6 +18,7 @@
 
 #include "common/all_zero.h"
 #include "common/error.h"
+#include "format/squashfs.h"
 #include "ops/decode_ahead.h"
 #include "ops/path_select.h"
 #include "writer/image_file.h"
@@ -101,6 +102,11 @@ class Exporter {
     std::string path;
     Inode inode;
     std::optional<Inode> content;  // a regular file with its block list (not a hard link)
+    uint64_t full_blocks = 0;      // of content: decoded ahead into the queue's ring
+    // The first file (in walk order) with its tail in a fragment block: one more queued job
+    // decodes that block into the image's cache, where this file's tail and those of the files
+    // after it are read without waiting.
+    bool fetch_fragment = false;
     std::optional<std::string> link_to;  // a further name of an inode written before
     std::string symlink;
     std::vector<std::pair<std::string, std::string>> xattrs;
@@ -172,8 +178,8 @@ class Exporter {
     const size_t bs = img_.super().block_size;
     const unsigned workers = opt_.threads > 1 ? opt_.threads : 0;
     const size_t slots = std::clamp<size_t>(16 * size_t(std::max(1u, opt_.threads)), 8,
-                                            std::max<size_t>(8, (size_t(32) << 20) / bs));
-    Queue q(bs, workers, slots, /*max_items=*/4096,
+                                            std::max<size_t>(8, (size_t(8) << 20) / bs));
+    Queue q(bs, workers, slots, /*max_items=*/1024,
             [this](const Item& it, uint64_t index, uint8_t* out) { return decode(it, index, out); });
     std::thread planner([&] { plan(q); });
     // Stops the queue before the planner is joined, so an error here never leaves it waiting.
@@ -197,9 +203,16 @@ class Exporter {
   void plan(Queue& q) {
     struct Stopped {};
     const uint64_t bs = img_.super().block_size;
+    uint32_t last_fragment = fmt::kNoFragment;
     auto queue = [&](Item&& it) {
-      const uint64_t blocks = it.content ? (it.content->size + bs - 1) / bs : 0;
-      if (!q.push(std::move(it), blocks)) throw Stopped{};
+      if (it.content) {
+        it.full_blocks = std::min(img_.block_count(*it.content), (it.content->size + bs - 1) / bs);
+        const uint32_t frag = it.content->fragment_index;
+        it.fetch_fragment = frag != fmt::kNoFragment && frag != last_fragment && it.full_blocks * bs < it.content->size;
+        if (it.fetch_fragment) last_fragment = frag;
+      }
+      const uint64_t jobs = it.full_blocks + (it.fetch_fragment ? 1 : 0);
+      if (!q.push(std::move(it), jobs)) throw Stopped{};
     };
     try {
       std::vector<OpenDir> open;  // the directories leading to the current entry
@@ -263,13 +276,22 @@ class Exporter {
     return it;
   }
 
-  // Block `index` of a file for the writer: a sparse block is fed as zeros (libarchive
-  // consumes a hole's bytes without writing them) without the reader filling a buffer.
+  // Full block `index` of a file for the writer: a sparse block is fed as zeros (libarchive
+  // consumes a hole's bytes without writing them) without the reader filling a buffer. The
+  // job after the full blocks brings the file's fragment block into the cache.
   DecodedBlock decode(const Item& it, uint64_t index, uint8_t* out) {
     const Inode& file = *it.content;
     const uint64_t bs = img_.super().block_size;
+    if (index >= it.full_blocks) {
+      try {
+        img_.read_fragment(file.fragment_index);
+      } catch (const Error&) {
+        // Reading the tail meets the same error and names the file.
+      }
+      return {};
+    }
     try {
-      if (is_sparse(file, index, img_.block_count(file))) return {size_t(std::min<uint64_t>(bs, file.size - index * bs)), true};
+      if (is_sparse(file, index, it.full_blocks)) return {size_t(std::min<uint64_t>(bs, file.size - index * bs)), true};
       return {img_.read_block(file, index, out), false};
     } catch (const Error& err) {
       fail(it.path, err);
@@ -308,7 +330,7 @@ class Exporter {
         break;
       default: break;
     }
-    if (it.content) return file(path, *it.content, e.get(), q);
+    if (it.content) return file(it, e.get(), q);
     check(archive_write_header(a_.get(), e.get()), path);
   }
 
@@ -356,21 +378,38 @@ class Exporter {
     }
   }
 
-  void file(const std::string& path, const Inode& file, archive_entry* e, Queue& q) {
+  void file(const Item& it, archive_entry* e, Queue& q) {
+    const std::string& path = it.path;
+    const Inode& file = *it.content;
     archive_entry_set_size(e, la_int64_t(file.size));
     add_sparse_map(path, file, e);
     check(archive_write_header(a_.get(), e), path);
     const uint64_t bs = img_.super().block_size;
+    auto write = [&](const void* data, size_t len) {
+      if (archive_write_data(a_.get(), data, len) < 0) check(ARCHIVE_FATAL, path);
+    };
+    auto ends_early = [&] { return Error(img_.path() + ": " + path + ": content ends before the file's size"); };
     uint64_t done = 0;
-    for (uint64_t i = 0; done < file.size; ++i) {
-      if (i * bs >= file.size) break;
+    for (uint64_t i = 0; i < it.full_blocks; ++i) {
       const auto [data, block] = q.next_block();
-      if (block.len == 0) break;
+      if (block.len == 0) throw ends_early();
       if (block.zeros && zeros_.size() < block.len) zeros_.assign(bs, 0);
-      if (archive_write_data(a_.get(), block.zeros ? zeros_.data() : data, block.len) < 0) check(ARCHIVE_FATAL, path);
+      write(block.zeros ? zeros_.data() : data, block.len);
       done += block.len;
     }
-    if (done != file.size) throw Error(img_.path() + ": " + path + ": content ends before the file's size");
+    if (done != std::min(it.full_blocks * bs, file.size)) throw ends_early();
+    if (it.fetch_fragment) q.next_block();  // the fragment block is cached now
+    while (done < file.size) {  // the tail, straight from the cached fragment block
+      reader::Chunk c;
+      try {
+        c = img_.read_chunk(file, done, size_t(std::min<uint64_t>(bs, file.size - done)));
+      } catch (const Error& err) {
+        fail(path, err);
+      }
+      if (c.len == 0) throw ends_early();
+      write(c.data, c.len);
+      done += c.len;
+    }
     stats_.bytes += done;
   }
 
