@@ -86,6 +86,7 @@ def main():
 
     gen_data = run.find_gen_data(argparse.Namespace(gen_data=None))
     tools = run.Tools(argparse.Namespace(sqar=args.sqar, sqarfs=None))
+    os.makedirs(run.WORK_DIR, exist_ok=True)  # the helper is built there
     helper = run.build_helper("randread", [], tools)
     mode = {"rand_seconds": args.rand_seconds, "timeout": 1800}
     work = os.path.join(run.WORK_DIR, "readbench")
