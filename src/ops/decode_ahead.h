@@ -68,11 +68,12 @@ class DecodeAheadQueue {
     else if (blocks) work_ready_.notify_one();
     return true;
   }
-  // Producer: no more items.
-  void close() {
+  // Producer: no more items. With an error, the consumer gets it after the items before it.
+  void close(std::exception_ptr error = nullptr) {
     {
       std::lock_guard lock(mu_);
       closed_ = true;
+      error_ = std::move(error);
     }
     item_ready_.notify_all();
     work_ready_.notify_all();
@@ -89,7 +90,7 @@ class DecodeAheadQueue {
   }
 
   // Consumer: the next item, nullptr once the producer closed the queue and all were taken.
-  // Stays valid until pop().
+  // Stays valid until pop(). Rethrows the producer's error once the items before it were taken.
   Item* front() {
     std::unique_lock lock(mu_);
     if (q_.empty() && !stopped_ && !closed_) {
@@ -98,6 +99,7 @@ class DecodeAheadQueue {
       item_ready_.wait(lock, [&] { return stopped_ || closed_ || worth_waking_consumer(); });
       consumer_waiting_ = false;
     }
+    if (q_.empty() && error_) std::rethrow_exception(error_);
     return q_.empty() ? nullptr : &q_.front().item;
   }
   // Consumer: the front item's next block, in order; its bytes stay valid until the next call
@@ -233,6 +235,7 @@ class DecodeAheadQueue {
   bool holding_ = false;  // consumer side only
   bool producer_waiting_ = false, consumer_waiting_ = false;
   bool closed_ = false, stopped_ = false;
+  std::exception_ptr error_;  // the producer's, given to close()
   std::vector<Slot> ring_;
   std::vector<uint8_t> bytes_;
   std::vector<std::thread> workers_;

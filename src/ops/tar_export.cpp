@@ -110,7 +110,6 @@ class Exporter {
     std::optional<std::string> link_to;  // a further name of an inode written before
     std::string symlink;
     std::vector<std::pair<std::string, std::string>> xattrs;
-    std::exception_ptr error;  // reading the entry failed: thrown when the writer reaches it
   };
   using Queue = DecodeAheadQueue<Item>;
 
@@ -173,7 +172,8 @@ class Exporter {
 
   // The walk runs on its own thread and queues the entries in walk order; the workers decode
   // the files' blocks ahead; this thread writes entries and blocks in that order, so the
-  // archive is the same whatever the thread count. Slots: 16 per worker, at most 32 MiB.
+  // archive is the same whatever the thread count. Slots: 16 per worker, at most 8 MiB (as
+  // many fragment blocks may be fetched ahead into the image's cache, which holds 8 MiB or more).
   void write_all() {
     const size_t bs = img_.super().block_size;
     const unsigned workers = opt_.threads > 1 ? opt_.threads : 0;
@@ -192,14 +192,13 @@ class Exporter {
       }
     } join{q, planner};
     while (Item* it = q.front()) {
-      if (it->error) std::rethrow_exception(it->error);
       entry(*it, q);
       q.pop();
     }
   }
 
-  // Walks the image and queues every selected entry; an error is queued as an item that ends
-  // the archive where the walk met it.
+  // Walks the image and queues every selected entry; an error (a damaged inode or listing)
+  // ends the queue, and the writer throws it after the entries before it.
   void plan(Queue& q) {
     struct Stopped {};
     const uint64_t bs = img_.super().block_size;
@@ -245,14 +244,12 @@ class Exporter {
     } catch (const Stopped&) {
       return;
     } catch (...) {
-      Item failed;
-      failed.error = std::current_exception();
-      q.push(std::move(failed), 0);
+      return q.close(std::current_exception());
     }
     q.close();
   }
 
-  // Reads what the entry's header needs; a failure becomes the item's error.
+  // Reads what the entry's header needs; throws an error naming the entry.
   Item describe(const std::string& path, const Inode& inode) {
     Item it;
     it.path = path;
@@ -271,7 +268,7 @@ class Exporter {
       if (inode.kind == FileKind::symlink) it.symlink = img_.read_symlink(inode);
       if (inode.kind == FileKind::regular) it.content = img_.read_inode(inode.ref, /*with_blocks=*/true);
     } catch (const Error& err) {
-      it.error = std::make_exception_ptr(named(path, err));
+      fail(path, err);
     }
     return it;
   }

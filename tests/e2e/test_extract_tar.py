@@ -3,6 +3,7 @@ nobody here wrote), must give back the source tree: content, modes, numeric owne
 symlinks, hard links, devices, fifos, xattrs and holes. Also the pipe form, selection by path and
 glob, and a damaged image (an error naming the file, no archive left behind)."""
 import os
+import struct
 import subprocess
 
 from clitest import expect_fail, sqar
@@ -184,6 +185,16 @@ def test_damaged_image():
             p = run([SQAR, "extract", "-j", j, "--tar", tar, img], check=False)
             if p.returncode != 1 or "victim.log" not in p.stderr or os.path.exists(tar):
                 raise AssertionError(f"damaged block with -j{j}: exit {p.returncode}, stderr {p.stderr!r}")
+        # A damaged directory listing: the walk (on its own thread) fails, and so does the export.
+        sqar_create(src, img, "-c", "gzip", "-f")
+        data = bytearray(open(img, "rb").read())
+        dir_table = struct.unpack_from("<Q", data, 72)[0]  # superblock: directory_table_start
+        for pos in range(dir_table + 10, dir_table + 60, 5):
+            data[pos] ^= 0x5A
+        open(img, "wb").write(data)
+        p = run([SQAR, "extract", "--tar", tar, img], check=False)
+        if p.returncode != 1 or "corrupt" not in p.stderr or os.path.exists(tar):
+            raise AssertionError(f"damaged listing: exit {p.returncode}, stderr {p.stderr!r}")
 
 
 if __name__ == "__main__":

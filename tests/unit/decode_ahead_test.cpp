@@ -111,6 +111,31 @@ TEST(DecodeAhead, ErrorReachesTheConsumerAtItsBlock) {
   }
 }
 
+TEST(DecodeAhead, ProducerErrorComesAfterTheItemsBeforeIt) {
+  for (unsigned threads : {0u, 2u}) {
+    DecodeAheadQueue<Item> q(kBlock, threads, 4, 3, fill);
+    std::thread producer([&] {
+      for (int id = 0; id < 10; ++id)
+        if (!q.push({id, 2}, 2)) return;
+      q.close(std::make_exception_ptr(std::runtime_error("damaged listing after item 9")));
+    });
+    int items = 0;
+    try {
+      while (Item* it = q.front()) {
+        EXPECT_EQ(it->id, items);
+        for (uint64_t i = 0; i < it->blocks; ++i) q.next_block();
+        q.pop();
+        ++items;
+      }
+      ADD_FAILURE() << "the producer's error was lost";
+    } catch (const std::runtime_error& e) {
+      EXPECT_STREQ(e.what(), "damaged listing after item 9");
+    }
+    EXPECT_EQ(items, 10);
+    producer.join();
+  }
+}
+
 TEST(DecodeAhead, ConsumerStoppingEarlyEndsEverything) {
   for (unsigned threads : {0u, 2u, 8u}) {
     auto q = std::make_unique<DecodeAheadQueue<Item>>(kBlock, threads, 3, 2, fill);
