@@ -6,7 +6,10 @@ interleaved round-robin so the noise of a shared machine hits all alike; medians
 written as a Markdown table. Warm page cache (the image is read once before the runs).
 
     python3 bench/extract_tar.py --scale 0.1 --runs 3 [--sqar build/tools/sqar] [--work /tmp/x] \
+        [--set ports|log] [--comp zstd|gzip|xz...] [--also OTHER_SQAR] \
         [--out bench/results/2026-11-25-extract-tar.md]
+
+--also times a second sqar binary in the same rounds (e.g. the build before a change).
 """
 import argparse
 import os
@@ -45,50 +48,60 @@ def main():
     ap.add_argument("--gen-data", default=default_gen if os.path.exists(default_gen) else os.path.join(HERE, "gen_data.py"))
     ap.add_argument("--work", default=None)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--set", default="ports", choices=("ports", "log"))
+    ap.add_argument("--comp", default="zstd")
+    ap.add_argument("--also", default=None, help="another sqar binary timed alongside")
     args = ap.parse_args()
     for tool in ("sqfs2tar", "unsquashfs", "tar"):
         if not shutil.which(tool):
             sys.exit(f"{tool} is not installed")
     work = args.work or tempfile.mkdtemp(prefix="sqar-bench-tar-")
     data = os.path.join(work, "data")
-    if not os.path.isdir(os.path.join(data, "ports")):
-        sh([sys.executable, args.gen_data, data, "--scale", str(args.scale), "--only", "ports"])
-    src = os.path.join(data, "ports")
-    image = os.path.join(work, "ports.sqfs")
+    if not os.path.isdir(os.path.join(data, args.set)):
+        sh([sys.executable, args.gen_data, data, "--scale", str(args.scale), "--only", args.set])
+    src = os.path.join(data, args.set)
+    image = os.path.join(work, f"{args.set}-{args.comp}.sqfs")
     if not os.path.exists(image):
-        sh([args.sqar, "create", "-q", "-c", "zstd", src, image])
+        sh([args.sqar, "create", "-q", "-c", args.comp, src, image])
     sh(["cat", image], stdout=subprocess.DEVNULL)  # warm cache for every tool alike
 
-    out = {name: os.path.join(work, f"{name}.tar") for name in ("sqar", "sqfs2tar", "unsquashfs+tar")}
+    names = ("sqar", "sqar (--also)", "sqfs2tar", "unsquashfs+tar") if args.also else ("sqar", "sqfs2tar", "unsquashfs+tar")
+    out = {name: os.path.join(work, f"{name.split()[0] + ('-also' if '--also' in name else '')}.tar") for name in names}
     scratch = os.path.join(work, "unsquashfs-tree")
     tools = {
         "sqar": lambda: timed([args.sqar, "extract", "--tar", out["sqar"], image]),
+        "sqar (--also)": lambda: timed([args.also, "extract", "--tar", out["sqar (--also)"], image]),
         "sqfs2tar": lambda: timed(f"sqfs2tar --no-skip {image!r} > {out['sqfs2tar']!r}", shell=True),
         "unsquashfs+tar": lambda: timed(f"rm -rf {scratch!r} && unsquashfs -q -n -d {scratch!r} {image!r} >/dev/null "
                                         f"&& tar -C {scratch!r} -cf {out['unsquashfs+tar']!r} .", shell=True),
     }
+    if not args.also:
+        del tools["sqar (--also)"]
     times = interleaved(tools, args.runs, lambda name: os.path.exists(out[name]) and os.unlink(out[name]))
 
     # Every archive must hold the same entries (sqar leaves out the root, the others hold './').
     ref = tar_names(out["unsquashfs+tar"])
-    for name in ("sqar", "sqfs2tar"):
+    for name in [n for n in tools if n != "unsquashfs+tar"]:
         got = tar_names(out[name])
         if got != ref:
             sys.exit(f"{name}: archive entries differ from unsquashfs+tar: {len(got ^ ref)} names")
     med = medians(times)
     files = sum(len(f) for _, _, f in os.walk(src))
     lines = [
-        f"# extract --tar, ports set (scale {args.scale}: {files} files, image {os.path.getsize(image) / 1e6:.1f} MB)",
+        f"# extract --tar, {args.set} set (scale {args.scale}: {files} files, {args.comp} image "
+        f"{os.path.getsize(image) / 1e6:.1f} MB)",
         "",
         machine_line(),
         f"Medians of {args.runs} interleaved runs, warm page cache, uncompressed tar written to the",
-        "same filesystem as the image. All three archives hold the same entries (checked).",
+        "same filesystem as the image. All archives hold the same entries (checked).",
         "",
         "| tool | wall (s) | vs sqar | archive (MB) |",
         "|---|---|---|---|",
     ]
     for n in tools:
         lines.append(f"| {n} | {med[n]:.2f} | {med[n] / med['sqar']:.2f}x | {os.path.getsize(out[n]) / 1e6:.1f} |")
+    lines += ["", "Per-round ratios sqar / peer (median): " + ", ".join(
+        f"{n} {statistics.median(a / b for a, b in zip(times['sqar'], times[n])):.2f}x" for n in tools if n != "sqar")]
     write_report(lines, args.out)
 
 

@@ -6,8 +6,12 @@
  * that is smaller, as in an image. Prints one line per codec and level: stored bytes, ratio and
  * MiB/s of input per CPU second.
  *
+ * "libdeflate A+B" keeps, per block, the smaller of libdeflate's output at levels A and B (two
+ * passes): what a level costs when no single libdeflate level stays within zlib's size.
+ *
  * Build: cc -O2 bench/gzipspeed.c -o gzipspeed -lz -ldeflate [-DWITH_ISAL -lisal]
- * Usage: find DIR -type f | gzipspeed BLOCK_SIZE
+ * Usage: find DIR -type f | gzipspeed BLOCK_SIZE [SPEC...]
+ *   SPEC: zlib:N, deflate:N, deflate:A+B or igzip:N; without any, every level of each.
  */
 #include <libdeflate.h>
 #include <stdio.h>
@@ -78,6 +82,29 @@ static size_t compress_one(enum kind k, int level, void* state, const struct blo
 #endif
 }
 
+static void run2(int level, int level2, size_t block_size) {
+  unsigned char* out = malloc(block_size * 2 + 1024);
+  struct libdeflate_compressor* a = libdeflate_alloc_compressor(level);
+  struct libdeflate_compressor* b = libdeflate_alloc_compressor(level2);
+  size_t stored = 0, from_b = 0;
+  double t0 = cpu_now();
+  for (size_t i = 0; i < nblocks; ++i) {
+    size_t cap = blocks[i].len - 1;
+    size_t n = compress_one(DEFLATE, level, a, &blocks[i], out, cap);
+    size_t m = compress_one(DEFLATE, level2, b, &blocks[i], out, n ? n - 1 : cap);
+    if (m) from_b++;
+    n = m ? m : n;
+    stored += n ? n : blocks[i].len;
+  }
+  double cpu = cpu_now() - t0;
+  printf("libdeflate %d+%d stored %12zu  ratio %.4f  MiB/s %7.1f  (%zu of %zu blocks from %d)\n", level, level2, stored,
+         (double)stored / total_in, total_in / cpu / 1048576.0, from_b, nblocks, level2);
+  fflush(stdout);
+  libdeflate_free_compressor(a);
+  libdeflate_free_compressor(b);
+  free(out);
+}
+
 static void run(enum kind k, int level, size_t block_size) {
   static const char* names[] = {"zlib", "libdeflate", "igzip"};
   unsigned char* out = malloc(block_size * 2 + 1024);
@@ -109,8 +136,8 @@ static void run(enum kind k, int level, size_t block_size) {
 }
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    fprintf(stderr, "usage: find DIR -type f | gzipspeed BLOCK_SIZE\n");
+  if (argc < 2) {
+    fprintf(stderr, "usage: find DIR -type f | gzipspeed BLOCK_SIZE [SPEC...]\n");
     return 2;
   }
   size_t bs = strtoul(argv[1], NULL, 10);
@@ -137,6 +164,17 @@ int main(int argc, char** argv) {
   }
   if (tail_len) add_block(tails, tail_len);
   printf("input %zu bytes in %zu blocks of %zu\n", total_in, nblocks, bs);
+  for (int i = 2; i < argc; ++i) {
+    int a = 0, b = 0;
+    if (sscanf(argv[i], "zlib:%d", &a) == 1) run(ZLIB, a, bs);
+    else if (sscanf(argv[i], "deflate:%d+%d", &a, &b) == 2) run2(a, b, bs);
+    else if (sscanf(argv[i], "deflate:%d", &a) == 1) run(DEFLATE, a, bs);
+#ifdef WITH_ISAL
+    else if (sscanf(argv[i], "igzip:%d", &a) == 1) run(ISAL, a, bs);
+#endif
+    else fprintf(stderr, "unknown spec %s\n", argv[i]);
+  }
+  if (argc > 2) return 0;
   for (int l = 1; l <= 9; ++l) run(ZLIB, l, bs);
   for (int l = 1; l <= 12; ++l) run(DEFLATE, l, bs);
 #ifdef WITH_ISAL

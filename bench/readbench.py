@@ -5,7 +5,10 @@ squashfuse on the same image, plus sqar extract against unsquashfs. For tuning, 
 
     python3 bench/readbench.py --sets ports,log --scale 0.3 --runs 3 \
         [--reader sqarfs-old=build-cli/fuse/sqarfs] [--reader 'sqarfs-big=build-perf/fuse/sqarfs -o cache=256M'] \
-        [--ops 'mount,read all,random 4K,walk+lstat,extract']
+        [--ops 'mount,read all,random 4K,walk+lstat,extract'] [--image IMAGE --src TREE]
+
+--image takes an existing image (one made by mksquashfs, say) instead of the data sets; --src is
+the tree it was made from (the read lists come from it).
 
 Readers default to kernel, squashfuse_ll and sqarfs (build-perf). Every operation runs on a fresh
 mount after dropping caches (as in run.py); runs are interleaved round-robin across readers so the
@@ -66,7 +69,11 @@ def main():
     p.add_argument("--reader", action="append", default=[],
                    help="NAME=COMMAND (kernel, squashfuse, squashfuse_ll need no command)")
     p.add_argument("--extractor", action="append", default=[], help="NAME=COMMAND (gets IMAGE -C DEST appended)")
+    p.add_argument("--image", default=None, help="an existing image, read instead of the data sets")
+    p.add_argument("--src", default=None, help="the tree --image was made from")
     args = p.parse_args()
+    if bool(args.image) != bool(args.src):
+        p.error("--image and --src go together")
     ops = [o.strip() for o in args.ops.split(",")]
     readers = {}
     for spec in args.reader or ["kernel", "squashfuse_ll", "sqarfs=" + os.path.join(run.REPO_DIR, "build-perf/fuse/sqarfs")]:
@@ -79,13 +86,17 @@ def main():
 
     gen_data = run.find_gen_data(argparse.Namespace(gen_data=None))
     tools = run.Tools(argparse.Namespace(sqar=args.sqar, sqarfs=None))
+    os.makedirs(run.WORK_DIR, exist_ok=True)  # the helper is built there
     helper = run.build_helper("randread", [], tools)
     mode = {"rand_seconds": args.rand_seconds, "timeout": 1800}
     work = os.path.join(run.WORK_DIR, "readbench")
     os.makedirs(work, exist_ok=True)
-    for name in args.sets.split(","):
-        src = run.ensure_data(name, args.scale, gen_data)
-        image = make_image(args.sqar, src, os.path.join(work, f"{name}-{args.scale:g}.sqfs"))
+    for name in [os.path.basename(args.image)] if args.image else args.sets.split(","):
+        if args.image:
+            src, image = args.src, args.image
+        else:
+            src = run.ensure_data(name, args.scale, gen_data)
+            image = make_image(args.sqar, src, os.path.join(work, f"{name}-{args.scale:g}.sqfs"))
         ds = argparse.Namespace(name="readbench", reference=run.describe_tree(src))
         mnt = os.path.join(work, "mnt")
         os.makedirs(mnt, exist_ok=True)

@@ -87,6 +87,7 @@ int extract_tar(reader::Image& image, const std::string& out, const ops::Extract
   topt.output = out;
   topt.patterns = opt.patterns;
   topt.xattrs = opt.xattrs;
+  topt.threads = opt.jobs;
   topt.problems = [](ops::Severity, const std::string& path, const std::string& message) {
     print_message("sqar extract: warning: " + path + ": " + message);
   };

@@ -12,11 +12,14 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <thread>
 #include <unordered_map>
 #include <utility>
 
 #include "common/all_zero.h"
 #include "common/error.h"
+#include "format/squashfs.h"
+#include "ops/decode_ahead.h"
 #include "ops/path_select.h"
 #include "writer/image_file.h"
 
@@ -85,7 +88,7 @@ class Exporter {
     // Only SCHILY.xattr: GNU tar warns about every LIBARCHIVE.xattr record, bsdtar reads both.
     check(archive_write_set_format_option(a_.get(), "pax", "xattrheader", "SCHILY"), "");
     check(archive_write_open2(a_.get(), this, nullptr, &Exporter::write_cb, nullptr, nullptr), "");
-    walk();
+    write_all();
     check(archive_write_close(a_.get()), "");
     sink.commit();
     sink_ = nullptr;
@@ -93,6 +96,23 @@ class Exporter {
   }
 
  private:
+  // One archive entry as the walk found it, with everything read from the image that its
+  // header needs; its content blocks are decoded ahead by the queue's workers.
+  struct Item {
+    std::string path;
+    Inode inode;
+    std::optional<Inode> content;  // a regular file with its block list (not a hard link)
+    uint64_t full_blocks = 0;      // of content: decoded ahead into the queue's ring
+    // The first file (in walk order) with its tail in a fragment block: one more queued job
+    // decodes that block into the image's cache, where this file's tail and those of the files
+    // after it are read without waiting.
+    bool fetch_fragment = false;
+    std::optional<std::string> link_to;  // a further name of an inode written before
+    std::string symlink;
+    std::vector<std::pair<std::string, std::string>> xattrs;
+  };
+  using Queue = DecodeAheadQueue<Item>;
+
   struct OpenDir {
     std::string path;
     Inode inode;
@@ -125,12 +145,13 @@ class Exporter {
     throw Error(write_error_.empty() && !path.empty() ? img_.path() + ": " + path + ": " + cause : cause);
   }
 
-  [[noreturn]] void fail(const std::string& path, const std::exception& e) {
+  Error named(const std::string& path, const std::exception& e) const {
     std::string cause = e.what();
     // Image errors start with the image path: say it once, then the entry.
     if (cause.rfind(img_.path() + ": ", 0) == 0) cause.erase(0, img_.path().size() + 2);
-    throw Error(img_.path() + ": " + path + ": " + cause);
+    return Error(img_.path() + ": " + path + ": " + cause);
   }
+  [[noreturn]] void fail(const std::string& path, const std::exception& e) const { throw named(path, e); }
 
   // A pattern that selects nothing is an error before a byte is written (standard output
   // cannot be taken back).
@@ -149,37 +170,134 @@ class Exporter {
       if (!hits[i]) throw Error(img_.path() + ": " + opt_.patterns[i] + ": not found in the image");
   }
 
-  void walk() {
-    std::vector<OpenDir> open;  // the directories leading to the current entry
-    std::vector<bool> hits(opt_.patterns.size(), false);
-    reader::WalkOptions wo;
-    wo.with_blocks = false;  // loaded only for files that are written
-    img_.walk(
-        [&](const std::string& path, const Inode& inode) {
-          if (path.empty()) {
-            // The root is never an entry; it selects everything only without patterns.
-            open.push_back({path, inode, opt_.patterns.empty(), true});
-            return true;
-          }
-          const std::string parent = parent_of(path);
-          while (open.size() > 1 && open.back().path != parent) open.pop_back();
-          const bool selected = opt_.patterns.empty() || open.back().selected || match_patterns(opt_.patterns, path, hits);
-          if (selected) {
-            // The directories leading to a match, each once, before it (as extract makes them).
-            for (auto& d : open)
-              if (!d.written) {
-                entry(d.path, d.inode);
-                d.written = true;
-              }
-            entry(path, inode);
-          }
-          if (inode.is_dir()) open.push_back({path, inode, selected, selected});
-          return true;
-        },
-        wo);
+  // The walk runs on its own thread and queues the entries in walk order; the workers decode
+  // the files' blocks ahead; this thread writes entries and blocks in that order, so the
+  // archive is the same whatever the thread count. Slots: 16 per worker, at most 8 MiB (as
+  // many fragment blocks may be fetched ahead into the image's cache, which holds 8 MiB or more).
+  void write_all() {
+    const size_t bs = img_.super().block_size;
+    const unsigned workers = opt_.threads > 1 ? opt_.threads : 0;
+    const size_t slots = std::clamp<size_t>(16 * size_t(std::max(1u, opt_.threads)), 8,
+                                            std::max<size_t>(8, (size_t(8) << 20) / bs));
+    Queue q(bs, workers, slots, /*max_items=*/1024,
+            [this](const Item& it, uint64_t index, uint8_t* out) { return decode(it, index, out); });
+    std::thread planner([&] { plan(q); });
+    // Stops the queue before the planner is joined, so an error here never leaves it waiting.
+    struct Join {
+      Queue& q;
+      std::thread& t;
+      ~Join() {
+        q.stop();
+        t.join();
+      }
+    } join{q, planner};
+    while (Item* it = q.front()) {
+      entry(*it, q);
+      q.pop();
+    }
   }
 
-  void entry(const std::string& path, const Inode& inode) {
+  // Walks the image and queues every selected entry; an error (a damaged inode or listing)
+  // ends the queue, and the writer throws it after the entries before it.
+  void plan(Queue& q) {
+    struct Stopped {};
+    const uint64_t bs = img_.super().block_size;
+    uint32_t last_fragment = fmt::kNoFragment;
+    auto queue = [&](Item&& it) {
+      if (it.content) {
+        it.full_blocks = std::min(img_.block_count(*it.content), (it.content->size + bs - 1) / bs);
+        const uint32_t frag = it.content->fragment_index;
+        it.fetch_fragment = frag != fmt::kNoFragment && frag != last_fragment && it.full_blocks * bs < it.content->size;
+        if (it.fetch_fragment) last_fragment = frag;
+      }
+      const uint64_t jobs = it.full_blocks + (it.fetch_fragment ? 1 : 0);
+      if (!q.push(std::move(it), jobs)) throw Stopped{};
+    };
+    try {
+      std::vector<OpenDir> open;  // the directories leading to the current entry
+      std::vector<bool> hits(opt_.patterns.size(), false);
+      reader::WalkOptions wo;
+      wo.with_blocks = false;  // loaded only for files that are written
+      img_.walk(
+          [&](const std::string& path, const Inode& inode) {
+            if (path.empty()) {
+              // The root is never an entry; it selects everything only without patterns.
+              open.push_back({path, inode, opt_.patterns.empty(), true});
+              return true;
+            }
+            const std::string parent = parent_of(path);
+            while (open.size() > 1 && open.back().path != parent) open.pop_back();
+            const bool selected = opt_.patterns.empty() || open.back().selected || match_patterns(opt_.patterns, path, hits);
+            if (selected) {
+              // The directories leading to a match, each once, before it (as extract makes them).
+              for (auto& d : open)
+                if (!d.written) {
+                  queue(describe(d.path, d.inode));
+                  d.written = true;
+                }
+              queue(describe(path, inode));
+            }
+            if (inode.is_dir()) open.push_back({path, inode, selected, selected});
+            return true;
+          },
+          wo);
+    } catch (const Stopped&) {
+      return;
+    } catch (...) {
+      return q.close(std::current_exception());
+    }
+    q.close();
+  }
+
+  // Reads what the entry's header needs; throws an error naming the entry.
+  Item describe(const std::string& path, const Inode& inode) {
+    Item it;
+    it.path = path;
+    it.inode = inode;
+    if (inode.kind == FileKind::socket) return it;
+    if (!inode.is_dir() && inode.nlink > 1) {
+      auto [found, fresh] = first_name_.try_emplace(inode.inode_number, path, inode.ref);
+      // Only names of the same inode are linked: a crafted image may give one number to two inodes.
+      if (!fresh && found->second.second == inode.ref) {
+        it.link_to = found->second.first;
+        return it;
+      }
+    }
+    try {
+      if (opt_.xattrs && inode.xattr_index != kNoXattr) it.xattrs = img_.xattrs(inode);
+      if (inode.kind == FileKind::symlink) it.symlink = img_.read_symlink(inode);
+      if (inode.kind == FileKind::regular) it.content = img_.read_inode(inode.ref, /*with_blocks=*/true);
+    } catch (const Error& err) {
+      fail(path, err);
+    }
+    return it;
+  }
+
+  // Full block `index` of a file for the writer: a sparse block is fed as zeros (libarchive
+  // consumes a hole's bytes without writing them) without the reader filling a buffer. The
+  // job after the full blocks brings the file's fragment block into the cache.
+  DecodedBlock decode(const Item& it, uint64_t index, uint8_t* out) {
+    const Inode& file = *it.content;
+    const uint64_t bs = img_.super().block_size;
+    if (index >= it.full_blocks) {
+      try {
+        img_.read_fragment(file.fragment_index);
+      } catch (const Error&) {
+        // Reading the tail meets the same error and names the file.
+      }
+      return {};
+    }
+    try {
+      if (is_sparse(file, index, it.full_blocks)) return {size_t(std::min<uint64_t>(bs, file.size - index * bs)), true};
+      return {img_.read_block(file, index, out), false};
+    } catch (const Error& err) {
+      fail(it.path, err);
+    }
+  }
+
+  void entry(const Item& it, Queue& q) {
+    const std::string& path = it.path;
+    const Inode& inode = it.inode;
     if (inode.kind == FileKind::socket) {
       if (opt_.problems) opt_.problems(Severity::warning, path, "socket not archived (tar has no socket type)");
       return;
@@ -192,35 +310,24 @@ class Exporter {
     archive_entry_set_gid(e.get(), inode.gid);
     archive_entry_set_mtime(e.get(), inode.mtime, 0);
     ++stats_.entries;
-    if (!inode.is_dir() && inode.nlink > 1) {
-      auto [it, fresh] = first_name_.try_emplace(inode.inode_number, path, inode.ref);
-      // Only names of the same inode are linked: a crafted image may give one number to two inodes.
-      if (!fresh && it->second.second == inode.ref) {
-        archive_entry_copy_hardlink(e.get(), it->second.first.c_str());
-        archive_entry_set_size(e.get(), 0);
-        check(archive_write_header(a_.get(), e.get()), path);
-        return;
-      }
+    if (it.link_to) {
+      archive_entry_copy_hardlink(e.get(), it.link_to->c_str());
+      archive_entry_set_size(e.get(), 0);
+      check(archive_write_header(a_.get(), e.get()), path);
+      return;
     }
-    std::optional<Inode> content;  // a regular file with its block list
-    try {
-      if (opt_.xattrs && inode.xattr_index != kNoXattr)
-        for (const auto& [key, value] : img_.xattrs(inode))
-          archive_entry_xattr_add_entry(e.get(), key.c_str(), value.data(), value.size());
-      switch (inode.kind) {
-        case FileKind::symlink: archive_entry_copy_symlink(e.get(), img_.read_symlink(inode).c_str()); break;
-        case FileKind::block_device:
-        case FileKind::char_device:
-          archive_entry_set_rdevmajor(e.get(), inode.rdev_major);
-          archive_entry_set_rdevminor(e.get(), inode.rdev_minor);
-          break;
-        case FileKind::regular: content = img_.read_inode(inode.ref, /*with_blocks=*/true); break;
-        default: break;
-      }
-    } catch (const Error& err) {
-      fail(path, err);
+    for (const auto& [key, value] : it.xattrs)
+      archive_entry_xattr_add_entry(e.get(), key.c_str(), value.data(), value.size());
+    switch (inode.kind) {
+      case FileKind::symlink: archive_entry_copy_symlink(e.get(), it.symlink.c_str()); break;
+      case FileKind::block_device:
+      case FileKind::char_device:
+        archive_entry_set_rdevmajor(e.get(), inode.rdev_major);
+        archive_entry_set_rdevminor(e.get(), inode.rdev_minor);
+        break;
+      default: break;
     }
-    if (content) return file(path, *content, e.get());
+    if (it.content) return file(it, e.get(), q);
     check(archive_write_header(a_.get(), e.get()), path);
   }
 
@@ -268,25 +375,38 @@ class Exporter {
     }
   }
 
-  void file(const std::string& path, const Inode& file, archive_entry* e) {
+  void file(const Item& it, archive_entry* e, Queue& q) {
+    const std::string& path = it.path;
+    const Inode& file = *it.content;
     archive_entry_set_size(e, la_int64_t(file.size));
     add_sparse_map(path, file, e);
     check(archive_write_header(a_.get(), e), path);
-    if (file.size == 0) return;
-    buf_.resize(img_.super().block_size);
+    const uint64_t bs = img_.super().block_size;
+    auto write = [&](const void* data, size_t len) {
+      if (archive_write_data(a_.get(), data, len) < 0) check(ARCHIVE_FATAL, path);
+    };
+    auto ends_early = [&] { return Error(img_.path() + ": " + path + ": content ends before the file's size"); };
     uint64_t done = 0;
-    const uint64_t blocks = img_.block_count(file);
-    for (uint64_t i = 0; i <= blocks && done < file.size; ++i) {
-      // A sparse block is fed as zeros (libarchive consumes a hole's bytes without writing
-      // them) without asking the reader to fill a buffer with them.
-      const bool sparse = is_sparse(file, i, blocks);
-      const size_t n = sparse ? size_t(std::min<uint64_t>(buf_.size(), file.size - done)) : read_block_of(path, file, i);
-      if (sparse && zeros_.size() != buf_.size()) zeros_.assign(buf_.size(), 0);
-      if (n == 0) break;
-      if (archive_write_data(a_.get(), sparse ? zeros_.data() : buf_.data(), n) < 0) check(ARCHIVE_FATAL, path);
-      done += n;
+    for (uint64_t i = 0; i < it.full_blocks; ++i) {
+      const auto [data, block] = q.next_block();
+      if (block.len == 0) throw ends_early();
+      if (block.zeros && zeros_.size() < block.len) zeros_.assign(bs, 0);
+      write(block.zeros ? zeros_.data() : data, block.len);
+      done += block.len;
     }
-    if (done != file.size) throw Error(img_.path() + ": " + path + ": content ends before the file's size");
+    if (done != std::min(it.full_blocks * bs, file.size)) throw ends_early();
+    if (it.fetch_fragment) q.next_block();  // the fragment block is cached now
+    while (done < file.size) {  // the tail, straight from the cached fragment block
+      reader::Chunk c;
+      try {
+        c = img_.read_chunk(file, done, size_t(std::min<uint64_t>(bs, file.size - done)));
+      } catch (const Error& err) {
+        fail(path, err);
+      }
+      if (c.len == 0) throw ends_early();
+      write(c.data, c.len);
+      done += c.len;
+    }
     stats_.bytes += done;
   }
 
@@ -296,7 +416,7 @@ class Exporter {
   std::unique_ptr<archive, ArchiveFree> a_;
   std::string write_error_;
   std::unordered_map<uint32_t, std::pair<std::string, reader::InodeRef>> first_name_;
-  std::vector<uint8_t> buf_;
+  std::vector<uint8_t> buf_;  // the sparse scan's block
   std::vector<uint8_t> zeros_;  // one block of zeros for sparse blocks
   TarExportStats stats_;
 };

@@ -11,6 +11,8 @@
 //   - xattrs as SCHILY.xattr records (GNU tar warns about LIBARCHIVE.xattr ones);
 //   - names as UTF-8; names that are not valid UTF-8 byte for byte (hdrcharset=BINARY);
 //   - sockets cannot be archived (tar has no type for them): skipped with a warning.
+// Worker threads decode blocks ahead of the one thread that writes, in walk order, so the
+// archive is byte-identical for any thread count.
 // A damaged block or inode is an error naming the entry. Writing to a file goes to an
 // unnamed file beside it that gets its name only when the archive is complete.
 #pragma once
@@ -27,6 +29,7 @@ struct TarExportOptions {
   std::string output;                 // archive path; "-" is standard output
   std::vector<std::string> patterns;  // PATH or GLOB inside the image; empty: everything
   bool xattrs = true;
+  unsigned threads = 1;  // decoding blocks ahead of the writer; the archive is the same for any count
   ProblemSink problems;  // warnings (skipped sockets); errors are thrown
 };
 

@@ -3,11 +3,13 @@ nobody here wrote), must give back the source tree: content, modes, numeric owne
 symlinks, hard links, devices, fifos, xattrs and holes. Also the pipe form, selection by path and
 glob, and a damaged image (an error naming the file, no archive left behind)."""
 import os
+import struct
 import subprocess
 
 from clitest import expect_fail, sqar
 from test_extract import check_sparse
-from sqartest import SQAR, compare_trees, log, main, make_full_tree, need_tool, run, sqar_create, tempdir, write
+from sqartest import (SQAR, compare_trees, log, main, make_full_tree, need_tool, pseudo_random, run, sqar_create,
+                      tempdir, write)
 
 OWNERS = os.geteuid() == 0
 # tar has no socket type: sockets are left out (with a warning).
@@ -121,6 +123,34 @@ def test_patterns():
             raise AssertionError("a pattern that matches nothing left an archive behind")
 
 
+def test_threads_give_the_same_archive():
+    """Blocks are decoded ahead on worker threads while one thread writes: the archive must be
+    byte for byte the one -j1 writes, for any thread count, and GNU tar must give back the tree.
+    Small blocks (4 KiB) and many files put hundreds of blocks and entries in flight at once."""
+    need_tool("tar")
+    with tempdir() as d:
+        src = make_full_tree(f"{d}/src", block=4096)
+        for i in range(600):  # small files spread over many fragment blocks
+            write(f"{src}/many/d{i % 7}/f{i:04d}", pseudo_random(37 * i % 3000 + 1, 100 + i))
+        for i in range(6):  # files of many blocks, each block different
+            write(f"{src}/big/b{i}", pseudo_random(4096 * (20 + 9 * i) + 123 * i, 900 + i) * (1 + i % 2))
+        img = f"{d}/img.sqfs"
+        sqar_create(src, img, "-b", "4096", "-c", "gzip")
+        archives = {}
+        for j in (1, 2, 3, 8, 32):
+            archives[j] = f"{d}/j{j}.tar"
+            sqar("extract", "-j", str(j), "--tar", archives[j], img)
+        want = open(archives[1], "rb").read()
+        for j, path in archives.items():
+            if open(path, "rb").read() != want:
+                raise AssertionError(f"extract --tar -j{j} wrote another archive than -j1")
+        out = f"{d}/out"
+        untar(GNU_TAR, archives[32], out)
+        compare_trees(src, out, "GNU tar -x of sqar extract -j32 --tar", owners=OWNERS, ignore=NO_SOCKET)
+        check_sparse(out)
+        log(f"ok: -j1, -j2, -j3, -j8 and -j32 wrote the same {len(want)} bytes; GNU tar gives back the tree")
+
+
 def test_damaged_image():
     with tempdir() as d:
         src = f"{d}/src"
@@ -141,7 +171,32 @@ def test_damaged_image():
         p = run([SQAR, "extract", "--tar", "-", img], check=False, stdout=subprocess.DEVNULL)
         if p.returncode != 1 or "victim.log" not in p.stderr:
             raise AssertionError(f"damaged block to stdout: exit {p.returncode}, stderr {p.stderr!r}")
+        # Many entries queued before the damaged block and many blocks decoded after it: the
+        # error still names the file. (Empty files before it keep it the first data block.)
+        for i in range(300):
+            write(f"{src}/a-before/{i:03d}", b"")
+            write(f"{src}/z-after/{i:03d}", pseudo_random(5000, i))
+        sqar_create(src, img, "-c", "gzip", "-f")
+        data = bytearray(open(img, "rb").read())
+        for pos in range(200, 400, 7):
+            data[pos] ^= 0x5A
+        open(img, "wb").write(data)
+        for j in ("1", "8"):
+            p = run([SQAR, "extract", "-j", j, "--tar", tar, img], check=False)
+            if p.returncode != 1 or "victim.log" not in p.stderr or os.path.exists(tar):
+                raise AssertionError(f"damaged block with -j{j}: exit {p.returncode}, stderr {p.stderr!r}")
+        # A damaged directory listing: the walk (on its own thread) fails, and so does the export.
+        sqar_create(src, img, "-c", "gzip", "-f")
+        data = bytearray(open(img, "rb").read())
+        dir_table = struct.unpack_from("<Q", data, 72)[0]  # superblock: directory_table_start
+        for pos in range(dir_table + 10, dir_table + 60, 5):
+            data[pos] ^= 0x5A
+        open(img, "wb").write(data)
+        p = run([SQAR, "extract", "--tar", tar, img], check=False)
+        if p.returncode != 1 or "corrupt" not in p.stderr or os.path.exists(tar):
+            raise AssertionError(f"damaged listing: exit {p.returncode}, stderr {p.stderr!r}")
 
 
 if __name__ == "__main__":
-    main([test_full_tree_gnu_tar_and_bsdtar, test_non_utf8_name, test_pipe_to_tar, test_patterns, test_damaged_image])
+    main([test_full_tree_gnu_tar_and_bsdtar, test_non_utf8_name, test_pipe_to_tar, test_patterns,
+          test_threads_give_the_same_archive, test_damaged_image])
