@@ -16,6 +16,7 @@ import os
 import shutil
 import subprocess
 import sys
+import statistics
 import tempfile
 
 from benchlib import interleaved, machine_line, medians, timed, write_report
