@@ -52,6 +52,10 @@ TEST(ThreadPool, RethrowsTheFirstErrorAndStopsStartingItems) {
                                  [&](size_t i, unsigned) {
                                    started.fetch_add(1);
                                    if (i == 10) throw std::runtime_error("item 10 failed");
+                                   // Slow items: all 100000 would take 25 s on 4 threads, so a
+                                   // thread preempted between claiming item 10 and throwing
+                                   // cannot see the others finish the loop on a loaded machine.
+                                   std::this_thread::sleep_for(std::chrono::milliseconds(1));
                                  }),
                std::runtime_error);
   EXPECT_LT(started.load(), 100000u);
