@@ -101,4 +101,22 @@ struct Tree {
   }
 };
 
+// Fills Tree::files with the regular-file inode owners depth-first in sorted order (the image
+// order mksquashfs uses, and the order data is written in), numbering them in Node::file_index.
+inline void collect_file_owners(Tree& tree) {
+  std::vector<uint32_t> stack{0};
+  while (!stack.empty()) {
+    const uint32_t i = stack.back();
+    stack.pop_back();
+    Node& n = tree.nodes[i];
+    if (n.link_target == kNoNode && S_ISREG(n.mode)) {
+      n.file_index = uint32_t(tree.files.size());
+      tree.files.push_back(i);
+      tree.total_file_bytes += n.size;
+    }
+    if (S_ISDIR(n.mode))
+      for (uint32_t c = n.first_child + n.child_count; c-- > n.first_child;) stack.push_back(c);
+  }
+}
+
 }  // namespace sqar
