@@ -12,6 +12,7 @@
 #include "common/error.h"
 #include "format/squashfs.h"
 #include "scan/xattr_reader.h"
+#include "tarin/archive_input.h"
 
 namespace sqar {
 namespace {
@@ -490,9 +491,13 @@ TarInput ingest_tar(const TarIngestOptions& opt) {
   archive_read_support_format_tar(r.a);
   archive_read_support_format_gnutar(r.a);
   archive_read_support_filter_all(r.a);
-  const bool stdin_ = opt.archive == "-";
-  const std::string name = stdin_ ? "<stdin>" : opt.archive;
-  if (archive_read_open_filename(r.a, stdin_ ? nullptr : opt.archive.c_str(), 1 << 20) != ARCHIVE_OK) {
+  // Read on past the end-of-archive blocks to the end of the stream: archives concatenated
+  // with cat are read whole (GNU tar -i), and a compressor's trailer is checked (a gzip CRC
+  // error after the last member would otherwise go unnoticed).
+  archive_read_set_options(r.a, "tar:read_concatenated_archives");
+  const std::string name = opt.archive == "-" ? "<stdin>" : opt.archive;
+  ArchiveInput input(opt.archive, name);
+  if (input.open(r.a) != ARCHIVE_OK) {
     const char* m = archive_error_string(r.a);
     throw Error(name + ": " + (m ? m : "cannot be read as a tar archive"));
   }
