@@ -288,10 +288,11 @@ class Ingest {
     if (archive_entry_size_is_set(e) && claimed < 0) fail(member, "negative size");
     // SquashFS lists a file's blocks in 32-bit counts per build; a bigger claim is refused
     // before anything is read or allocated for it.
-    const uint64_t max_size = (uint64_t(1) << 32) * opt_.block_size;
+    uint64_t max_size = (uint64_t(1) << 32) * opt_.block_size;
+    if (opt_.max_member_size) max_size = std::min(max_size, opt_.max_member_size);
     if (claimed > 0 && uint64_t(claimed) > max_size)
-      fail(member, "size " + std::to_string(claimed) + " exceeds 2^32 blocks of " + std::to_string(opt_.block_size) +
-                       " bytes; use a larger block size (-b)");
+      fail(member, "size " + std::to_string(claimed) + " exceeds " + std::to_string(max_size) + " bytes (2^32 blocks of " +
+                       std::to_string(opt_.block_size) + " bytes; a larger block size (-b) allows more)");
     const uint64_t limit = claimed >= 0 ? uint64_t(claimed) : max_size;
     store_->begin();
     uint64_t pos = 0;

@@ -258,7 +258,7 @@ def test_damaged_streams():
         info, _ = reg("huge", b"")
         info.size = 1 << 60
         header = info.tobuf(tarfile.PAX_FORMAT)
-        expect_failure(d, header + b"\0" * 1024, "huge", "exceeds 2^32 blocks", what="a member claiming 2^60 bytes")
+        expect_failure(d, header + b"\0" * 1024, "huge", "2^32 blocks", what="a member claiming 2^60 bytes")
         sparse = tarfile.TarInfo("claims")
         sparse.pax_headers = {"GNU.sparse.major": "1", "GNU.sparse.minor": "0", "GNU.sparse.name": "claims",
                               "GNU.sparse.realsize": str(1 << 62)}
