@@ -336,6 +336,9 @@ int create_main(int argc, char** argv) {
   }
   if (!opt.tar.empty()) {
     if (argc - optind != 1) return usage_error("with --tar, give only the IMAGE (the archive is the source)");
+    if (opt.tar == "-" && isatty(STDIN_FILENO))
+      return usage_error("--tar -: standard input is a terminal, not an archive (pipe one in: tar -cf - DIR | sqar "
+                         "create --tar - IMAGE)");
     if (opt.one_file_system || opt.keep_as_directory || opt.skip_unreadable || opt.strict)
       return usage_error("--one-file-system, --keep-as-directory, --skip-unreadable and --strict are for SOURCE "
                          "directories, not --tar");

@@ -205,10 +205,10 @@ class DataPipeline {
         if (opt_.content) {  // hashed as it came in
           prehash_[todo[k]] = opt_.content->hash(tree_.files[todo[k]]);
           hashed[k] = n.size;
-          continue;
+        } else {
+          errs[k] = hash_source_file(tree_.path_of(n), n.size, prehash_[todo[k]], changed[k], hashed[k],
+                                     opt_.read_file_xattrs ? &xattrs[k] : nullptr, &xattr_keys[k]);
         }
-        errs[k] = hash_source_file(tree_.path_of(n), n.size, prehash_[todo[k]], changed[k], hashed[k],
-                                   opt_.read_file_xattrs ? &xattrs[k] : nullptr, &xattr_keys[k]);
         if (opt_.bytes_done) opt_.bytes_done->fetch_add(n.size, std::memory_order_relaxed);
       }
     };
@@ -220,7 +220,7 @@ class DataPipeline {
     for (size_t k = 0; k < todo.size(); ++k) {
       uint32_t f = todo[k];
       const Node& n = node_of(f);
-      stats_.bytes_read += n.size;
+      if (!opt_.content) stats_.bytes_read += n.size;  // a tar member was not read for its hash
       if (errs[k] == ENOENT) {
         vanished(f);
         continue;

@@ -57,8 +57,8 @@ class ContentStore final : public ContentSource {
     uint64_t where;   // in the store
     uint64_t len;
   };
-  // A contiguous content (no holes) is `size` bytes at `where`; a sparse one is the extents
-  // [first_extent, first_extent + extent_count).
+  // A contiguous content (no holes; first_extent == kNone) is `size` bytes at `where`; one
+  // with holes is the extents [first_extent, first_extent + extent_count), zeros between them.
   struct Content {
     uint64_t size = 0;
     uint64_t where = 0;

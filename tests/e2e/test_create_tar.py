@@ -6,6 +6,7 @@ nothing outside the root; SIGINT, SIGKILL and ENOSPC while the stream is read le
 import gzip
 import io
 import os
+import pty
 import signal
 import subprocess
 import tarfile
@@ -154,6 +155,15 @@ def test_standard_input_and_options():
         st = os.lstat(f"{d}/x/small.txt")
         assert (st.st_uid, st.st_gid, int(st.st_mtime)) == (7, 8, 1234567), st
         log("ok: --exclude, --uid, --gid, --mtime, --no-dedup, -c, -b act on --tar as on a directory")
+        # A terminal on standard input is no archive: refused at once instead of waiting.
+        master, slave = pty.openpty()
+        p = subprocess.run([SQAR, "create", "--tar", "-", f"{d}/tty.sqfs"], stdin=slave, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, timeout=60)
+        os.close(master)
+        os.close(slave)
+        assert p.returncode == 2 and "terminal" in p.stderr and not os.path.exists(f"{d}/tty.sqfs"), (p.returncode,
+                                                                                                   p.stderr)
+        log(f"ok: {p.stderr.splitlines()[0]}")
 
 
 # ---------------------------------------------------------------- hostile and damaged archives
