@@ -17,9 +17,9 @@
 
 #include "common/all_zero.h"
 #include "common/error.h"
-#include "pipeline/content_source.h"
 #include "dedup/dedup_index.h"
 #include "dedup/reuse_index.h"
+#include "pipeline/content_source.h"
 #include "pipeline/source_reader.h"
 #include "writer/image_file.h"
 
