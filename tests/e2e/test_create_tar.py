@@ -269,6 +269,11 @@ def test_damaged_streams():
         info.size = 1 << 60
         header = info.tobuf(tarfile.PAX_FORMAT)
         expect_failure(d, header + b"\0" * 1024, "huge", "2^32 blocks", what="a member claiming 2^60 bytes")
+        pax = tarfile.TarInfo("././@PaxHeader")  # an extended header claiming 8 GiB
+        pax.type = tarfile.XHDTYPE
+        pax.size = (1 << 33) - 1
+        expect_failure(d, pax.tobuf(tarfile.USTAR_FORMAT) + b"30 path=" + b"a" * 20 + b"\n" + b"\0" * 2000,
+                       "too large", what="a pax header claiming 8 GiB")
         sparse = tarfile.TarInfo("claims")
         sparse.pax_headers = {"GNU.sparse.major": "1", "GNU.sparse.minor": "0", "GNU.sparse.name": "claims",
                               "GNU.sparse.realsize": str(1 << 62)}
