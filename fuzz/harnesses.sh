@@ -1,6 +1,6 @@
 # The harnesses and the libFuzzer flags every run uses; sourced by fuzz/run.sh (CI) and
 # scripts/fuzz.sh (long local runs), so both fuzz under the same limits.
-harnesses=(fuzz_image fuzz_sqarfs fuzz_codec fuzz_manifest)
+harnesses=(fuzz_image fuzz_sqarfs fuzz_codec fuzz_manifest fuzz_tar)
 
 # Largest input per harness: the seed images are at most 56 KiB (the one with uncompressed
 # tables), metadata blocks 8 KiB, manifest trailers of the seed images under 10 KiB. Larger
@@ -9,6 +9,7 @@ max_len() {
   case $1 in
     fuzz_image | fuzz_sqarfs) echo 65536 ;;
     fuzz_codec | fuzz_manifest) echo 16384 ;;
+    fuzz_tar) echo 32768 ;;  # the seed archives are up to 26 KiB
   esac
 }
 
@@ -17,7 +18,9 @@ max_len() {
 # can claim without backing bytes is a bug; 512 MiB is far above what any input of max_len
 # bytes needs (a sanitized harness itself uses ~60 MiB).
 fuzz_flags() {
-  echo "-max_len=$(max_len "$1") -dict=fuzz/squashfs.dict -timeout=10 -rss_limit_mb=512"
+  local dict=fuzz/squashfs.dict
+  [[ $1 == fuzz_tar ]] && dict=fuzz/tar.dict
+  echo "-max_len=$(max_len "$1") -dict=$dict -timeout=10 -rss_limit_mb=512"
 }
 
 # Seeds and committed reproducers (fuzz/pending/ is left out: those still crash).

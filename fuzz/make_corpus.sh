@@ -11,6 +11,7 @@
 #   entries and fragment entries directly.
 # - fuzz_codec: the first metadata block of each image, behind the harness's selector byte.
 # - fuzz_manifest: the manifest trailers of the sqar images, with both selector values.
+# - fuzz_tar: small tar archives (fuzz/make_tar_seeds.sh).
 # Block size 4 KiB keeps each image around 10-20 KB while still giving files several blocks.
 #
 # Usage: fuzz/make_corpus.sh [OUTDIR]   (default fuzz/corpus; SQAR=path/to/sqar, default build/tools/sqar)
@@ -98,4 +99,5 @@ for img in sorted(glob.glob(f"{work}/*.sqfs")):
 raw = b"".join(b"lzma seed %d\n" % i for i in range(300))
 open(f"{out}/fuzz_codec/lzma-alone", "wb").write(bytes([index["lzma"]]) + lzma.compress(raw, format=lzma.FORMAT_ALONE))
 PY
+fuzz/make_tar_seeds.sh "$OUT/fuzz_tar"
 du -sh "$OUT"/* | sed 's/^/seeds: /'

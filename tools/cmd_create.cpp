@@ -26,6 +26,7 @@ constexpr int kDefaultZstdLevel = 9;
 
 const char kHelp[] =
     "Usage: sqar create [OPTIONS] SOURCE... IMAGE\n"
+    "       sqar create --tar ARCHIVE|- [OPTIONS] IMAGE\n"
     "\n"
     "Pack one or more directories into a SquashFS 4.0 image that the Linux kernel, unsquashfs,\n"
     "squashfuse and sqarfs can read. Identical files are found by content (XXH3-128) before\n"
@@ -47,6 +48,16 @@ const char kHelp[] =
     "                          Listing directories adds threads while it waits for the disk\n"
     "\n"
     "Content:\n"
+    "      --tar ARCHIVE       pack a tar archive ('-': standard input) instead of SOURCEs: pax,\n"
+    "                          GNU, ustar or v7, plain or compressed (gzip, xz, zstd, bzip2, lz4,\n"
+    "                          ...), read once. Members keep modes, numeric owners, times, links,\n"
+    "                          devices, holes and xattrs; leading '/' is dropped, '..' that climbs\n"
+    "                          out is an error; the last of duplicate members wins (a warning).\n"
+    "                          Directories no member names are made 0755 with the owner and time\n"
+    "                          of the first member below them (the root: of the first member)\n"
+    "      --tar-memory SIZE   with --tar: content kept in memory before the rest goes to an\n"
+    "                          unlinked scratch file beside IMAGE (default 256M). Content already\n"
+    "                          seen is never kept twice\n"
     "      --exclude GLOB      leave out matching entries (repeatable). A GLOB with '/' inside or\n"
     "                          in front matches the path in the image ('build/*.o', '/build' is\n"
     "                          the top-level build only), one without matches names at any\n"
@@ -104,6 +115,7 @@ const char kHelp[] =
     "  sqar create /var/log logs.sqfs                      # zstd-9, 128K blocks, all cores\n"
     "  sqar create -c xz -b 1M --all-root ports/ ports.sqfs\n"
     "  sqar create --exclude '*.o' --exclude .git/ src/ src.sqfs\n"
+    "  sqar create --tar release.tar.zst release.sqfs          # or: tar -c dir | sqar create --tar - img\n"
     "  sqar create --force --reuse logs.sqfs /var/log logs.sqfs   # nightly, with logs.sqfs's settings\n"
     "  SOURCE_DATE_EPOCH=1700000000 sqar create -j1 tree/ reproducible.sqfs\n"
     "\n"
@@ -212,7 +224,8 @@ void take_open_settings_from(const std::string& old_image, CodecConfig& codec, b
 int run_create(int argc, char** argv) {
   enum {
     kExclude = 256, kExcludeFrom, kOneFs, kNoXattrs, kAllRoot, kUid, kGid, kMtime, kSkipUnreadable, kNoDedup,
-    kVerifyDedup, kReuse, kNoManifest, kNoExport, kProgress, kJson, kStrict, kReuseStrict, kKeepAsDirectory
+    kVerifyDedup, kReuse, kNoManifest, kNoExport, kProgress, kJson, kStrict, kReuseStrict, kKeepAsDirectory, kTar,
+    kTarMemory
   };
   static const option longopts[] = {
       {"compressor", required_argument, nullptr, 'c'}, {"level", required_argument, nullptr, 'l'},
@@ -228,6 +241,7 @@ int run_create(int argc, char** argv) {
       {"reuse", required_argument, nullptr, kReuse}, {"reuse-strict", no_argument, nullptr, kReuseStrict},
       {"no-manifest", no_argument, nullptr, kNoManifest}, {"no-export", no_argument, nullptr, kNoExport},
       {"progress", no_argument, nullptr, kProgress}, {"json", no_argument, nullptr, kJson},
+      {"tar", required_argument, nullptr, kTar}, {"tar-memory", required_argument, nullptr, kTarMemory},
       {nullptr, 0, nullptr, 0}};
   CreateOptions opt;
   bool quiet = false, json = false, force_progress = false, level_given = false;
@@ -303,11 +317,31 @@ int run_create(int argc, char** argv) {
       case kNoExport: opt.exportable = false; break;
       case kProgress: force_progress = true; break;
       case kJson: json = true; break;
+      case kTar:
+        if (arg.empty()) throw UsageError("--tar needs an ARCHIVE ('-': standard input)");
+        opt.tar = arg;
+        break;
+      case kTarMemory: {
+        auto v = parse_size(arg);
+        if (!v) throw UsageError("invalid --tar-memory '" + arg + "'");
+        opt.tar_memory = *v;
+        break;
+      }
       case ':': throw UsageError(std::string("option '") + argv[optind - 1] + "' needs a value");
       default: throw UsageError(std::string("unknown option '") + argv[optind - 1] + "'");
     }
   }
-  if (argc - optind < 2) throw UsageError("need at least one SOURCE and the IMAGE");
+  if (!opt.tar.empty()) {
+    if (argc - optind != 1) throw UsageError("with --tar, give only the IMAGE (the archive is the source)");
+    if (opt.tar == "-" && isatty(STDIN_FILENO))
+      throw UsageError("--tar -: standard input is a terminal, not an archive (pipe one in: tar -cf - DIR | sqar "
+                         "create --tar - IMAGE)");
+    if (opt.one_file_system || opt.keep_as_directory || opt.skip_unreadable || opt.strict)
+      throw UsageError("--one-file-system, --keep-as-directory, --skip-unreadable and --strict are for SOURCE "
+                         "directories, not --tar");
+  } else if (argc - optind < 2) {
+    throw UsageError("need at least one SOURCE and the IMAGE");
+  }
   for (int i = optind; i < argc - 1; ++i) opt.sources.push_back(argv[i]);
   opt.image = argv[argc - 1];
   // The superblock is written last and the tables after the data, so the image needs a file

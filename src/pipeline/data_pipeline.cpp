@@ -19,6 +19,7 @@
 #include "common/error.h"
 #include "dedup/dedup_index.h"
 #include "dedup/reuse_index.h"
+#include "pipeline/content_source.h"
 #include "pipeline/source_reader.h"
 #include "writer/image_file.h"
 
@@ -168,11 +169,11 @@ class DataPipeline {
       else if (!opt_.dedup || per_size[size] == 1)
         kinds_[i] = FileKind::kUnique;
       else
-        kinds_[i] = size <= chunk_ ? FileKind::kSharedSmall : FileKind::kPrehashed;
+        kinds_[i] = size <= chunk_ && !opt_.content ? FileKind::kSharedSmall : FileKind::kPrehashed;
       // A file OLD may hold must be hashed before its blocks are cut, to know whether to copy
       // them: in memory when it is one read unit, in the hashing pass when it is more.
       if (reuse_candidate(size) && kinds_[i] == FileKind::kUnique)
-        kinds_[i] = size <= chunk_ ? FileKind::kSharedSmall : FileKind::kPrehashed;
+        kinds_[i] = size <= chunk_ && !opt_.content ? FileKind::kSharedSmall : FileKind::kPrehashed;
     }
   }
 
@@ -201,8 +202,13 @@ class DataPipeline {
     auto work = [&] {
       for (size_t k; (k = next.fetch_add(1)) < todo.size() && !failed_;) {
         const Node& n = node_of(todo[k]);
-        errs[k] = hash_source_file(tree_.path_of(n), n.size, prehash_[todo[k]], changed[k], hashed[k],
-                                   opt_.read_file_xattrs ? &xattrs[k] : nullptr, &xattr_keys[k]);
+        if (opt_.content) {  // hashed as it came in
+          prehash_[todo[k]] = opt_.content->hash(tree_.files[todo[k]]);
+          hashed[k] = n.size;
+        } else {
+          errs[k] = hash_source_file(tree_.path_of(n), n.size, prehash_[todo[k]], changed[k], hashed[k],
+                                     opt_.read_file_xattrs ? &xattrs[k] : nullptr, &xattr_keys[k]);
+        }
         if (opt_.bytes_done) opt_.bytes_done->fetch_add(n.size, std::memory_order_relaxed);
       }
     };
@@ -214,7 +220,7 @@ class DataPipeline {
     for (size_t k = 0; k < todo.size(); ++k) {
       uint32_t f = todo[k];
       const Node& n = node_of(f);
-      stats_.bytes_read += n.size;
+      if (!opt_.content) stats_.bytes_read += n.size;  // a tar member was not read for its hash
       if (errs[k] == ENOENT) {
         vanished(f);
         continue;
@@ -244,7 +250,8 @@ class DataPipeline {
     auto orig = dedup_.find_or_add_file(size, hash, file);
     if (!orig) return false;
     if (opt_.verify_dedup &&
-        !source_files_identical(tree_.path_of(node_of(*orig)), tree_.path_of(node_of(file)), size)) {
+        !(opt_.content ? opt_.content->identical(tree_.files[*orig], tree_.files[file], size)
+                       : source_files_identical(tree_.path_of(node_of(*orig)), tree_.path_of(node_of(file)), size))) {
       if (opt_.warn) opt_.warn(tree_.path_of(node_of(file)) + ": XXH3-128 collision with " +
                                tree_.path_of(node_of(*orig)) + ", stored separately");
       return false;
@@ -378,6 +385,10 @@ class DataPipeline {
   int start_read(DirectoryHandle& dir, Slot& s, SourceRead& read) {
     const Unit& u = s.unit;
     s.changed.clear();
+    if (opt_.content) {
+      s.data.resize(u.len);
+      return opt_.content->read(tree_.files[u.file], u.offset, u.len, s.data.data());
+    }
     const Node& n = node_of(u.file);
     // Entries of the root come from several SOURCE directories: the source is part of the key.
     const uint64_t key = n.parent == 0 ? uint64_t(n.source) << 32 : n.parent;
@@ -483,7 +494,7 @@ class DataPipeline {
         hasher_.reset();
       }
     }
-    if (kinds_[f] != FileKind::kSharedSmall) hasher_.update(bytes, len);
+    if (kinds_[f] != FileKind::kSharedSmall && !opt_.content) hasher_.update(bytes, len);
 
     const auto reuse = reuse_first_.find(f);
     for (size_t b = 0; b < full_blocks; ++b) {
@@ -555,7 +566,7 @@ class DataPipeline {
   // own (reread_orphans).
   void finish_hash(uint32_t f) {
     if (kinds_[f] == FileKind::kSharedSmall) return;  // hashed whole when its only unit came in
-    locs_[f].hash = hasher_.digest();
+    locs_[f].hash = opt_.content ? opt_.content->hash(tree_.files[f]) : hasher_.digest();
     if (kinds_[f] == FileKind::kPrehashed && (!(locs_[f].hash == prehash_[f]) || cut_.count(f))) {
       file_changed(f, "changed between the hashing pass and the read that stored it", "stored the second read");
       orphan_duplicates_of(f);

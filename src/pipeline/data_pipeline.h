@@ -19,6 +19,7 @@
 
 namespace sqar {
 
+class ContentSource;
 class ImageFile;
 class ReuseIndex;
 
@@ -39,6 +40,9 @@ struct DataOptions {
   // with the same content, are copied from OLD (after checking they decode to the source
   // bytes) instead of compressed. Not owned.
   const ReuseIndex* reuse = nullptr;
+  // Content and hashes of the regular files from elsewhere than their paths on disk (a tar
+  // stream's members: tarin/content_store.h); null: the files the scan found. Not owned.
+  const ContentSource* content = nullptr;
   std::function<void(const std::string&)> warn;
   std::atomic<uint64_t>* bytes_done = nullptr;  // progress: source bytes processed
 };

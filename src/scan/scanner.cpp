@@ -173,7 +173,7 @@ class Scanner {
     stop_workers(workers);
     if (opt_.listers_peak) *opt_.listers_peak = peak_listers_;
     warn_about_unstorable_times();
-    collect_files();
+    collect_file_owners(tree_);
     // The name pool grew by doubling; up to half of it is slack that would stay resident for
     // the whole build (it is allocated with mmap, so the copy's old buffer is returned at once).
     tree_.names.shrink_to_fit();
@@ -461,23 +461,6 @@ class Scanner {
     work_cv_.notify_all();
     idle_cv_.notify_all();
     for (auto& t : workers) t.join();
-  }
-
-  void collect_files() {
-    // Depth-first, sorted: the image order mksquashfs uses, and the order data is written in.
-    std::vector<uint32_t> stack{0};
-    while (!stack.empty()) {
-      uint32_t i = stack.back();
-      stack.pop_back();
-      Node& n = tree_.nodes[i];
-      if (n.link_target == kNoNode && S_ISREG(n.mode)) {
-        n.file_index = uint32_t(tree_.files.size());
-        tree_.files.push_back(i);
-        tree_.total_file_bytes += n.size;
-      }
-      if (S_ISDIR(n.mode))
-        for (uint32_t c = n.first_child + n.child_count; c-- > n.first_child;) stack.push_back(c);
-    }
   }
 
   void warn_about_unstorable_times() const {

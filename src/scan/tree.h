@@ -4,7 +4,6 @@
 #include <sys/types.h>
 
 #include <cstdint>
-#include <ranges>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -70,9 +69,25 @@ struct Tree {
   std::vector<uint32_t> files;   // regular-file inode owners in image (depth-first, sorted) order
   uint64_t total_file_bytes = 0;
 
-  auto children(const Node& n) const {
+  // A plain index range rather than std::views::iota, which clang 14 (the fuzz build) cannot
+  // compile against libstdc++ 12's <ranges>.
+  struct NodeRange {
+    struct iterator {
+      uint32_t i;
+      uint32_t operator*() const { return i; }
+      iterator& operator++() {
+        ++i;
+        return *this;
+      }
+      bool operator==(const iterator&) const = default;
+    };
+    uint32_t first, last;
+    iterator begin() const { return {first}; }
+    iterator end() const { return {last}; }
+  };
+  NodeRange children(const Node& n) const {
     const bool dir = S_ISDIR(n.mode);
-    return std::views::iota(dir ? n.first_child : 0u, dir ? n.first_child + n.child_count : 0u);
+    return {dir ? n.first_child : 0u, dir ? n.first_child + n.child_count : 0u};
   }
   std::string_view name(const Node& n) const { return {names.data() + n.name_offset, n.name_length}; }
   const char* name_cstr(const Node& n) const { return names.c_str() + n.name_offset; }
@@ -100,5 +115,23 @@ struct Tree {
     return p;
   }
 };
+
+// Fills Tree::files with the regular-file inode owners depth-first in sorted order (the image
+// order mksquashfs uses, and the order data is written in), numbering them in Node::file_index.
+inline void collect_file_owners(Tree& tree) {
+  std::vector<uint32_t> stack{0};
+  while (!stack.empty()) {
+    const uint32_t i = stack.back();
+    stack.pop_back();
+    Node& n = tree.nodes[i];
+    if (n.link_target == kNoNode && S_ISREG(n.mode)) {
+      n.file_index = uint32_t(tree.files.size());
+      tree.files.push_back(i);
+      tree.total_file_bytes += n.size;
+    }
+    if (S_ISDIR(n.mode))
+      for (uint32_t c = n.first_child + n.child_count; c-- > n.first_child;) stack.push_back(c);
+  }
+}
 
 }  // namespace sqar

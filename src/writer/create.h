@@ -15,6 +15,9 @@ namespace sqar {
 
 struct CreateOptions {
   std::vector<std::string> sources;
+  // --tar ARCHIVE ("-": standard input): pack a tar stream instead of SOURCEs (tarin/tar_ingest.h).
+  std::string tar;
+  uint64_t tar_memory = uint64_t(256) << 20;  // its content held in memory before it spills
   std::string image;
   CodecConfig codec;  // codec.block_size: 4 KiB .. 1 MiB, a power of two
   unsigned threads = 0;  // 0: all cores

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <utility>
 #include <vector>
 
 #include "common/error.h"
@@ -12,7 +13,8 @@
 
 namespace sqar {
 
-ScratchFile::ScratchFile(const std::string& directory) : where_(directory) {
+ScratchFile::ScratchFile(const std::string& directory, std::string purpose)
+    : where_(directory), purpose_(std::move(purpose)) {
   fd_ = open(directory.c_str(), O_RDWR | O_TMPFILE | O_CLOEXEC, 0600);
   if (fd_ < 0) {
     // Filesystems without O_TMPFILE: a named file, unlinked at once.
@@ -36,7 +38,7 @@ ScratchFile::~ScratchFile() {
 }
 
 int ScratchFile::fail(int err) {
-  last_error_ = errno_message(where_ + " (scratch file for the directory table)", err ? err : EIO);
+  last_error_ = errno_message(where_ + " (scratch file for " + purpose_ + ")", err ? err : EIO);
   return SQFS_ERROR_IO;
 }
 

@@ -14,7 +14,8 @@ class ImageFile;
 
 class ScratchFile {
  public:
-  explicit ScratchFile(const std::string& directory);
+  // `purpose` names it in error messages ("DIR (scratch file for PURPOSE): cause").
+  explicit ScratchFile(const std::string& directory, std::string purpose = "the directory table");
   ~ScratchFile();
   ScratchFile(const ScratchFile&) = delete;
   ScratchFile& operator=(const ScratchFile&) = delete;
@@ -41,6 +42,7 @@ class ScratchFile {
   int fd_ = -1;
   uint64_t size_ = 0;
   std::string where_;
+  std::string purpose_;
   std::string last_error_;
   View view_{};
 };

@@ -1,0 +1,371 @@
+#!/usr/bin/env python3
+"""sqar create --tar: archives made by GNU tar and bsdtar (pax, GNU, ustar; every compression),
+and from standard input, packed and read back by unsquashfs and the kernel, entry by entry with
+all metadata. Hostile and damaged archives fail naming the member, leave no image and put
+nothing outside the root; SIGINT, SIGKILL and ENOSPC while the stream is read leave nothing."""
+import gzip
+import io
+import os
+import pty
+import signal
+import subprocess
+import tarfile
+import time
+
+from sqartest import (SQAR, check_sanitizers, compare_trees, kernel_mount, leftovers, log, main, make_full_tree,
+                      need_root, need_tool, pseudo_random, run, tempdir, unsquashfs_extract, write)
+
+# GNU tar compresses through these programs; bsdtar through libarchive's own filters.
+GNU_COMPRESS = {"none": [], "gz": ["-z"], "xz": ["-J"], "zst": ["--zstd"], "bz2": ["-j"], "lz4": ["-I", "lz4"]}
+BSD_COMPRESS = {"none": [], "gz": ["--gzip"], "xz": ["--xz"], "zst": ["--zstd"], "bz2": ["--bzip2"], "lz4": ["--lz4"]}
+# A fixed image time, so images of the same tree are byte-identical; far in the future, so it
+# clamps no entry's time.
+ENV = dict(os.environ, SOURCE_DATE_EPOCH="4000000000")
+IGNORE = ("dev/socket",)  # tar cannot hold sockets (both tools skip them with a message)
+
+
+def sqar_tar(archive, img, *args, stdin=None, check=True):
+    p = subprocess.run([SQAR, "create", "-q", *args, "--tar", archive, img], stdin=stdin, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, env=ENV, timeout=600)
+    err = p.stderr.decode(errors="replace")
+    check_sanitizers(p.args, p.returncode, err)
+    assert not leftovers(img), f"temporary files left beside {img}: {leftovers(img)}"
+    if check:
+        assert p.returncode == 0, f"sqar create --tar {archive} exited {p.returncode}: {err}"
+    return p.returncode, err
+
+
+def gnu_tar(src, out, fmt, comp, xattrs=True):
+    run(["tar", f"--format={fmt}", *([] if fmt == "ustar" else ["--sparse"]), *(["--xattrs", "--xattrs-include=*"] if xattrs else []),
+         "--numeric-owner", *GNU_COMPRESS[comp], "-C", src, "-cf", out, "."], check=False)
+    assert os.path.getsize(out) > 0
+
+
+def bsd_tar(src, out, fmt, comp):
+    run(["bsdtar", "--format", fmt, "--numeric-owner", *BSD_COMPRESS[comp], "-C", src, "-cf", out, "."], check=False)
+    assert os.path.getsize(out) > 0
+
+
+def check_image(src, img, d, what, xattrs=True, kernel=True, ignore=IGNORE):
+    out = f"{d}/unsq"
+    run(["rm", "-rf", out])
+    unsquashfs_extract(img, out)
+    compare_trees(src, out, f"unsquashfs of {what}", xattrs=xattrs, ignore=ignore)
+    if kernel:
+        with kernel_mount(img, f"{d}/mnt") as mnt:
+            compare_trees(src, mnt, f"kernel mount of {what}", xattrs=xattrs, ignore=ignore)
+
+
+def read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def test_gnu_and_bsd_tar_of_a_full_tree_in_every_format_and_compression():
+    need_root()
+    need_tool("bsdtar")
+    with tempdir() as d:
+        src = make_full_tree(f"{d}/src")
+        # tar-made trees keep a hard link's xattrs once; GNU format holds no xattrs at all.
+        cases = [("gnu tar", "posix", True), ("gnu tar", "gnu", False), ("bsdtar", "pax", True),
+                 ("bsdtar", "gnutar", False)]
+        for tool, fmt, xattrs in cases:
+            reference = None
+            for comp in GNU_COMPRESS:
+                need_tool({"gz": "gzip", "xz": "xz", "zst": "zstd", "bz2": "bzip2", "lz4": "lz4"}.get(comp, "tar"))
+                archive = f"{d}/t.{fmt}.{comp}"
+                if tool == "gnu tar":
+                    gnu_tar(src, archive, fmt, comp, xattrs)
+                else:
+                    bsd_tar(src, archive, fmt, comp)
+                img = f"{d}/{tool.replace(' ', '')}-{fmt}-{comp}.sqfs"
+                sqar_tar(archive, img)
+                what = f"{tool} --format {fmt} ({comp})"
+                if reference is None:
+                    # The uncompressed archive's image is checked by both readers; each
+                    # compressed one must give the very same image.
+                    check_image(src, img, d, what, xattrs=xattrs)
+                    reference = read(img)
+                else:
+                    assert read(img) == reference, f"{what}: image differs from the uncompressed archive's"
+                    log(f"ok: {what} gives the same image as the uncompressed archive")
+                os.unlink(archive)
+                os.unlink(img)
+
+
+def test_ustar_of_a_tree_it_can_hold():
+    need_root()
+    with tempdir() as d:
+        src = f"{d}/src"
+        write(f"{src}/a/file.txt", b"ustar content\n" * 1000, 0o640)
+        write(f"{src}/a/b/dup.txt", b"ustar content\n" * 1000, 0o600)
+        write(f"{src}/big.bin", pseudo_random(300000, 5))
+        os.symlink("a/file.txt", f"{src}/link")
+        os.link(f"{src}/big.bin", f"{src}/a/hard")
+        os.mkfifo(f"{src}/fifo")
+        os.chown(f"{src}/a/file.txt", 321, 654)
+        for tool in ("gnu", "bsd"):
+            archive = f"{d}/{tool}.tar"
+            if tool == "gnu":
+                gnu_tar(src, archive, "ustar", "none", xattrs=False)
+            else:
+                bsd_tar(src, archive, "ustar", "none")
+            sqar_tar(archive, f"{d}/{tool}.sqfs")
+            check_image(src, f"{d}/{tool}.sqfs", d, f"{tool} ustar", xattrs=False)
+
+
+def test_image_equals_the_directory_image_for_any_thread_count():
+    """The tree a tar holds gives the image of the directory it was made from, for any -j and
+    whether the content stays in memory or all of it spills to the scratch file."""
+    need_root()
+    with tempdir() as d:
+        src = make_full_tree(f"{d}/src")
+        os.unlink(f"{src}/dev/socket")
+        gnu_tar(src, f"{d}/t.tar", "posix", "none")
+        run([SQAR, "create", "-q", "-j2", src, f"{d}/dir.sqfs"], env=ENV)
+        want = read(f"{d}/dir.sqfs")
+        for args in (["-j1"], ["-j3"], ["-j2", "--tar-memory", "0"], ["-j2", "--tar-memory", "200K"]):
+            sqar_tar(f"{d}/t.tar", f"{d}/tar.sqfs", *args)
+            assert read(f"{d}/tar.sqfs") == want, f"create --tar {args} differs from the directory's image"
+            os.unlink(f"{d}/tar.sqfs")
+            log(f"ok: create --tar {' '.join(args)} == create of the directory")
+
+
+def test_standard_input_and_options():
+    need_root()
+    with tempdir() as d:
+        src = make_full_tree(f"{d}/src")
+        os.unlink(f"{src}/dev/socket")
+        tar = subprocess.Popen(["tar", "--format=posix", "--xattrs", "--xattrs-include=*", "--sparse", "-C", src,
+                                "-cf", "-", "."], stdout=subprocess.PIPE)
+        sqar_tar("-", f"{d}/stdin.sqfs", stdin=tar.stdout)
+        tar.stdout.close()
+        assert tar.wait() == 0
+        check_image(src, f"{d}/stdin.sqfs", d, "tar -c | sqar create --tar -", kernel=True)
+        # --exclude, --uid/--gid/--mtime and --no-dedup act as on the directory itself.
+        run(["tar", "--format=posix", "--xattrs", "--xattrs-include=*", "--sparse", "-C", src, "-cf", f"{d}/t.tar",
+             "."])
+        opts = ["--exclude", "*.log", "--exclude", "/modes/", "--uid", "7", "--gid", "8", "--mtime", "1234567",
+                "--no-dedup", "-c", "xz", "-b", "64K"]
+        run([SQAR, "create", "-q", *opts, src, f"{d}/dir.sqfs"], env=ENV)
+        sqar_tar(f"{d}/t.tar", f"{d}/tar.sqfs", *opts)
+        assert read(f"{d}/tar.sqfs") == read(f"{d}/dir.sqfs"), "options act differently on --tar"
+        run(["unsquashfs", "-no-progress", "-d", f"{d}/x", f"{d}/tar.sqfs"])
+        assert not os.path.exists(f"{d}/x/text.log") and not os.path.exists(f"{d}/x/modes")
+        st = os.lstat(f"{d}/x/small.txt")
+        assert (st.st_uid, st.st_gid, int(st.st_mtime)) == (7, 8, 1234567), st
+        log("ok: --exclude, --uid, --gid, --mtime, --no-dedup, -c, -b act on --tar as on a directory")
+        # A terminal on standard input is no archive: refused at once instead of waiting.
+        master, slave = pty.openpty()
+        p = subprocess.run([SQAR, "create", "--tar", "-", f"{d}/tty.sqfs"], stdin=slave, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, timeout=60)
+        os.close(master)
+        os.close(slave)
+        assert p.returncode == 2 and "terminal" in p.stderr and not os.path.exists(f"{d}/tty.sqfs"), (p.returncode,
+                                                                                                   p.stderr)
+        log(f"ok: {p.stderr.splitlines()[0]}")
+
+
+# ---------------------------------------------------------------- hostile and damaged archives
+
+def tar_bytes(members, fmt=tarfile.PAX_FORMAT):
+    """members: (TarInfo, data or None)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=fmt) as t:
+        for info, data in members:
+            t.addfile(info, io.BytesIO(data) if data is not None else None)
+    return buf.getvalue()
+
+
+def reg(name, data=b"x", **kw):
+    i = tarfile.TarInfo(name)
+    i.size = len(data)
+    i.mtime = 1_700_000_000
+    for k, v in kw.items():
+        setattr(i, k, v)
+    return i, data
+
+
+def link(name, target):
+    i = tarfile.TarInfo(name)
+    i.type = tarfile.LNKTYPE
+    i.linkname = target
+    return i, None
+
+
+def expect_failure(d, archive_bytes, *needles, what):
+    path = f"{d}/bad.tar"
+    write(path, archive_bytes)
+    img = f"{d}/out/img.sqfs"
+    os.makedirs(f"{d}/out", exist_ok=True)
+    code, err = sqar_tar(path, img, check=False)
+    assert code == 1, f"{what}: exit {code}: {err}"
+    for n in needles:
+        assert n in err, f"{what}: {n!r} not in the error: {err}"
+    assert not os.path.exists(img), f"{what}: an image was left"
+    assert os.listdir(f"{d}/out") == [], f"{what}: left {os.listdir(f'{d}/out')}"
+    log(f"ok: {what}: {err.strip().splitlines()[-1]}")
+
+
+def unpack(d, archive_bytes, *args):
+    write(f"{d}/in.tar", archive_bytes)
+    img = f"{d}/ok.sqfs"
+    if os.path.exists(img):
+        os.unlink(img)
+    _, err = sqar_tar(f"{d}/in.tar", img, *args)
+    out = f"{d}/ok"
+    run(["rm", "-rf", out])
+    unsquashfs_extract(img, out)
+    return out, err
+
+
+def test_names_stay_inside_the_root():
+    with tempdir() as d:
+        out, err = unpack(d, tar_bytes([reg("/abs/path", b"abs"), reg("../x", b"up")][:1] +
+                                       [reg("a/../b", b"b"), reg("./c/./d", b"d")]))
+        assert read(f"{out}/abs/path") == b"abs" and read(f"{out}/b") == b"b" and read(f"{out}/c/d") == b"d"
+        assert "removing leading '/'" in err, err
+        log("ok: '/abs/path' is stored as abs/path, a/../b as b, ./c/./d as c/d")
+        expect_failure(d, tar_bytes([reg("../x", b"up")]), "../x", "climbs out", what="member ../x")
+        expect_failure(d, tar_bytes([reg("ok"), reg("a/../../b")]), "a/../../b", "climbs out", what="a/../../b")
+        expect_failure(d, tar_bytes([reg("ok"), link("l", "../../etc/passwd")]), "l", "climbs out",
+                       what="hard link out of the root")
+        expect_failure(d, tar_bytes([reg("d/" + "n" * 256)]), "n" * 256, "longer than 255",
+                       what="a 256-byte name")
+        expect_failure(d, tar_bytes([reg("f"), reg("f/g")]), "f/g", "not a directory", what="a file used as a directory")
+
+
+def test_links_duplicates_and_implicit_directories():
+    with tempdir() as d:
+        expect_failure(d, tar_bytes([reg("a"), link("b", "missing")]), "member b", "missing", "no earlier member",
+                       what="hard link to a missing member")
+        # The last of duplicate members wins, with a warning; a hard link made before keeps
+        # the content it linked to (as tar -x leaves it).
+        members = [reg("dup", b"first"), link("keep", "dup"), reg("dup", b"second", mode=0o600)]
+        out, err = unpack(d, tar_bytes(members))
+        assert read(f"{out}/dup") == b"second" and read(f"{out}/keep") == b"first"
+        assert os.stat(f"{out}/dup").st_mode & 0o777 == 0o600
+        assert "dup appears more than once; the last one wins" in err, err
+        log("ok: the last duplicate wins with a warning; an earlier hard link keeps its content")
+        # a/b/c without a/ and a/b/: 0755 directories with the member's owner and time.
+        out, _ = unpack(d, tar_bytes([reg("a/b/c", b"c", uid=42, gid=43, mtime=1_650_000_000, mode=0o600)]))
+        for p in (f"{out}/a", f"{out}/a/b"):
+            st = os.lstat(p)
+            assert (st.st_mode & 0o7777, st.st_uid, st.st_gid, int(st.st_mtime)) == (0o755, 42, 43, 1_650_000_000), \
+                (p, oct(st.st_mode), st.st_uid, st.st_gid, st.st_mtime)
+        log("ok: implicit parents are 0755 with the member's owner and time")
+
+
+def test_damaged_streams():
+    with tempdir() as d:
+        good = tar_bytes([reg("first", pseudo_random(100000, 1)), reg("second", pseudo_random(200000, 2))])
+        expect_failure(d, good[:150000], "second", what="a stream cut inside a member")
+        gz = bytearray(gzip.compress(good))
+        gz[-8] ^= 0xFF  # the CRC-32 in the gzip trailer
+        expect_failure(d, bytes(gz), "bad.tar", what="a gzip CRC error")
+        expect_failure(d, b"this is not a tar archive at all\n" * 40, "bad.tar", what="not an archive")
+        # Claims bounded before memory or time depends on them: a member claiming 2^60 bytes.
+        info, _ = reg("huge", b"")
+        info.size = 1 << 60
+        header = info.tobuf(tarfile.PAX_FORMAT)
+        expect_failure(d, header + b"\0" * 1024, "huge", "2^32 blocks", what="a member claiming 2^60 bytes")
+        pax = tarfile.TarInfo("././@PaxHeader")  # an extended header claiming 8 GiB
+        pax.type = tarfile.XHDTYPE
+        pax.size = (1 << 33) - 1
+        expect_failure(d, pax.tobuf(tarfile.USTAR_FORMAT) + b"30 path=" + b"a" * 20 + b"\n" + b"\0" * 2000,
+                       "too large", what="a pax header claiming 8 GiB")
+        sparse = tarfile.TarInfo("claims")
+        sparse.pax_headers = {"GNU.sparse.major": "1", "GNU.sparse.minor": "0", "GNU.sparse.name": "claims",
+                              "GNU.sparse.realsize": str(1 << 62)}
+        sparse.size = 512
+        expect_failure(d, tar_bytes([(sparse, b"1\n0\n512\n".ljust(512, b"\0"))]), "claims",
+                       what="a sparse member claiming 2^62 bytes")
+
+
+def test_member_over_4gib_and_sparse_holes():
+    with tempdir() as d:
+        src = f"{d}/src"
+        os.makedirs(src)
+        with open(f"{src}/big", "wb") as f:  # data past 4 GiB, holes elsewhere
+            f.write(b"head")
+            f.seek((4 << 30) + 12345)
+            f.write(b"tail past 4 GiB")
+            f.truncate((5 << 30) + 7)
+        run(["tar", "--format=posix", "--sparse", "-C", src, "-cf", f"{d}/t.tar", "."])
+        assert os.path.getsize(f"{d}/t.tar") < 1 << 20
+        sqar_tar(f"{d}/t.tar", f"{d}/img.sqfs")
+        assert os.path.getsize(f"{d}/img.sqfs") < 1 << 20, "holes were stored as data"
+        p = subprocess.run([SQAR, "cat", f"{d}/img.sqfs", "big"], stdout=subprocess.PIPE, check=True)
+        with open(f"{src}/big", "rb") as f:
+            assert p.stdout == f.read(), "content of the 5 GiB member differs"
+        log("ok: a 5 GiB sparse member keeps its bytes past 4 GiB, and its holes cost nothing")
+
+
+# ---------------------------------------------------------------- faults while the stream is read
+
+def slow_tar_feeder(fd):
+    """Writes a tar stream to fd slowly and for ever (until the reader goes away)."""
+    with os.fdopen(fd, "wb") as out:
+        i = 0
+        try:
+            while True:
+                out.write(tar_bytes([reg(f"f{i}", pseudo_random(65536, i))])[:-1024])
+                out.flush()
+                i += 1
+                time.sleep(0.01)
+        except (BrokenPipeError, OSError):
+            pass
+
+
+def test_interrupt_while_reading_the_stream():
+    with tempdir() as d:
+        os.makedirs(f"{d}/out")
+        img = f"{d}/out/img.sqfs"
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
+            r, w = os.pipe()
+            proc = subprocess.Popen([SQAR, "create", "-q", "--tar-memory", "0", "--tar", "-", img], stdin=r,
+                                    stderr=subprocess.PIPE)
+            os.close(r)
+            pid = os.fork()
+            if pid == 0:
+                slow_tar_feeder(w)
+                os._exit(0)
+            os.close(w)
+            try:
+                time.sleep(1.0)  # several members in, some spilled to the scratch file
+                assert proc.poll() is None, "sqar create ended before the stream did"
+                proc.send_signal(sig)
+                _, err = proc.communicate(timeout=60)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                os.waitpid(pid, 0)
+            check_sanitizers(proc.args, proc.returncode, err.decode(errors="replace"))
+            assert proc.returncode != 0, f"{sig.name}: not interrupted"
+            assert os.listdir(f"{d}/out") == [], f"{sig.name}: left {os.listdir(f'{d}/out')}"
+            log(f"ok: {sig.name} while the stream is read leaves nothing")
+
+
+def test_no_space_left_while_spilling():
+    need_root()
+    with tempdir() as d:
+        write(f"{d}/src/r1", pseudo_random(400000, 7))
+        run(["tar", "-C", f"{d}/src", "-cf", f"{d}/t.tar", "."])
+        os.makedirs(f"{d}/tiny")
+        run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", f"{d}/tiny"])
+        try:
+            for memory in ("0", "256M"):  # out of space in the scratch file, then in the image
+                code, err = sqar_tar(f"{d}/t.tar", f"{d}/tiny/img.sqfs", "--tar-memory", memory, check=False)
+                assert code == 1 and "no space left on device" in err.lower(), (memory, code, err)
+                assert os.listdir(f"{d}/tiny") == [], os.listdir(f"{d}/tiny")
+                log(f"ok: --tar-memory {memory}: {err.strip().splitlines()[-1]}")
+        finally:
+            run(["umount", f"{d}/tiny"])
+
+
+if __name__ == "__main__":
+    main([test_gnu_and_bsd_tar_of_a_full_tree_in_every_format_and_compression, test_ustar_of_a_tree_it_can_hold,
+          test_image_equals_the_directory_image_for_any_thread_count, test_standard_input_and_options,
+          test_names_stay_inside_the_root, test_links_duplicates_and_implicit_directories, test_damaged_streams,
+          test_member_over_4gib_and_sparse_holes, test_interrupt_while_reading_the_stream,
+          test_no_space_left_while_spilling])
