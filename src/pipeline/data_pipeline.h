@@ -21,6 +21,7 @@ namespace sqar {
 
 class ImageFile;
 class ReuseIndex;
+struct PrestoredData;
 
 struct DataOptions {
   CodecConfig codec;  // codec.block_size is the image block size
@@ -39,6 +40,9 @@ struct DataOptions {
   // with the same content, are copied from OLD (after checking they decode to the source
   // bytes) instead of compressed. Not owned.
   const ReuseIndex* reuse = nullptr;
+  // append/merge: files whose data is already written (pipeline/prestored.h); the others are
+  // stored after it and share its data where their content matches. Not owned.
+  const PrestoredData* prestored = nullptr;
   std::function<void(const std::string&)> warn;
   std::atomic<uint64_t>* bytes_done = nullptr;  // progress: source bytes processed
 };
@@ -87,6 +91,7 @@ struct DataResult {
   // of them (its tail, if any, is in a fragment).
   std::vector<uint32_t> block_sizes;
   std::vector<FragmentLocation> fragments;
+  std::vector<uint32_t> stored_tail_files;  // PrestoredData::stored_tail_files
   DataStats stats;
 };
 
