@@ -204,8 +204,9 @@ class MetadataWriter {
     // A tail without a fragment was all zeros: a sparse last block in the list (size word 0),
     // unless an input image stored it as a short block (PrestoredData::stored_tail_files).
     const bool tail_block = tail != 0 && loc.fragment == fmt::kNoFragment;
+    const uint32_t data_owner = loc.same_as == kNoNode ? n.file_index : loc.same_as;  // a duplicate has its data
     const bool stored_tail = tail_block && std::binary_search(data_.stored_tail_files.begin(),
-                                                              data_.stored_tail_files.end(), n.file_index);
+                                                              data_.stored_tail_files.end(), data_owner);
     const bool sparse_tail = tail_block && !stored_tail;
     const size_t nblocks = full_blocks + (tail_block ? 1 : 0);
     InodePtr ino = alloc_inode(nblocks * sizeof(uint32_t));
