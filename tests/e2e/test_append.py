@@ -157,6 +157,23 @@ def test_damaged_image():
         assert size > digest_trailer
 
 
+def test_verify_checks_data_digests():
+    """sqar verify checks the stored-data digests that append and merge rely on."""
+    with tempdir() as d:
+        write(f"{d}/A/big", pseudo_random(3 * BLOCK, 51))
+        run([SQAR, "create", "-q", f"{d}/A", f"{d}/img"])
+        good = open(f"{d}/img", "rb").read()
+        flip(f"{d}/img", 96 + BLOCK + 7)
+        p = run([SQAR, "verify", f"{d}/img"], check=False)
+        assert p.returncode == 1 and "do not match the data digests trailer" in p.stderr, p.stderr
+        with open(f"{d}/img", "wb") as f:
+            f.write(good)
+        flip(f"{d}/img", good.rfind(b"SQARDAT1") + 40)  # the first digest
+        p = run([SQAR, "verify", f"{d}/img"], check=False)
+        assert p.returncode == 1 and "data digests trailer payload is damaged" in p.stderr, p.stderr
+        log("ok: verify reports damaged stored bytes and a damaged digests trailer")
+
+
 def test_other_compressor_refused():
     with tempdir() as d:
         write(f"{d}/A/a", b"a\n")
@@ -225,4 +242,4 @@ def test_enospc():
 
 if __name__ == "__main__":
     main([test_append_chain, test_old_mount_reads_during_append, test_conflict_and_replace, test_damaged_image,
-          test_other_compressor_refused, test_mksquashfs_image, test_signals_leave_image_unchanged, test_enospc])
+          test_verify_checks_data_digests, test_other_compressor_refused, test_mksquashfs_image, test_signals_leave_image_unchanged, test_enospc])
