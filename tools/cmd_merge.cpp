@@ -85,7 +85,8 @@ void print_stats(const char* cmd, const ops::MergeOptions& opt, const ops::Merge
         "\"shared_bytes\":%llu,\"checked_bytes\":%llu,\"decoded_bytes\":%llu,\"duplicate_files\":%llu,"
         "\"duplicate_bytes\":%llu,\"new_bytes_in\":%llu,\"dedup_files\":%llu,\"dedup_bytes\":%llu,"
         "\"blocks_compressed\":%llu,\"blocks_stored_raw\":%llu,\"fragments\":%llu,\"image_bytes\":%llu,"
-        "\"file_bytes\":%llu,\"seconds\":%.3f}\n",
+        "\"file_bytes\":%llu,\"seconds\":%.3f,\"load_seconds\":%.3f,\"copy_seconds\":%.3f,"
+        "\"data_seconds\":%.3f,\"finish_seconds\":%.3f}\n",
         cmd, json_escape(out).c_str(), (unsigned long long)s.entries, (unsigned long long)s.files,
         (unsigned long long)s.copied_bytes, (unsigned long long)s.shared_bytes, (unsigned long long)s.checked_bytes,
         (unsigned long long)s.decoded_bytes, (unsigned long long)s.duplicate_files,
@@ -93,7 +94,7 @@ void print_stats(const char* cmd, const ops::MergeOptions& opt, const ops::Merge
         (unsigned long long)d.dedup_files, (unsigned long long)d.dedup_bytes,
         (unsigned long long)d.blocks_compressed, (unsigned long long)(d.blocks_raw + d.blocks_incompressible),
         (unsigned long long)d.fragments, (unsigned long long)s.image_bytes, (unsigned long long)s.file_bytes,
-        s.seconds);
+        s.seconds, s.load_seconds, s.copy_seconds, s.data_seconds, s.finish_seconds);
     return;
   }
   std::fprintf(stderr, "%s: %s, %s; image %s\n", out.c_str(), counted(s.entries, "entry", "entries").c_str(),
@@ -107,7 +108,8 @@ void print_stats(const char* cmd, const ops::MergeOptions& opt, const ops::Merge
   std::fprintf(stderr, "  new: %s compressed, %s stored as duplicates; blocks: %llu compressed, %llu stored raw\n",
                human_bytes(d.codec_input_bytes).c_str(), counted(d.dedup_files, "file", "files").c_str(),
                (unsigned long long)d.blocks_compressed, (unsigned long long)(d.blocks_raw + d.blocks_incompressible));
-  std::fprintf(stderr, "  time %.2f s\n", s.seconds);
+  std::fprintf(stderr, "  time %.2f s (inputs read %.2f, copied %.2f, new data %.2f, tables and sync %.2f)\n",
+               s.seconds, s.load_seconds, s.copy_seconds, s.data_seconds, s.finish_seconds);
 }
 
 int run(int argc, char** argv, bool append) {

@@ -46,6 +46,8 @@ class Merger {
     if (opt_.images.empty()) throw Error("no input image given");
     for (const auto& p : opt_.images) inputs_.push_back(load_input_image(p, opt_.threads));
     for (const auto& in : inputs_) stats_.decoded_bytes += in.decoded_bytes;
+    auto since = [](auto t) { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count(); };
+    stats_.load_seconds = since(t0);
     const CodecConfig codec = choose_codec();
 
     ImageFile out(opt_.append ? opt_.images[0] : opt_.output, opt_.append || opt_.force);
@@ -57,10 +59,13 @@ class Merger {
     TreeUnion u = union_trees(uin, opt_.replace);
 
     pick_owners(u);
+    const auto t_copy = std::chrono::steady_clock::now();
     const std::vector<uint8_t> zeros(fmt::kSuperblockSize, 0);
     out.append(zeros.data(), zeros.size());
     for (uint32_t k = 0; k < inputs_.size(); ++k) copy_input(k, out);
     const PrestoredData pre = prestored(u);
+    stats_.copy_seconds = since(t_copy);
+    const auto t_data = std::chrono::steady_clock::now();
 
     DataOptions data_opt;
     data_opt.codec = codec;
@@ -72,6 +77,8 @@ class Merger {
     data_opt.warn = opt_.warn;
     data_opt.prestored = &pre;
     DataResult data = write_file_data(u.tree, out, data_opt);
+    stats_.data_seconds = since(t_data);
+    const auto t_finish = std::chrono::steady_clock::now();
 
     FinishOptions fin;
     fin.image = out.final_path();
@@ -81,6 +88,7 @@ class Merger {
     fin.dedup = opt_.dedup;
     fin.xattrs = opt_.xattrs;
     const FinishResult fr = finish_image(u.tree, data, out, fin);
+    stats_.finish_seconds = since(t_finish);
 
     for (uint32_t i = 1; i < u.tree.nodes.size(); ++i) stats_.entries += !u.tree.nodes[i].omitted;
     stats_.files = u.tree.files.size();

@@ -50,6 +50,9 @@ struct MergeStats {
   DataStats data;                 // new files (append); blocks_compressed counts only those
   uint64_t image_bytes = 0, file_bytes = 0;
   double seconds = 0;
+  // Where the time went: reading and checking the inputs' trees and hashes, copying (and
+  // checking) their stored bytes, the new data, the tables and trailers (with the fsync).
+  double load_seconds = 0, copy_seconds = 0, data_seconds = 0, finish_seconds = 0;
 };
 
 MergeStats merge_images(MergeOptions opt);
