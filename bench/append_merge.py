@@ -33,6 +33,11 @@ def load_gen_data(path):
     return module
 
 
+def remove(path):
+    if os.path.lexists(path):
+        os.remove(path)
+
+
 def fs_type(path):
     return subprocess.run(["stat", "-f", "-c", "%T", path], stdout=subprocess.PIPE, text=True).stdout.strip()
 
@@ -92,7 +97,7 @@ def main():
     merged = os.path.join(work, "merged.sqfs")
     copies = os.path.join(work, "shard-copies")
     os.makedirs(copies, exist_ok=True)
-    bench.rmtree(merged)
+    remove(merged)
     mstats = json.loads(bench.run_quiet([sqar, "merge", "--json", "--force", *shards, merged]))
     bench.check_output(tools, merged, bench.describe_tree(ports), os.path.join(bench.WORK_DIR, "merge-check"), 3600)
 
@@ -100,9 +105,9 @@ def main():
                             "merge: inputs read")}
     for r in range(args.runs):
         bench.log(f"round {r + 1}/{args.runs}")
-        bench.rmtree(copy)
+        remove(copy)
         rows["cp"].append(bench.run_measured(["cp", old, copy], 600).wall)
-        bench.rmtree(copy)
+        remove(copy)
         rows["cp + sync"].append(bench.run_measured(["sh", "-c", f"cp {old} {copy} && sync {copy}"], 600).wall)
         shutil.copyfile(old, target)
         subprocess.run(["sync"])
@@ -112,7 +117,7 @@ def main():
         rows["append: old data"].append(j["load_seconds"] + j["copy_seconds"])
         rows["create"].append(bench.run_measured([sqar, "create", "-q", "--force", *codec, whole, fresh], 3600).wall)
         for s in shards:
-            bench.rmtree(os.path.join(copies, os.path.basename(s)))
+            remove(os.path.join(copies, os.path.basename(s)))
         rows["cp shards"].append(bench.run_measured(["cp", *shards, copies], 600).wall)
         m = bench.run_measured([sqar, "merge", "--json", "--force", *shards, merged], 600)
         rows["merge"].append(m.wall)

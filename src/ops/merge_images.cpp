@@ -86,7 +86,7 @@ class Merger {
     // The compressor options block, if any, came with the first input's bytes.
     fin.flags = inputs_[0].image->super().flags & fmt::kFlagCompressorOptions;
     fin.dedup = opt_.dedup;
-    fin.xattrs = opt_.xattrs;
+    fin.xattrs = true;  // the inputs keep theirs; --no-xattrs leaves out only the new entries' (scan)
     const FinishResult fr = finish_image(u.tree, data, out, fin);
     stats_.finish_seconds = since(t_finish);
 
