@@ -60,8 +60,8 @@ class Merger {
 
     pick_owners(u);
     const auto t_copy = std::chrono::steady_clock::now();
-    const std::vector<uint8_t> zeros(fmt::kSuperblockSize, 0);
-    out.append(zeros.data(), zeros.size());
+    // The first input's bytes start at offset 0, superblock included (it is rewritten at the
+    // end), so its blocks keep their positions and the copy is aligned for extent sharing.
     for (uint32_t k = 0; k < inputs_.size(); ++k) copy_input(k, out);
     const PrestoredData pre = prestored(u);
     stats_.copy_seconds = since(t_copy);
@@ -189,7 +189,7 @@ class Merger {
   // some of the tails in it belong to files stored by an earlier input).
   std::vector<Range> plan(uint32_t k) const {
     const InputImage& in = inputs_[k];
-    if (opt_.append && k == 0) return {{fmt::kSuperblockSize, in.data_end}};
+    if (opt_.append && k == 0) return {{0, in.data_end}};
     std::vector<Range> r;
     for (uint32_t f = 0; f < in.files.size(); ++f) {
       if (!used_[k][f] || owner_[k][f].first != k) continue;
@@ -208,10 +208,10 @@ class Merger {
       else
         merged.push_back(x);
     }
-    // The first input brings the compressor options block that follows the superblock.
+    // The first input brings the superblock's place and the compressor options block after it.
     if (k == 0) {
-      if (merged.empty()) merged.push_back({fmt::kSuperblockSize, in.data_end});
-      merged.front().begin = fmt::kSuperblockSize;
+      if (merged.empty()) merged.push_back({0, in.data_end});
+      merged.front().begin = 0;
     }
     return merged;
   }

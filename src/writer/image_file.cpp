@@ -181,6 +181,21 @@ void ImageFile::flush() {
 
 uint64_t ImageFile::append_from(int fd, const std::string& path, uint64_t offset, uint64_t len) {
   flush();
+  // A filesystem clones only whole blocks at equal offsets within a block, and a call whose
+  // start is not aligned is copied whole: the aligned middle goes in a call of its own.
+  constexpr uint64_t kAlign = 4096;
+  if (offset % kAlign == flushed_ % kAlign && len > 2 * kAlign) {
+    const uint64_t head = (kAlign - offset % kAlign) % kAlign;
+    const uint64_t middle = (len - head) / kAlign * kAlign;
+    uint64_t n = head ? append_range(fd, path, offset, head) : 0;
+    n += append_range(fd, path, offset + head, middle);
+    if (len > head + middle) n += append_range(fd, path, offset + head + middle, len - head - middle);
+    return n;
+  }
+  return append_range(fd, path, offset, len);
+}
+
+uint64_t ImageFile::append_range(int fd, const std::string& path, uint64_t offset, uint64_t len) {
   uint64_t shared = 0;
   loff_t in = loff_t(offset), out = loff_t(flushed_);
   while (len > 0) {

@@ -53,6 +53,7 @@ class ImageFile {
 
  private:
   void write_fully(uint64_t offset, const uint8_t* data, size_t len);
+  uint64_t append_range(int fd, const std::string& path, uint64_t offset, uint64_t len);
 
   std::string final_path_;
   std::string temp_path_;  // empty while the file is unnamed (O_TMPFILE)
