@@ -106,7 +106,9 @@ def test_conflict_and_replace():
         write(f"{d}/B/name", b"new content\n")
         write(f"{d}/B/dir/added", b"added\n")
         expect_refused(f"{d}/img", [f"{d}/B"], "name: in both", "--replace")
+        os.chmod(f"{d}/img", 0o600)  # a private image stays private
         append(f"{d}/img", "--replace", f"{d}/B")
+        assert os.stat(f"{d}/img").st_mode & 0o777 == 0o600, oct(os.stat(f"{d}/img").st_mode)
         assert run([SQAR, "cat", f"{d}/img", "name"]).stdout == "new content\n"
         assert run([SQAR, "cat", f"{d}/img", "dir/keep"]).stdout == "kept\n"  # directories merge
         assert run([SQAR, "cat", f"{d}/img", "dir/added"]).stdout == "added\n"
