@@ -1,5 +1,8 @@
 #include "ops/verifier.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <map>
@@ -15,6 +18,7 @@
 #include "format/manifest.h"
 #include "format/squashfs.h"
 #include "ops/data_key.h"
+#include "ops/input_image.h"
 #include "ops/parallel.h"
 
 namespace sqar::ops {
@@ -86,6 +90,7 @@ class Verifier::Impl {
     phase_ = 1;
     check_contents(files);
     check_fragment_digests(files);
+    check_data_digests();
     files_ = files.size();
     return problems_;
   }
@@ -122,6 +127,37 @@ class Verifier::Impl {
       problem(shown, std::string("export table: ") + e.what());
       export_table_broken_ = true;
     }
+  }
+
+  // The stored-data digests trailer (format/data_digests.h): the stored bytes append and
+  // merge would copy, hashed per MiB. One problem per damaged MiB.
+  void check_data_digests() {
+    if (img_.offset() != 0) return;
+    std::optional<DataDigests> d;
+    try {
+      d = read_data_digests(img_, img_.path());
+    } catch (const std::exception& e) {
+      problem("", e.what());
+      return;
+    }
+    if (!d) return;
+    if (d->data_end != img_.super().inode_table_start)
+      problem("", "data digests trailer covers bytes up to " + std::to_string(d->data_end) + ", the data ends at " +
+                      std::to_string(img_.super().inode_table_start));
+    const int fd = ::open(img_.path().c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      problem("", errno_message(img_.path(), errno));
+      return;
+    }
+    std::vector<uint8_t> checked;
+    for (size_t i = 0; i < d->digests.size(); ++i) {
+      try {
+        check_stored_bytes(fd, img_.path(), *d, d->chunk_begin(i), d->chunk_end(i), checked);
+      } catch (const std::exception& e) {
+        problem("", e.what());
+      }
+    }
+    ::close(fd);
   }
 
   void load_manifest() {

@@ -20,6 +20,7 @@
 #include "dedup/dedup_index.h"
 #include "dedup/reuse_index.h"
 #include "pipeline/content_source.h"
+#include "pipeline/prestored.h"
 #include "pipeline/source_reader.h"
 #include "writer/image_file.h"
 
@@ -32,6 +33,7 @@ enum class FileKind : uint8_t {
   kUnique,       // no other file has its size: streamed, hashed on the way (for the manifest)
   kSharedSmall,  // shares its size and fits one read unit: hashed in memory, then dedup decided
   kPrehashed,    // shares its size and is large: hashed in a first pass, dedup decided up front
+  kStored,       // already in the image (DataOptions::prestored)
 };
 
 struct Unit {
@@ -81,9 +83,10 @@ class DataPipeline {
     classify();
     if (opt_.dedup) {
       size_t shared = 0;  // only files that share their size are looked up
-      for (FileKind k : kinds_) shared += k == FileKind::kSharedSmall || k == FileKind::kPrehashed;
+      for (FileKind k : kinds_) shared += k != FileKind::kEmpty && k != FileKind::kUnique;
       dedup_.reserve(shared);
     }
+    take_prestored();
     prehash();
     plan_units();
 
@@ -164,7 +167,9 @@ class DataPipeline {
     for (uint32_t f : tree_.files) ++per_size[tree_.nodes[f].size];
     for (size_t i = 0; i < kinds_.size(); ++i) {
       uint64_t size = node_of(uint32_t(i)).size;
-      if (size == 0)
+      if (opt_.prestored && opt_.prestored->stored[i])
+        kinds_[i] = FileKind::kStored;
+      else if (size == 0)
         kinds_[i] = FileKind::kEmpty;
       else if (!opt_.dedup || per_size[size] == 1)
         kinds_[i] = FileKind::kUnique;
@@ -174,6 +179,26 @@ class DataPipeline {
       // them: in memory when it is one read unit, in the hashing pass when it is more.
       if (reuse_candidate(size) && kinds_[i] == FileKind::kUnique)
         kinds_[i] = size <= chunk_ && !opt_.content ? FileKind::kSharedSmall : FileKind::kPrehashed;
+    }
+  }
+
+  // Stored files come first in every dedup lookup, whatever their place in image order: their
+  // data is written already, so a new file with the same content shares it instead of storing
+  // it again. Their block words and fragments lead the tables this build fills.
+  void take_prestored() {
+    if (!opt_.prestored) return;
+    const PrestoredData& p = *opt_.prestored;
+    block_sizes_ = p.block_sizes;
+    fragments_ = p.fragments;
+    fragment_count_ = uint32_t(p.fragments.size());
+    for (uint32_t i = 0; i < kinds_.size(); ++i) {
+      if (kinds_[i] != FileKind::kStored) continue;
+      locs_[i] = p.files[i];
+      locs_[i].same_as = kNoNode;
+      const uint64_t size = node_of(i).size;
+      if (opt_.dedup && size) {
+        if (auto owner = dedup_.find_or_add_file(size, locs_[i].hash, i)) locs_[i].same_as = *owner;
+      }
     }
   }
 
@@ -273,6 +298,7 @@ class DataPipeline {
         locs_[i].hash = hash128("", 0);
         continue;
       }
+      if (kinds_[i] == FileKind::kStored) continue;
       if (skip_[i] || locs_[i].same_as != kNoNode) continue;
       const uint64_t size = node_of(i).size;
       has_units_[i] = true;
@@ -282,8 +308,12 @@ class DataPipeline {
       locs_[i].first_block = uint32_t(blocks);
       blocks += size / block_size_;
     }
-    block_sizes_.assign(blocks, 0);
-    late_blocks_ = blocks;
+    const uint64_t base = block_sizes_.size();  // the stored files' words (take_prestored)
+    if (blocks > UINT32_MAX - base) throw Error("more than 2^32 data blocks in one image; use a larger block size (-b)");
+    for (uint32_t i = 0; i < kinds_.size(); ++i)
+      if (has_units_[i]) locs_[i].first_block += uint32_t(base);
+    block_sizes_.resize(base + blocks, 0);
+    late_blocks_ = base + blocks;
   }
 
   // The next read unit in image order; called under read_mu_ only.
@@ -798,6 +828,7 @@ class DataPipeline {
     r.files = std::move(locs_);
     r.fragments = std::move(fragments_);
     r.block_sizes = std::move(block_sizes_);
+    if (opt_.prestored) r.stored_tail_files = opt_.prestored->stored_tail_files;
     r.stats = stats_;
     return r;
   }

@@ -22,6 +22,7 @@ namespace sqar {
 class ContentSource;
 class ImageFile;
 class ReuseIndex;
+struct PrestoredData;
 
 struct DataOptions {
   CodecConfig codec;  // codec.block_size is the image block size
@@ -43,6 +44,9 @@ struct DataOptions {
   // Content and hashes of the regular files from elsewhere than their paths on disk (a tar
   // stream's members: tarin/content_store.h); null: the files the scan found. Not owned.
   const ContentSource* content = nullptr;
+  // append/merge: files whose data is already written (pipeline/prestored.h); the others are
+  // stored after it and share its data where their content matches. Not owned.
+  const PrestoredData* prestored = nullptr;
   std::function<void(const std::string&)> warn;
   std::atomic<uint64_t>* bytes_done = nullptr;  // progress: source bytes processed
 };
@@ -91,6 +95,7 @@ struct DataResult {
   // of them (its tail, if any, is in a fragment).
   std::vector<uint32_t> block_sizes;
   std::vector<FragmentLocation> fragments;
+  std::vector<uint32_t> stored_tail_files;  // PrestoredData::stored_tail_files
   DataStats stats;
 };
 

@@ -179,6 +179,48 @@ void ImageFile::flush() {
   buffer_.clear();
 }
 
+uint64_t ImageFile::append_from(int fd, const std::string& path, uint64_t offset, uint64_t len) {
+  flush();
+  // A filesystem clones only whole blocks at equal offsets within a block, and a call whose
+  // start is not aligned is copied whole: the aligned middle goes in a call of its own.
+  constexpr uint64_t kAlign = 4096;
+  if (offset % kAlign == flushed_ % kAlign && len > 2 * kAlign) {
+    const uint64_t head = (kAlign - offset % kAlign) % kAlign;
+    const uint64_t middle = (len - head) / kAlign * kAlign;
+    uint64_t n = head ? append_range(fd, path, offset, head) : 0;
+    n += append_range(fd, path, offset + head, middle);
+    if (len > head + middle) n += append_range(fd, path, offset + head + middle, len - head - middle);
+    return n;
+  }
+  return append_range(fd, path, offset, len);
+}
+
+uint64_t ImageFile::append_range(int fd, const std::string& path, uint64_t offset, uint64_t len) {
+  uint64_t shared = 0;
+  loff_t in = loff_t(offset), out = loff_t(flushed_);
+  while (len > 0) {
+    const ssize_t n = copy_file_range(fd, &in, fd_, &out, len, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == ENOSPC) throw Error(final_path_ + ": no space left on device while writing the image");
+    if (n <= 0) break;  // EXDEV, EINVAL, ENOSYS...: copy the rest below
+    len -= uint64_t(n);
+    shared += uint64_t(n);
+  }
+  flushed_ = position_ = uint64_t(out);
+  std::vector<uint8_t> buf(size_t(std::min<uint64_t>(len, 1u << 20)));
+  while (len > 0) {
+    const ssize_t n = pread(fd, buf.data(), size_t(std::min<uint64_t>(len, buf.size())), off_t(in));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw_errno(path, errno);
+    if (n == 0) throw Error(path + ": ends before byte " + std::to_string(uint64_t(in) + len));
+    write_fully(flushed_, buf.data(), size_t(n));
+    flushed_ = position_ = flushed_ + uint64_t(n);
+    in += n;
+    len -= uint64_t(n);
+  }
+  return shared;
+}
+
 void ImageFile::write_at(uint64_t offset, const void* data, size_t len) {
   flush();
   write_fully(offset, static_cast<const uint8_t*>(data), len);

@@ -28,6 +28,11 @@ class ImageFile {
   uint64_t position() const { return position_; }
   void flush();
 
+  // Appends bytes [offset, offset + len) of another file. copy_file_range lets a filesystem
+  // that shares extents (XFS, btrfs) share them instead of copying; returns the bytes it took
+  // (the rest went through read and write: another filesystem, or no support).
+  uint64_t append_from(int fd, const std::string& path, uint64_t offset, uint64_t len);
+
   void write_at(uint64_t offset, const void* data, size_t len);
   void read_at(uint64_t offset, void* data, size_t len);
   void truncate(uint64_t size);
@@ -48,6 +53,7 @@ class ImageFile {
 
  private:
   void write_fully(uint64_t offset, const uint8_t* data, size_t len);
+  uint64_t append_range(int fd, const std::string& path, uint64_t offset, uint64_t len);
 
   std::string final_path_;
   std::string temp_path_;  // empty while the file is unnamed (O_TMPFILE)

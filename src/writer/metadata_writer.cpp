@@ -201,9 +201,14 @@ class MetadataWriter {
     const FileLocation& loc = data_.files[n.file_index];
     const size_t full_blocks = size_t(n.size / super_.block_size);
     const uint64_t tail = n.size % super_.block_size;
-    // A tail without a fragment was all zeros: a sparse last block in the list (size word 0).
-    const bool sparse_tail = tail != 0 && loc.fragment == fmt::kNoFragment;
-    const size_t nblocks = full_blocks + (sparse_tail ? 1 : 0);
+    // A tail without a fragment was all zeros: a sparse last block in the list (size word 0),
+    // unless an input image stored it as a short block (PrestoredData::stored_tail_files).
+    const bool tail_block = tail != 0 && loc.fragment == fmt::kNoFragment;
+    const uint32_t data_owner = loc.same_as == kNoNode ? n.file_index : loc.same_as;  // a duplicate has its data
+    const bool stored_tail = tail_block && std::binary_search(data_.stored_tail_files.begin(),
+                                                              data_.stored_tail_files.end(), data_owner);
+    const bool sparse_tail = tail_block && !stored_tail;
+    const size_t nblocks = full_blocks + (tail_block ? 1 : 0);
     InodePtr ino = alloc_inode(nblocks * sizeof(uint32_t));
     ino->base.type = SQFS_INODE_EXT_FILE;
     auto& f = ino->data.file_ext;
@@ -217,6 +222,7 @@ class MetadataWriter {
     f.xattr_idx = fmt::kNoXattr;
     if (full_blocks) std::memcpy(ino->extra, sizes, full_blocks * sizeof(uint32_t));  // sizes may be null
     if (sparse_tail) ino->extra[full_blocks] = 0;
+    if (stored_tail) ino->extra[full_blocks] = sizes[full_blocks];
     return ino;
   }
 

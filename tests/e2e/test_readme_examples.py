@@ -27,7 +27,7 @@ from sqartest import (SQAR, SQARFS, compare_trees, kernel_supports, log, main, p
 
 README = os.path.join(os.environ.get("SQAR_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", "..")),
                       "README.md")
-SCRATCH_TOPS = ("var/log", "usr/ports", "srv", "backup", "etc", "home", "tmp", "mnt")
+SCRATCH_TOPS = ("var/log", "usr/ports", "srv", "backup", "etc", "home", "tmp", "mnt", "data")
 MOUNT_LABELS = ("Mounting", "fstab")
 
 
@@ -82,6 +82,15 @@ def build_scratch(root):
     write(f"{root}/etc/app/app.conf", b"level = 3\n")
     write(f"{root}/home/me/notes.txt", b"remember the milk\n")
     write(f"{root}/work/src/main.c", b"int main(void) { return 0; }\n")
+    write(f"{root}/work/src/doc/README", b"release notes\n" * 100)
+    run(["tar", "--zstd", "-C", f"{root}/work/src", "-cf", f"{root}/work/release-1.2.tar.zst", "."])
+    write(f"{logs}/rotated/2026-11-24/app.log.2", app[: len(app) // 3])
+    write(f"{root}/work/fixed/app.log.1", b"repaired\n")
+    shared = pseudo_random(200_000, 3)
+    for shard in ("a", "b", "c"):
+        write(f"{root}/data/tree/{shard}/own-{shard}.dat", pseudo_random(50_000, ord(shard)))
+    write(f"{root}/data/tree/a/shared.dat", shared)
+    write(f"{root}/data/tree/c/copy-of-shared.dat", shared)
     for d in ("tmp", "mnt/logs", "mnt/logs2", "srv/images"):
         os.makedirs(f"{root}/{d}", exist_ok=True)
 
@@ -135,6 +144,29 @@ def check_tar_stream(r, out):
         assert open(f"{r}/srv/{name}", "rb").read() == open(f"{r}/var/log/{name}", "rb").read(), name
 
 
+def extracted(r, image):
+    dest = f"{r}/tmp/check-{os.path.basename(image)}"
+    shutil.rmtree(dest, ignore_errors=True)
+    run([SQAR, "extract", "-q", f"{r}/work/{image}", "-C", dest])
+    return dest
+
+
+def check_from_tar(r, out):
+    compare_trees(f"{r}/work/src", extracted(r, "release-1.2.sqfs"), "create --tar of the release tarball")
+
+
+def check_append(r, out):
+    got = extracted(r, "archive.sqfs")
+    assert sorted(os.listdir(got)) == ["app.log.1", "app.log.2", "syslog.1"], os.listdir(got)
+    assert open(f"{got}/app.log.1", "rb").read() == b"repaired\n"
+    assert open(f"{got}/app.log.2", "rb").read() == open(f"{r}/var/log/rotated/2026-11-24/app.log.2", "rb").read()
+    assert open(f"{got}/syslog.1", "rb").read() == open(f"{r}/var/log/archive/syslog.1", "rb").read()
+
+
+def check_merge(r, out):
+    compare_trees(f"{r}/data/tree", extracted(r, "all.sqfs"), "merge of the shards")
+
+
 def check_logs_mount(r, out):
     compare_trees(f"{r}/var/log", f"{r}/mnt/logs", "the README's mount")
 
@@ -147,6 +179,9 @@ CHECKS = {
     "sqar cat logs.sqfs app.log | grep ERROR": check_grep,
     "sqar extract logs.sqfs -C /tmp/restore 'archive/*'": check_restore,
     "sqar extract --tar - logs.sqfs | ssh host tar -xpf - -C /srv": check_tar_stream,
+    "sqar create --tar release-1.2.tar.zst release-1.2.sqfs": check_from_tar,
+    "sqar append --replace archive.sqfs fixed/app.log.1": check_append,
+    "sqar merge shard-*.sqfs all.sqfs": check_merge,
     "sqarfs logs.sqfs /mnt/logs": check_logs_mount,
     "sqarfs -o cache=512M,allow_other logs.sqfs /mnt/logs": check_logs_mount,
     "mount -t squashfs -o loop,ro logs.sqfs /mnt/logs": check_logs_mount,

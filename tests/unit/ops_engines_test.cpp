@@ -142,10 +142,13 @@ TEST_F(OpsEnginesTest, VerifierNamesTheFileOfADamagedBlock) {
   ops::Verifier v(*image, 2, [&](ops::Severity s, const std::string& p, const std::string& m) {
     problems.push_back({s, p, m});
   });
-  EXPECT_EQ(v.run(), 1u);
-  ASSERT_EQ(problems.size(), 1u);
+  // The file, then the MiB of stored bytes around it (the stored-data digests trailer).
+  EXPECT_EQ(v.run(), 2u);
+  ASSERT_EQ(problems.size(), 2u);
   EXPECT_EQ(problems[0].path, "random");
   EXPECT_NE(problems[0].message.find("content differs from the manifest"), std::string::npos);
+  EXPECT_EQ(problems[1].path, "");
+  EXPECT_NE(problems[1].message.find("do not match the data digests trailer"), std::string::npos);
 }
 
 }  // namespace

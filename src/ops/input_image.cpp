@@ -1,0 +1,362 @@
+#include "ops/input_image.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <deque>
+#include <mutex>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "common/error.h"
+#include "common/hash.h"
+#include "format/manifest.h"
+#include "format/squashfs.h"
+#include "ops/parallel.h"
+
+namespace sqar::ops {
+namespace {
+
+class Fd {
+ public:
+  explicit Fd(const std::string& path) : fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {
+    if (fd_ < 0) throw Error(errno_message(path, errno));
+  }
+  ~Fd() { ::close(fd_); }
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+void pread_fully(int fd, const std::string& path, uint64_t off, void* buf, size_t len) {
+  auto* p = static_cast<uint8_t*>(buf);
+  while (len) {
+    const ssize_t n = ::pread(fd, p, len, off_t(off));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw Error(errno_message(path, errno));
+    if (n == 0) throw Error(path + ": ends before byte " + std::to_string(off + len));
+    p += n;
+    off += uint64_t(n);
+    len -= size_t(n);
+  }
+}
+
+// Where a file's data is: files that share it (dedup) have the same key and the same content.
+struct DataKey {
+  uint64_t size, blocks_start;
+  uint32_t fragment, fragment_offset;
+  bool operator==(const DataKey&) const = default;
+};
+struct DataKeyHasher {
+  size_t operator()(const DataKey& k) const {
+    return size_t(XXH3_64bits(&k, sizeof k.size + sizeof k.blocks_start) ^ (uint64_t(k.fragment) << 32 | k.fragment_offset));
+  }
+};
+
+class Loader {
+ public:
+  Loader(InputImage& in, unsigned threads) : in_(in), threads_(threads) {}
+
+  void run() {
+    auto& img = *in_.image;
+    const auto& sb = img.super();
+    in_.data_end = sb.inode_table_start;
+    if (in_.data_end < fmt::kSuperblockSize) throw Error(in_.path + ": inode table starts inside the superblock");
+    in_.fragments.reserve(sb.fragment_count);
+    for (uint32_t i = 0; i < sb.fragment_count; ++i) {
+      auto f = img.fragment_location(i);
+      check_extent(f.position, f.size_word, "fragment block " + std::to_string(i));
+      in_.fragments.push_back(f);
+    }
+    build_tree();
+    manifest_ = img.manifest();
+    in_.digests = read_data_digests(img, in_.path);
+    if (in_.digests && in_.digests->data_end < in_.data_end)
+      throw Error(in_.path + ": the data digests trailer ends at byte " + std::to_string(in_.digests->data_end) +
+                  ", before the data (" + std::to_string(in_.data_end) + ")");
+    hash_files();
+  }
+
+ private:
+  void check_extent(uint64_t pos, uint32_t word, const std::string& what) const {
+    const uint64_t len = word & ~fmt::kDataUncompressed;
+    if (len > in_.image->super().block_size || pos < fmt::kSuperblockSize || pos > in_.data_end ||
+        len > in_.data_end - pos)
+      throw Error(in_.path + ": " + what + " lies outside the data region (bytes " + std::to_string(pos) + ".." +
+                  std::to_string(pos + len) + ", data ends at " + std::to_string(in_.data_end) + ")");
+  }
+
+  uint32_t add_node(const std::string& name, uint32_t parent) {
+    Node n;
+    n.parent = parent;
+    in_.tree.set_name(n, name);
+    in_.tree.nodes.push_back(n);
+    return uint32_t(in_.tree.nodes.size() - 1);
+  }
+
+  // Fills node i from the inode; a second entry of the same inode becomes a hard link.
+  void fill(uint32_t i, const reader::Inode& ino) {
+    Node& n = in_.tree.nodes[i];
+    if (!ino.is_dir()) {
+      auto [it, first] = by_ref_.emplace(ino.ref, i);
+      if (!first) {
+        n.link_target = it->second;
+        n.mode = in_.tree.nodes[it->second].mode;
+        ++in_.tree.nodes[it->second].link_count;
+        return;
+      }
+    }
+    n.mode = ino.mode;
+    n.uid = ino.uid;
+    n.gid = ino.gid;
+    n.mtime = ino.mtime;
+    n.rdev = ino.rdev;
+    auto x = in_.image->xattrs(ino);
+    if (!x.empty()) in_.tree.xattrs[i] = std::move(x);
+    if (ino.is_symlink()) in_.tree.symlink_targets[i] = in_.image->read_symlink(ino);
+    if (ino.is_regular()) {
+      n.size = ino.size;
+      n.file_index = uint32_t(in_.files.size());
+      in_.tree.files.push_back(i);
+      in_.tree.total_file_bytes += ino.size;
+      add_file(ino, in_.tree.path_of(i));
+    }
+  }
+
+  void add_file(const reader::Inode& ino, const std::string& path) {
+    const uint32_t bs = in_.image->super().block_size;
+    FileLocation loc;
+    loc.blocks_start = ino.blocks_start;
+    loc.fragment = ino.fragment_index;
+    loc.fragment_offset = ino.fragment_offset;
+    if (in_.words.size() > UINT32_MAX) throw Error(in_.path + ": more than 2^32 data blocks");
+    loc.first_block = uint32_t(in_.words.size());
+    const uint64_t full = ino.size / bs;
+    uint64_t count = 0;
+    in_.image->for_each_block_slice(ino, [&](const uint32_t* words, const uint64_t* starts, size_t n) {
+      for (size_t k = 0; k < n; ++k, ++count) {
+        if (words[k]) check_extent(starts[k], words[k], path + " block " + std::to_string(count));
+        in_.words.push_back(words[k]);
+      }
+    });
+    bool stored_tail = false;
+    if (count == full + 1 && ino.size % bs && ino.fragment_index == fmt::kNoFragment) {
+      stored_tail = in_.words.back() != 0;  // 0: a sparse tail, which the writer adds back itself
+      if (!stored_tail) in_.words.pop_back();
+    } else if (count != full) {
+      throw Error(in_.path + ": " + path + " has " + std::to_string(count) + " blocks for " +
+                  std::to_string(ino.size) + " bytes");
+    }
+    if (ino.fragment_index != fmt::kNoFragment) {
+      if (ino.fragment_index >= in_.fragments.size())
+        throw Error(in_.path + ": " + path + " names fragment block " + std::to_string(ino.fragment_index) + " of " +
+                    std::to_string(in_.fragments.size()));
+    }
+    in_.files.push_back(loc);
+    in_.stored_tail.push_back(stored_tail);
+    inodes_.push_back(ino);
+  }
+
+  // Breadth-first, so each directory's entries are consecutive nodes as Tree requires.
+  void build_tree() {
+    auto& img = *in_.image;
+    in_.tree.source_dirs.push_back(in_.path + ":");
+    in_.tree.nodes.push_back(Node{});
+    const reader::Inode root = img.root();
+    fill(0, root);
+    std::deque<std::pair<uint32_t, reader::Inode>> todo{{0, root}};
+    std::unordered_set<reader::InodeRef> seen_dirs{root.ref};
+    while (!todo.empty()) {
+      auto [dir, ino] = std::move(todo.front());
+      todo.pop_front();
+      const auto entries = img.read_dir(ino);
+      const uint32_t first = uint32_t(in_.tree.nodes.size());
+      for (const auto& e : entries) add_node(e.name, dir);
+      in_.tree.nodes[dir].first_child = first;
+      in_.tree.nodes[dir].child_count = uint32_t(entries.size());
+      for (size_t k = 0; k < entries.size(); ++k) {
+        reader::Inode child = img.read_inode(entries[k].inode_ref, false);
+        fill(first + uint32_t(k), child);
+        if (child.is_dir()) {
+          if (!seen_dirs.insert(child.ref).second)
+            throw Error(in_.path + ": directory " + in_.tree.rel_path_of(in_.tree.nodes[first + uint32_t(k)]) +
+                        " appears twice (a loop)");
+          todo.emplace_back(first + uint32_t(k), std::move(child));
+        }
+      }
+    }
+  }
+
+  // Every file gets its XXH3-128: from the manifest where it has one, by decoding otherwise.
+  // Without stored-data digests, everything is decoded and compared, which is the check.
+  void hash_files() {
+    std::unordered_map<uint32_t, Hash128> entry;
+    if (manifest_)
+      for (const auto& e : manifest_->files) entry.emplace(e.inode_number, e.hash);
+    const uint32_t bs = in_.image->super().block_size;
+    const bool decode_all = !in_.digests;
+    // One decode per stored content: files sharing data share the result.
+    std::unordered_map<DataKey, uint32_t, DataKeyHasher> groups;
+    std::vector<uint32_t> group_of(in_.files.size());
+    std::vector<uint32_t> leader;  // a file of each group
+    std::vector<std::optional<Hash128>> expected;
+    for (uint32_t f = 0; f < in_.files.size(); ++f) {
+      const auto& ino = inodes_[f];
+      const DataKey key{ino.size, ino.size >= bs || ino.fragment_index == fmt::kNoFragment ? ino.blocks_start : 0,
+                        ino.fragment_index, ino.fragment_offset};
+      auto [it, added] = groups.emplace(key, uint32_t(leader.size()));
+      if (added) {
+        leader.push_back(f);
+        expected.emplace_back();
+      }
+      group_of[f] = it->second;
+      if (auto e = entry.find(ino.inode_number); e != entry.end()) {
+        auto& x = expected[it->second];
+        if (x && !(*x == e->second))
+          throw Error(in_.path + ": the manifest trailer gives two hashes for the data of " +
+                      in_.tree.path_of(in_.tree.files[f]));
+        x = e->second;
+      }
+    }
+    std::vector<Hash128> hashes(leader.size());
+    std::vector<uint32_t> todo;
+    for (uint32_t g = 0; g < leader.size(); ++g) {
+      if (inodes_[leader[g]].size == 0)
+        hashes[g] = hash128("", 0);
+      else if (expected[g] && !decode_all)
+        hashes[g] = *expected[g];
+      else
+        todo.push_back(g);
+    }
+    std::mutex mu;
+    std::string error;
+    std::atomic<uint64_t> decoded{0};
+    std::vector<std::vector<uint8_t>> bufs(std::max(1u, threads_), std::vector<uint8_t>(bs));
+    parallel_for(todo.size(), threads_, [&](size_t k, unsigned w) {
+      const uint32_t g = todo[k];
+      const uint32_t f = leader[g];
+      try {
+        // A small file is a slice of its fragment block: hashed from the cached block, without
+        // reading its inode again (most of a small-file shard's files).
+        const reader::Inode& small = inodes_[f];
+        if (small.size < bs && small.fragment_index != fmt::kNoFragment) {
+          const reader::Chunk frag = in_.image->read_fragment(small.fragment_index);
+          if (small.fragment_offset > frag.len || small.size > frag.len - small.fragment_offset)
+            throw Error("its tail lies outside fragment block " + std::to_string(small.fragment_index));
+          hashes[g] = hash128(frag.data + small.fragment_offset, size_t(small.size));
+          decoded += small.size;
+          if (expected[g] && !(hashes[g] == *expected[g]))
+            throw Error("its content does not match the manifest trailer (damaged fragment block " +
+                        std::to_string(small.fragment_index) + ")");
+          return;
+        }
+        const reader::Inode ino = in_.image->read_inode(inodes_[f].ref, true);
+        StreamHasher h;
+        const uint64_t blocks = (ino.size + bs - 1) / bs;
+        for (uint64_t b = 0; b < blocks; ++b) {
+          const size_t n = in_.image->read_block(ino, b, bufs[w].data());
+          h.update(bufs[w].data(), n);
+        }
+        hashes[g] = h.digest();
+        decoded += ino.size;
+        if (expected[g] && !(hashes[g] == *expected[g]))
+          throw Error("its content does not match the manifest trailer (damaged data blocks at " +
+                      std::to_string(ino.blocks_start) + ")");
+      } catch (const std::exception& e) {
+        std::lock_guard lk(mu);
+        if (error.empty()) error = in_.path + ": " + in_.tree.path_of(in_.tree.files[f]) + ": " + e.what();
+      }
+    });
+    if (!error.empty()) throw Error(error);
+    in_.decoded_bytes = decoded;
+    for (uint32_t f = 0; f < in_.files.size(); ++f) in_.files[f].hash = hashes[group_of[f]];
+    check_fragment_digests();
+  }
+
+  // The small files' hashes just decoded must give the manifest's fragment digests: a damaged
+  // fragment block that still decodes is caught here.
+  void check_fragment_digests() const {
+    if (!manifest_ || !manifest_->has_fragment_digests()) return;
+    const uint32_t bs = in_.image->super().block_size;
+    std::vector<FragmentMember> members;
+    for (uint32_t f = 0; f < in_.files.size(); ++f) {
+      const auto& ino = inodes_[f];
+      if (ino.size && covered_by_fragment_digest(ino.size, bs, ino.fragment_index))
+        members.push_back({ino.fragment_index, ino.inode_number, in_.files[f].hash});
+    }
+    const auto digests = fragment_digests(std::move(members), uint32_t(in_.fragments.size()));
+    if (digests.size() != manifest_->fragment_digests.size())
+      throw Error(in_.path + ": the manifest trailer has " + std::to_string(manifest_->fragment_digests.size()) +
+                  " fragment digests for " + std::to_string(digests.size()) + " fragment blocks");
+    for (size_t i = 0; i < digests.size(); ++i)
+      if (!(digests[i] == manifest_->fragment_digests[i]))
+        throw Error(in_.path + ": fragment block " + std::to_string(i) + " (at byte " +
+                    std::to_string(in_.fragments[i].position) + ") does not match the manifest trailer: damaged");
+  }
+
+  InputImage& in_;
+  unsigned threads_;
+  std::optional<Manifest> manifest_;
+  std::unordered_map<reader::InodeRef, uint32_t> by_ref_;
+  std::vector<reader::Inode> inodes_;  // indexed like in_.files, without block lists
+};
+
+}  // namespace
+
+std::optional<DataDigests> read_data_digests(reader::Image& image, const std::string& path) {
+  Fd fd(path);
+  const uint64_t size = image.file_size();
+  uint64_t pos = image.offset() + fmt::align_up(image.super().bytes_used, fmt::kDeviceAlign);
+  uint8_t header[kManifestHeaderSize];
+  if (pos > size || size - pos < sizeof header) return std::nullopt;
+  pread_fully(fd.get(), path, pos, header, sizeof header);
+  const auto mh = decode_manifest_header(header, sizeof header);
+  if (!mh) return std::nullopt;
+  pos += fmt::align_up(kManifestHeaderSize + mh->payload_size, fmt::kDeviceAlign);
+  if (pos > size || size - pos < kDataDigestHeaderSize) return std::nullopt;  // an older trailer
+  pread_fully(fd.get(), path, pos, header, sizeof header);
+  try {
+    const auto dh = decode_data_digests_header(header, sizeof header, image.super().bytes_used);
+    if (!dh) return std::nullopt;
+    if (dh->payload_size > size - pos - kDataDigestHeaderSize) throw Error("data digests trailer is truncated");
+    std::vector<uint8_t> payload(size_t(dh->payload_size));
+    pread_fully(fd.get(), path, pos + kDataDigestHeaderSize, payload.data(), payload.size());
+    return decode_data_digests(*dh, payload.data(), payload.size());
+  } catch (const Error& e) {
+    throw Error(path + ": " + e.what());
+  }
+}
+
+void check_stored_bytes(int fd, const std::string& path, const DataDigests& d, uint64_t begin, uint64_t end,
+                        std::vector<uint8_t>& checked) {
+  if (begin >= end) return;
+  if (end > d.data_end) throw Error(path + ": bytes up to " + std::to_string(end) + " lie beyond the data digests");
+  checked.resize(d.digests.size(), 0);
+  std::vector<uint8_t> buf;
+  for (size_t i = size_t(begin >> d.chunk_log); i <= size_t((end - 1) >> d.chunk_log); ++i) {
+    if (checked[i]) continue;
+    const uint64_t b = d.chunk_begin(i), e = d.chunk_end(i);
+    buf.resize(size_t(e - b));
+    pread_fully(fd, path, b, buf.data(), buf.size());
+    if (XXH3_64bits(buf.data(), buf.size()) != d.digests[i])
+      throw Error(path + ": stored data bytes " + std::to_string(b) + ".." + std::to_string(e) +
+                  " do not match the data digests trailer: damaged");
+    checked[i] = 1;
+  }
+}
+
+InputImage load_input_image(const std::string& path, unsigned threads) {
+  InputImage in;
+  in.path = path;
+  reader::ImageOptions small;
+  small.cache_bytes = 8u << 20;
+  in.image = reader::Image::open(path, small);
+  if (in.image->offset() != 0) throw Error(path + ": an image inside a larger file cannot be an input");
+  if (::stat(path.c_str(), &in.st) != 0) throw Error(errno_message(path, errno));
+  Loader(in, threads).run();
+  return in;
+}
+
+}  // namespace sqar::ops

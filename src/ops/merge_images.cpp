@@ -1,0 +1,316 @@
+#include "ops/merge_images.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+#include <unordered_map>
+
+#include "common/error.h"
+#include "dedup/content_key.h"
+#include "format/squashfs.h"
+#include "ops/input_image.h"
+#include "ops/tree_union.h"
+#include "pipeline/prestored.h"
+#include "scan/scanner.h"
+#include "writer/finish_image.h"
+#include "writer/image_file.h"
+
+namespace sqar::ops {
+namespace {
+
+// A byte range of an input image copied to the output.
+struct Range {
+  uint64_t begin, end;
+  uint64_t dst = 0;
+};
+
+// Copies of at least this size are placed at the input's offset modulo 4096, so that XFS and
+// btrfs can share the extents (copy_file_range clones whole blocks only) instead of copying.
+constexpr uint64_t kAlignedCopyMin = 64 << 10;
+
+std::string settings(const InputImage& in) {
+  return std::string(codec_name(in.image->super().compressor)) + " with " +
+         std::to_string(in.image->super().block_size / 1024) + " KiB blocks";
+}
+
+class Merger {
+ public:
+  explicit Merger(MergeOptions& opt) : opt_(opt) {}
+
+  MergeStats run() {
+    const auto t0 = std::chrono::steady_clock::now();
+    if (opt_.images.empty()) throw Error("no input image given");
+    for (const auto& p : opt_.images) inputs_.push_back(load_input_image(p, opt_.threads));
+    for (const auto& in : inputs_) stats_.decoded_bytes += in.decoded_bytes;
+    auto since = [](auto t) { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count(); };
+    stats_.load_seconds = since(t0);
+    const CodecConfig codec = choose_codec();
+
+    ImageFile out(opt_.append ? opt_.images[0] : opt_.output, opt_.append || opt_.force);
+    std::optional<Tree> scanned;
+    if (!opt_.sources.empty()) scanned = scan(out);
+    std::vector<UnionInput> uin;
+    for (const auto& in : inputs_) uin.push_back({&in.tree, in.path});
+    if (scanned) uin.push_back({&*scanned, "the SOURCEs"});
+    TreeUnion u = union_trees(uin, opt_.replace);
+
+    pick_owners(u);
+    const auto t_copy = std::chrono::steady_clock::now();
+    // The first input's bytes start at offset 0, superblock included (it is rewritten at the
+    // end), so its blocks keep their positions and the copy is aligned for extent sharing.
+    for (uint32_t k = 0; k < inputs_.size(); ++k) copy_input(k, out);
+    const PrestoredData pre = prestored(u);
+    stats_.copy_seconds = since(t_copy);
+    const auto t_data = std::chrono::steady_clock::now();
+
+    DataOptions data_opt;
+    data_opt.codec = codec;
+    data_opt.threads = opt_.threads;
+    data_opt.dedup = opt_.dedup;
+    data_opt.skip_unreadable = opt_.skip_unreadable;
+    data_opt.strict = opt_.strict;
+    data_opt.read_file_xattrs = opt_.xattrs;
+    data_opt.warn = opt_.warn;
+    data_opt.prestored = &pre;
+    DataResult data = write_file_data(u.tree, out, data_opt);
+    stats_.data_seconds = since(t_data);
+    const auto t_finish = std::chrono::steady_clock::now();
+
+    FinishOptions fin;
+    fin.image = out.final_path();
+    fin.codec = codec;
+    // The compressor options block, if any, came with the first input's bytes.
+    fin.flags = inputs_[0].image->super().flags & fmt::kFlagCompressorOptions;
+    fin.dedup = opt_.dedup;
+    fin.xattrs = true;  // the inputs keep theirs; --no-xattrs leaves out only the new entries' (scan)
+    const FinishResult fr = finish_image(u.tree, data, out, fin);
+    stats_.finish_seconds = since(t_finish);
+
+    for (uint32_t i = 1; i < u.tree.nodes.size(); ++i) stats_.entries += !u.tree.nodes[i].omitted;
+    stats_.files = u.tree.files.size();
+    stats_.data = data.stats;
+    stats_.image_bytes = fr.bytes_used;
+    stats_.file_bytes = out.position();
+    stats_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return stats_;
+  }
+
+ private:
+  // Stored blocks are copied as they are, so every input must use one compressor and block
+  // size; new data is compressed the same way.
+  CodecConfig choose_codec() const {
+    const InputImage& first = inputs_[0];
+    CodecConfig codec = first.image->codec_config();
+    codec.block_size = first.image->super().block_size;
+    for (const auto& in : inputs_)
+      if (in.image->super().compressor != codec.id || in.image->super().block_size != codec.block_size)
+        throw Error(in.path + " is " + settings(in) + " but " + first.path + " is " + settings(first) +
+                    ": blocks are copied as stored, so all inputs need one compressor and block size");
+    if ((opt_.compressor && *opt_.compressor != codec.id) || (opt_.block_size && *opt_.block_size != codec.block_size))
+      throw Error(first.path + " is " + settings(first) +
+                  ": new data is stored the same way (recompressing the image is not supported)");
+    if (!codec_can_write(codec.id)) throw Error(std::string("cannot write ") + codec_name(codec.id) + " images");
+    if (opt_.level >= 0) {
+      auto [lo, hi] = level_range(codec.id);
+      if (opt_.level < lo || opt_.level > hi)
+        throw Error(std::string(codec_name(codec.id)) + " level must be " + std::to_string(lo) + ".." +
+                    std::to_string(hi) + ", got " + std::to_string(opt_.level));
+      codec.level = opt_.level;
+    }
+    return codec;
+  }
+
+  Tree scan(const ImageFile& out) const {
+    ScanOptions scan;
+    scan.sources = opt_.sources;
+    scan.excludes = opt_.excludes;
+    scan.keep_as_directory = opt_.keep_as_directory;
+    scan.one_file_system = opt_.one_file_system;
+    scan.xattrs = opt_.xattrs;
+    scan.file_xattrs_later = opt_.xattrs;
+    scan.skip_unreadable = opt_.skip_unreadable;
+    scan.threads = std::min(2 * opt_.threads, 16u);
+    scan.max_threads = 16;
+    scan.warn = opt_.warn;
+    // Neither the image being written nor an input may be packed into the result.
+    scan.skip_inodes.push_back(out.identity());
+    for (const auto& in : inputs_) scan.skip_inodes.emplace_back(in.st.st_dev, in.st.st_ino);
+    return scan_sources(scan);
+  }
+
+  // Which input files the result uses, and for each content the first input that holds it:
+  // a later input's copy of that content is not copied (its files point at the first one's).
+  void pick_owners(const TreeUnion& u) {
+    used_.assign(inputs_.size(), {});
+    for (size_t k = 0; k < inputs_.size(); ++k) used_[k].assign(inputs_[k].files.size(), false);
+    file_origin_.assign(u.tree.files.size(), {UINT32_MAX, 0});
+    for (size_t i = 0; i < u.tree.files.size(); ++i) {
+      const Origin o = u.origin[u.tree.files[i]];
+      if (o.input >= inputs_.size()) continue;  // a new file
+      const uint32_t f = inputs_[o.input].tree.nodes[o.node].file_index;
+      file_origin_[i] = {o.input, f};
+      used_[o.input][f] = true;
+    }
+    owner_.assign(inputs_.size(), {});
+    std::unordered_map<ContentKey, std::pair<uint32_t, uint32_t>, ContentKeyHasher> first;
+    for (uint32_t k = 0; k < inputs_.size(); ++k) {
+      const InputImage& in = inputs_[k];
+      owner_[k].resize(in.files.size());
+      for (uint32_t f = 0; f < in.files.size(); ++f) {
+        owner_[k][f] = {k, f};
+        if (!used_[k][f]) continue;
+        const uint64_t size = in.tree.nodes[in.tree.files[f]].size;
+        if (!opt_.dedup || size == 0) continue;
+        auto [it, added] = first.emplace(ContentKey{size, in.files[f].hash}, std::make_pair(k, f));
+        if (!added && it->second.first != k) {
+          owner_[k][f] = it->second;
+          ++stats_.duplicate_files;
+          stats_.duplicate_bytes += size;
+        }
+      }
+    }
+  }
+
+  uint64_t stored_length(const InputImage& in, uint32_t f) const {
+    const uint64_t size = in.tree.nodes[in.tree.files[f]].size;
+    const uint64_t count = size / in.image->super().block_size + in.stored_tail[f];
+    uint64_t len = 0;
+    for (uint64_t b = 0; b < count; ++b) len += in.words[in.files[f].first_block + b] & ~fmt::kDataUncompressed;
+    return len;
+  }
+
+  // The byte ranges of input k to copy: IMAGE's whole data region for append (its positions
+  // stay valid and it is one reflink-friendly range); otherwise the blocks of the files that
+  // keep their own data and every fragment block (a fragment block is copied whole even when
+  // some of the tails in it belong to files stored by an earlier input).
+  std::vector<Range> plan(uint32_t k) const {
+    const InputImage& in = inputs_[k];
+    if (opt_.append && k == 0) return {{0, in.data_end}};
+    std::vector<Range> r;
+    for (uint32_t f = 0; f < in.files.size(); ++f) {
+      if (!used_[k][f] || owner_[k][f].first != k) continue;
+      const uint64_t len = stored_length(in, f);
+      if (len) r.push_back({in.files[f].blocks_start, in.files[f].blocks_start + len});
+    }
+    for (const auto& frag : in.fragments) {
+      const uint64_t len = frag.size_word & ~fmt::kDataUncompressed;
+      if (len) r.push_back({frag.position, frag.position + len});
+    }
+    std::sort(r.begin(), r.end(), [](const Range& a, const Range& b) { return a.begin < b.begin; });
+    std::vector<Range> merged;
+    for (const Range& x : r) {
+      if (!merged.empty() && x.begin <= merged.back().end)
+        merged.back().end = std::max(merged.back().end, x.end);
+      else
+        merged.push_back(x);
+    }
+    // The first input brings the superblock's place and the compressor options block after it.
+    if (k == 0) {
+      if (merged.empty()) merged.push_back({0, in.data_end});
+      merged.front().begin = 0;
+    }
+    return merged;
+  }
+
+  // Checks each range against the input's data digests (or relies on the full decode that
+  // load_input_image did without them), then copies it.
+  void copy_input(uint32_t k, ImageFile& out) {
+    const InputImage& in = inputs_[k];
+    const int fd = ::open(in.path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw Error(errno_message(in.path, errno));
+    try {
+      std::vector<uint8_t> checked;
+      ranges_.emplace_back(plan(k));
+      for (Range& r : ranges_.back()) {
+        if (in.digests) {
+          check_stored_bytes(fd, in.path, *in.digests, r.begin, r.end, checked);
+          stats_.checked_bytes += r.end - r.begin;
+        }
+        if (r.end - r.begin >= kAlignedCopyMin && k != 0) {
+          const uint64_t pad = (r.begin - out.position()) % fmt::kDeviceAlign;
+          const std::vector<uint8_t> zeros(size_t(pad), 0);
+          out.append(zeros.data(), zeros.size());
+        }
+        r.dst = out.position();
+        stats_.shared_bytes += out.append_from(fd, in.path, r.begin, r.end - r.begin);
+        stats_.copied_bytes += r.end - r.begin;
+      }
+      // What was checked must be what was copied: an input rewritten meanwhile is refused.
+      struct stat now;
+      if (fstat(fd, &now) != 0) throw Error(errno_message(in.path, errno));
+      if (now.st_ino != in.st.st_ino || now.st_size != in.st.st_size ||
+          now.st_mtim.tv_sec != in.st.st_mtim.tv_sec || now.st_mtim.tv_nsec != in.st.st_mtim.tv_nsec)
+        throw Error(in.path + ": changed while it was being copied");
+    } catch (...) {
+      ::close(fd);
+      throw;
+    }
+    ::close(fd);
+  }
+
+  uint64_t relocate(uint32_t k, uint64_t pos) const {
+    const auto& r = ranges_[k];
+    auto it = std::upper_bound(r.begin(), r.end(), pos, [](uint64_t p, const Range& x) { return p < x.begin; });
+    if (it == r.begin() || pos > std::prev(it)->end)
+      throw Error(inputs_[k].path + ": internal error: byte " + std::to_string(pos) + " was not copied");
+    --it;
+    return it->dst + (pos - it->begin);
+  }
+
+  PrestoredData prestored(const TreeUnion& u) const {
+    PrestoredData pre;
+    const size_t n = u.tree.files.size();
+    pre.stored.assign(n, 0);
+    pre.files.resize(n);
+    std::vector<uint32_t> fragment_base;
+    for (uint32_t k = 0; k < inputs_.size(); ++k) {
+      fragment_base.push_back(uint32_t(pre.fragments.size()));
+      for (const auto& f : inputs_[k].fragments) {
+        const uint64_t len = f.size_word & ~fmt::kDataUncompressed;
+        pre.fragments.push_back({len ? relocate(k, f.position) : 0, f.size_word});
+      }
+    }
+    for (uint32_t i = 0; i < n; ++i) {
+      const auto [k, f] = file_origin_[i];
+      if (k == UINT32_MAX) continue;
+      const auto [ok, of] = owner_[k][f];
+      const InputImage& in = inputs_[ok];
+      FileLocation loc = in.files[of];
+      const uint64_t count = in.tree.nodes[in.tree.files[of]].size / in.image->super().block_size + in.stored_tail[of];
+      if (pre.block_sizes.size() > UINT32_MAX - count)
+        throw Error("more than 2^32 data blocks in one image; inputs with a larger block size are needed");
+      const auto words = in.words.begin() + loc.first_block;
+      loc.first_block = uint32_t(pre.block_sizes.size());
+      pre.block_sizes.insert(pre.block_sizes.end(), words, words + long(count));
+      loc.blocks_start = stored_length(in, of) ? relocate(ok, loc.blocks_start) : 0;
+      if (loc.fragment != fmt::kNoFragment) loc.fragment += fragment_base[ok];
+      loc.hash = inputs_[k].files[f].hash;
+      loc.same_as = kNoNode;
+      pre.files[i] = loc;
+      pre.stored[i] = 1;
+      if (in.stored_tail[of]) pre.stored_tail_files.push_back(i);
+    }
+    return pre;
+  }
+
+  MergeOptions& opt_;
+  std::vector<InputImage> inputs_;
+  std::vector<std::vector<bool>> used_;                                   // per input file
+  std::vector<std::vector<std::pair<uint32_t, uint32_t>>> owner_;         // per input file: whose data
+  std::vector<std::pair<uint32_t, uint32_t>> file_origin_;                // per output file
+  std::vector<std::vector<Range>> ranges_;                                // per input, by begin
+  MergeStats stats_;
+};
+
+}  // namespace
+
+MergeStats merge_images(MergeOptions opt) {
+  if (opt.threads == 0) opt.threads = std::max(1u, std::thread::hardware_concurrency());
+  return Merger(opt).run();
+}
+
+}  // namespace sqar::ops

@@ -1,0 +1,33 @@
+// The union of several trees (input images and scanned SOURCEs) for append and merge: one root
+// holding every input's entries, directories present in several inputs merged.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "scan/tree.h"
+
+namespace sqar::ops {
+
+struct UnionInput {
+  const Tree* tree;
+  std::string name;  // for messages: the image path or "SOURCE"
+};
+
+struct Origin {
+  uint32_t input;
+  uint32_t node;  // in that input's tree: the node that owns the inode (hard links resolved)
+};
+
+struct TreeUnion {
+  Tree tree;
+  std::vector<Origin> origin;  // per output node
+};
+
+// A name found in more than one input is an error, unless all are directories (merged; their
+// attributes are the first input's) or `replace` (the last input's entry wins; directories
+// that follow it merge into it). Node::source is offset so that output source_dirs hold every
+// input's, in input order.
+TreeUnion union_trees(const std::vector<UnionInput>& inputs, bool replace);
+
+}  // namespace sqar::ops

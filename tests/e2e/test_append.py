@@ -1,0 +1,247 @@
+#!/usr/bin/env python3
+"""sqar append: an image of A, A deleted from disk, B appended, then C with a file identical to
+one of A's. The kernel's mount and unsquashfs show exactly A ∪ B ∪ C with all metadata; the
+stats show A's data copied, never compressed, and C's duplicate stored as a duplicate. A mount
+of the old image keeps reading while append replaces it. Name conflicts, --replace, a damaged
+IMAGE (with and without stored-data digests), another compressor, an image made by mksquashfs,
+and SIGINT/SIGKILL/ENOSPC leave IMAGE byte-identical with nothing beside it."""
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+
+from sqartest import (SQAR, compare_trees, image_in_progress, kernel_mount, leftovers, log, main, make_full_tree,
+                      need_root, need_tool, pseudo_random, run, skip, tempdir, unsquashfs_extract, write)
+
+BLOCK = 131072
+
+
+def append(img, *args, check=True):
+    p = run([SQAR, "append", "--json", img, *args], check=check)
+    return json.loads(p.stdout) if p.returncode == 0 else p
+
+
+def sha(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def copy_into(src, dst):
+    """cp -a of src's entries into dst (expected trees), in one call so hard links stay links."""
+    run(["cp", "-a", src + "/.", dst + "/"])
+
+
+def expect_refused(img, args, *words):
+    before = sha(img)
+    p = run([SQAR, "append", img, *args], check=False)
+    assert p.returncode == 1, f"append {args} exited {p.returncode}: {p.stderr}"
+    for w in words:
+        assert w in p.stderr, f"message lacks {w!r}: {p.stderr}"
+    assert sha(img) == before, "a refused append changed IMAGE"
+    assert not leftovers(img), f"left behind: {leftovers(img)}"
+    log(f"ok: refused: {p.stderr.strip()}")
+
+
+def test_append_chain():
+    need_root()
+    with tempdir() as d:
+        a = make_full_tree(f"{d}/A")
+        os.makedirs(f"{d}/expected")
+        copy_into(a, f"{d}/expected")
+        run([SQAR, "create", "-q", a, f"{d}/img"])
+        shutil.rmtree(a)  # old sources need not exist
+        write(f"{d}/B/new.log", b"".join(b"new line %d\n" % i for i in range(50000)))
+        write(f"{d}/B/newdir/small", b"small new file\n")
+        os.utime(f"{d}/B/newdir", (1_700_000_000, 1_700_000_000))
+        copy_into(f"{d}/B", f"{d}/expected")
+        b_bytes = os.path.getsize(f"{d}/B/new.log") + os.path.getsize(f"{d}/B/newdir/small")
+        s = append(f"{d}/img", f"{d}/B")
+        assert s["copied_bytes"] > 3 * BLOCK and s["checked_bytes"] == s["copied_bytes"], s
+        assert s["new_bytes_in"] <= b_bytes, f"A's data went through the codec: {s}"
+        # C: one file identical to A's random.bin (several full blocks and a tail)
+        write(f"{d}/C/again/random-copy.bin", pseudo_random(3 * BLOCK + 77, 2))
+        copy_into(f"{d}/C", f"{d}/expected")
+        s = append(f"{d}/img", f"{d}/C")
+        assert s["blocks_compressed"] == 0 and s["new_bytes_in"] == 0, f"the duplicate was compressed: {s}"
+        assert s["dedup_files"] == 1 and s["dedup_bytes"] == 3 * BLOCK + 77, s
+        run([SQAR, "verify", f"{d}/img"])
+        with kernel_mount(f"{d}/img", f"{d}/mnt") as mnt:
+            compare_trees(f"{d}/expected", mnt, "kernel mount of the appended image")
+        unsquashfs_extract(f"{d}/img", f"{d}/un")
+        compare_trees(f"{d}/expected", f"{d}/un", "unsquashfs of the appended image")
+
+
+def test_old_mount_reads_during_append():
+    need_root()
+    with tempdir() as d:
+        for i in range(40):
+            write(f"{d}/A/f{i:02d}", pseudo_random(BLOCK * 2 + i, 100 + i))
+        run([SQAR, "create", "-q", f"{d}/A", f"{d}/img"])
+        write(f"{d}/B/big", pseudo_random(64 << 20, 7))
+        with kernel_mount(f"{d}/img", f"{d}/mnt") as mnt:
+            proc = subprocess.Popen([SQAR, "append", "-q", "-j1", "-l", "19", f"{d}/img", f"{d}/B"],
+                                    stderr=subprocess.PIPE, text=True)
+            reads = 0
+            while proc.poll() is None or reads < 2:
+                for i in range(40):
+                    with open(f"{mnt}/f{i:02d}", "rb") as f:
+                        assert f.read() == pseudo_random(BLOCK * 2 + i, 100 + i), f"f{i:02d} read wrong"
+                reads += 1
+            assert proc.wait() == 0, proc.stderr.read()
+            assert os.listdir(mnt) == sorted(f"f{i:02d}" for i in range(40)) or len(os.listdir(mnt)) == 40
+            log(f"ok: the old image's mount read all files {reads} times while and after append ran")
+        out = run([SQAR, "list", f"{d}/img"]).stdout.split()
+        assert "big" in out and "f39" in out, out
+
+
+def test_conflict_and_replace():
+    with tempdir() as d:
+        write(f"{d}/A/name", b"old content\n")
+        write(f"{d}/A/dir/keep", b"kept\n")
+        run([SQAR, "create", "-q", f"{d}/A", f"{d}/img"])
+        write(f"{d}/B/name", b"new content\n")
+        write(f"{d}/B/dir/added", b"added\n")
+        expect_refused(f"{d}/img", [f"{d}/B"], "name: in both", "--replace")
+        os.chmod(f"{d}/img", 0o600)  # a private image stays private
+        append(f"{d}/img", "--replace", f"{d}/B")
+        assert os.stat(f"{d}/img").st_mode & 0o777 == 0o600, oct(os.stat(f"{d}/img").st_mode)
+        assert run([SQAR, "cat", f"{d}/img", "name"]).stdout == "new content\n"
+        assert run([SQAR, "cat", f"{d}/img", "dir/keep"]).stdout == "kept\n"  # directories merge
+        assert run([SQAR, "cat", f"{d}/img", "dir/added"]).stdout == "added\n"
+        run([SQAR, "verify", f"{d}/img"])
+
+
+def data_region(img):
+    """(start, end) of the data blocks: after the superblock, before the inode table."""
+    with open(img, "rb") as f:
+        sb = f.read(96)
+    return 96, int.from_bytes(sb[64:72], "little")
+
+
+def flip(img, offset):
+    with open(img, "r+b") as f:
+        f.seek(offset)
+        b = f.read(1)
+        f.seek(offset)
+        f.write(bytes([b[0] ^ 0x40]))
+
+
+def test_damaged_image():
+    with tempdir() as d:
+        write(f"{d}/A/big", pseudo_random(6 * BLOCK, 11))
+        write(f"{d}/A/text", b"some text\n" * 50000)
+        write(f"{d}/B/new", b"new\n")
+        run([SQAR, "create", "-q", f"{d}/A", f"{d}/img"])
+        good = open(f"{d}/img", "rb").read()
+        start, end = data_region(f"{d}/img")
+        # With stored-data digests: the copied bytes are hashed, the damage named.
+        flip(f"{d}/img", start + 3 * BLOCK + 5)
+        expect_refused(f"{d}/img", [f"{d}/B"], f"{d}/img", "damaged", "bytes")
+        # An older trailer (manifest only): the data is decoded and checked against it.
+        with open(f"{d}/img", "wb") as f:
+            f.write(good)
+        size = len(good)
+        digest_trailer = good.rfind(b"SQARDAT1")
+        assert digest_trailer > 0, "no stored-data digests trailer"
+        os.truncate(f"{d}/img", digest_trailer)
+        s = append(f"{d}/img", f"{d}/B")
+        assert s["checked_bytes"] == 0 and s["decoded_bytes"] >= 6 * BLOCK, s
+        log(f"ok: without data digests the input was decoded ({s['decoded_bytes']} bytes)")
+        with open(f"{d}/img", "wb") as f:
+            f.write(good)
+        os.truncate(f"{d}/img", digest_trailer)
+        flip(f"{d}/img", start + 3 * BLOCK + 5)
+        expect_refused(f"{d}/img", [f"{d}/B"], f"{d}/img", "big")
+        assert size > digest_trailer
+
+
+def test_verify_checks_data_digests():
+    """sqar verify checks the stored-data digests that append and merge rely on."""
+    with tempdir() as d:
+        write(f"{d}/A/big", pseudo_random(3 * BLOCK, 51))
+        run([SQAR, "create", "-q", f"{d}/A", f"{d}/img"])
+        good = open(f"{d}/img", "rb").read()
+        flip(f"{d}/img", 96 + BLOCK + 7)
+        p = run([SQAR, "verify", f"{d}/img"], check=False)
+        assert p.returncode == 1 and "do not match the data digests trailer" in p.stderr, p.stderr
+        with open(f"{d}/img", "wb") as f:
+            f.write(good)
+        flip(f"{d}/img", good.rfind(b"SQARDAT1") + 40)  # the first digest
+        p = run([SQAR, "verify", f"{d}/img"], check=False)
+        assert p.returncode == 1 and "data digests trailer payload is damaged" in p.stderr, p.stderr
+        log("ok: verify reports damaged stored bytes and a damaged digests trailer")
+
+
+def test_other_compressor_refused():
+    with tempdir() as d:
+        write(f"{d}/A/a", b"a\n")
+        write(f"{d}/B/b", b"b\n")
+        run([SQAR, "create", "-q", f"{d}/A", f"{d}/img"])
+        expect_refused(f"{d}/img", ["-c", "gzip", f"{d}/B"], "recompressing")
+        expect_refused(f"{d}/img", ["-b", "64K", f"{d}/B"], "recompressing")
+
+
+def test_mksquashfs_image():
+    need_tool("mksquashfs")
+    with tempdir() as d:
+        write(f"{d}/A/big", pseudo_random(2 * BLOCK + 999, 21))  # tail stored as a short block
+        write(f"{d}/A/small", b"small\n")
+        write(f"{d}/A/dup", pseudo_random(2 * BLOCK + 999, 21))
+        run(["mksquashfs", f"{d}/A", f"{d}/img", "-comp", "zstd", "-noappend", "-no-progress", "-quiet"])
+        write(f"{d}/B/again", pseudo_random(2 * BLOCK + 999, 21))
+        write(f"{d}/B/new", b"new\n")
+        s = append(f"{d}/img", f"{d}/B")
+        assert s["decoded_bytes"] > 0 and s["dedup_files"] == 1, s
+        os.makedirs(f"{d}/expected")
+        copy_into(f"{d}/A", f"{d}/expected")
+        copy_into(f"{d}/B", f"{d}/expected")
+        unsquashfs_extract(f"{d}/img", f"{d}/un")
+        compare_trees(f"{d}/expected", f"{d}/un", "unsquashfs of a mksquashfs image appended to", owners=False)
+        run([SQAR, "verify", f"{d}/img"])
+
+
+def test_signals_leave_image_unchanged():
+    with tempdir() as d:
+        write(f"{d}/A/a", pseudo_random(4 * BLOCK, 31))
+        run([SQAR, "create", "-q", f"{d}/A", f"{d}/img"])
+        write(f"{d}/B/big", b"".join(b"compressible line %d\n" % i for i in range(2_000_000)))
+        before = sha(f"{d}/img")
+        for sig in (signal.SIGINT, signal.SIGKILL, signal.SIGTERM):
+            for delay in (0.0, 0.05, 0.2):
+                proc = subprocess.Popen([SQAR, "append", "-q", "-j1", "-l", "19", f"{d}/img", f"{d}/B"],
+                                        stderr=subprocess.DEVNULL)
+                deadline = time.monotonic() + 30
+                while not image_in_progress(proc.pid, f"{d}/img") and proc.poll() is None:
+                    assert time.monotonic() < deadline
+                    time.sleep(0.001)
+                time.sleep(delay)
+                proc.send_signal(sig)
+                rc = proc.wait()
+                if rc == 0:
+                    skip("append finished before the signal")
+                assert sha(f"{d}/img") == before, f"{sig.name} after {delay}s changed IMAGE"
+                assert not leftovers(f"{d}/img"), leftovers(f"{d}/img")
+        log("ok: SIGINT, SIGKILL and SIGTERM at 3 points each left IMAGE byte-identical")
+
+
+def test_enospc():
+    need_root()
+    with tempdir() as d:
+        os.makedirs(f"{d}/tiny")
+        run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", f"{d}/tiny"])
+        try:
+            write(f"{d}/A/a", pseudo_random(3 * BLOCK, 41))
+            run([SQAR, "create", "-q", f"{d}/A", f"{d}/tiny/img"])
+            write(f"{d}/B/b", pseudo_random(2 << 20, 42))
+            expect_refused(f"{d}/tiny/img", [f"{d}/B"], "no space left")
+        finally:
+            subprocess.run(["umount", f"{d}/tiny"])
+
+
+if __name__ == "__main__":
+    main([test_append_chain, test_old_mount_reads_during_append, test_conflict_and_replace, test_damaged_image,
+          test_verify_checks_data_digests, test_other_compressor_refused, test_mksquashfs_image, test_signals_leave_image_unchanged, test_enospc])

@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""sqar merge: three shard images of one tree, built by parallel processes, merged. The result
+equals one image of the whole tree entry by entry (unsquashfs of both, and the kernel's mount
+against the tree), and a file present in two shards is stored once. Conflicting names,
+--replace, a damaged shard, and shards with another block size are refused without output."""
+import json
+import os
+import subprocess
+
+from sqartest import (SQAR, compare_trees, kernel_mount, leftovers, log, main, make_full_tree, need_root,
+                      pseudo_random, run, tempdir, unsquashfs_extract, write)
+
+BLOCK = 131072
+
+
+def merge(*args, check=True):
+    p = run([SQAR, "merge", "--json", *args], check=check)
+    return json.loads(p.stdout) if p.returncode == 0 else p
+
+
+def expect_refused(args, out, *words):
+    p = run([SQAR, "merge", *args, out], check=False)
+    assert p.returncode == 1, f"merge {args} exited {p.returncode}: {p.stderr}"
+    for w in words:
+        assert w in p.stderr, f"message lacks {w!r}: {p.stderr}"
+    assert not os.path.exists(out) and not leftovers(out), "a refused merge left output"
+    log(f"ok: refused: {p.stderr.strip()}")
+
+
+def test_shards_equal_whole():
+    need_root()
+    with tempdir() as d:
+        t = f"{d}/tree"
+        make_full_tree(f"{t}/one")
+        for i in range(30):
+            write(f"{t}/two/file{i}", b"shard two %d\n" % i * (i + 1))
+        write(f"{t}/three/big.log", b"".join(b"log line %d\n" % i for i in range(100000)))
+        shared = pseudo_random(4 * BLOCK + 123, 99)
+        write(f"{t}/two/shared.bin", shared)       # the same content in two shards
+        write(f"{t}/three/shared-copy.bin", shared)
+        os.utime(f"{t}/two", (1_650_000_000, 1_650_000_000))
+        os.utime(f"{t}/three", (1_650_000_100, 1_650_000_100))
+        os.utime(t, (1_650_000_200, 1_650_000_200))
+        names = ["one", "two", "three"]
+        # Each shard: the whole tree but the other shards' top directories (same root).
+        procs = []
+        for n in names:
+            excl = [a for m in names if m != n for a in ("--exclude", f"/{m}")]
+            procs.append(subprocess.Popen([SQAR, "create", "-q", *excl, t, f"{d}/{n}.sqfs"], stderr=subprocess.PIPE,
+                                          text=True))
+        for p in procs:
+            assert p.wait() == 0, p.stderr.read()
+        s = merge(*[f"{d}/{n}.sqfs" for n in names], f"{d}/merged.sqfs")
+        assert s["duplicate_files"] == 1 and s["duplicate_bytes"] == len(shared), s
+        assert s["blocks_compressed"] == 0, s
+        shard_bytes = sum(os.path.getsize(f"{d}/{n}.sqfs") for n in names)
+        assert os.path.getsize(f"{d}/merged.sqfs") < shard_bytes - len(shared) // 2, "the shared file is stored twice"
+        run([SQAR, "verify", f"{d}/merged.sqfs"])
+        run([SQAR, "create", "-q", t, f"{d}/whole.sqfs"])
+        unsquashfs_extract(f"{d}/whole.sqfs", f"{d}/whole")
+        unsquashfs_extract(f"{d}/merged.sqfs", f"{d}/merged")
+        compare_trees(f"{d}/whole", f"{d}/merged", "unsquashfs of the merged shards")
+        with kernel_mount(f"{d}/merged.sqfs", f"{d}/mnt") as mnt:
+            compare_trees(t, mnt, "kernel mount of the merged shards")
+            st = os.stat(mnt)
+            assert int(st.st_mtime) == 1_650_000_200, "root attributes differ from the tree's"
+
+
+def test_conflicts_and_replace():
+    with tempdir() as d:
+        write(f"{d}/a/x", b"from a\n")
+        write(f"{d}/a/dir/in-a", b"a\n")
+        write(f"{d}/b/x", b"from b\n")
+        write(f"{d}/b/dir/in-b", b"b\n")
+        for n in "ab":
+            run([SQAR, "create", "-q", f"{d}/{n}", f"{d}/{n}.sqfs"])
+        expect_refused([f"{d}/a.sqfs", f"{d}/b.sqfs"], f"{d}/out", "x: in both", "--replace")
+        merge("--replace", f"{d}/a.sqfs", f"{d}/b.sqfs", f"{d}/out")
+        assert run([SQAR, "cat", f"{d}/out", "x"]).stdout == "from b\n"
+        assert run([SQAR, "cat", f"{d}/out", "dir/in-a"]).stdout == "a\n"
+        assert run([SQAR, "cat", f"{d}/out", "dir/in-b"]).stdout == "b\n"
+        run([SQAR, "verify", f"{d}/out"])
+
+
+def test_damaged_shard():
+    with tempdir() as d:
+        write(f"{d}/a/f", pseudo_random(3 * BLOCK, 1))
+        write(f"{d}/b/g", pseudo_random(3 * BLOCK, 2))
+        for n in "ab":
+            run([SQAR, "create", "-q", f"{d}/{n}", f"{d}/{n}.sqfs"])
+        with open(f"{d}/b.sqfs", "r+b") as f:
+            f.seek(96 + BLOCK + 10)
+            b = f.read(1)
+            f.seek(96 + BLOCK + 10)
+            f.write(bytes([b[0] ^ 1]))
+        expect_refused([f"{d}/a.sqfs", f"{d}/b.sqfs"], f"{d}/out", f"{d}/b.sqfs", "damaged")
+
+
+def test_block_size_mismatch():
+    with tempdir() as d:
+        write(f"{d}/a/f", b"a\n")
+        write(f"{d}/b/g", b"b\n")
+        run([SQAR, "create", "-q", f"{d}/a", f"{d}/a.sqfs"])
+        run([SQAR, "create", "-q", "-b", "64K", f"{d}/b", f"{d}/b.sqfs"])
+        expect_refused([f"{d}/a.sqfs", f"{d}/b.sqfs"], f"{d}/out", "64 KiB", "one compressor and block size")
+
+
+if __name__ == "__main__":
+    main([test_shards_equal_whole, test_conflicts_and_replace, test_damaged_shard, test_block_size_mismatch])

@@ -1,0 +1,212 @@
+// `sqar append` and `sqar merge`: images from images, their stored blocks copied as they are.
+#include <getopt.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <string>
+
+#include "cli_util.h"
+#include "command.h"
+#include "status_line.h"
+#include "common/error.h"
+#include "common/parse_size.h"
+#include "ops/merge_images.h"
+#include "writer/image_file.h"
+
+namespace sqar::cli {
+namespace {
+
+const char kAppendHelp[] =
+    "Usage: sqar append [OPTIONS] IMAGE SOURCE...\n"
+    "\n"
+    "Add SOURCEs (directories and files, read as 'sqar create' reads them: one directory's\n"
+    "entries go into the root, several SOURCEs each under its own name) to IMAGE. IMAGE's data is\n"
+    "copied as stored, never decompressed; new files whose content IMAGE holds are stored as\n"
+    "duplicates of it. The sources IMAGE was made from need not exist any more. The new image\n"
+    "is written beside IMAGE and renamed over it when complete, so mounts of the old one keep\n"
+    "reading it, and an error or a signal leaves IMAGE as it was.\n"
+    "\n"
+    "  -r, --replace           a name IMAGE already has is replaced by the new entry (without it,\n"
+    "                          that is an error; directories are merged either way)\n"
+    "  -c, --compressor NAME   must be IMAGE's (recompressing is not supported)\n"
+    "  -b, --block-size SIZE   must be IMAGE's\n"
+    "  -l, --level N           compression level for the new data (default: IMAGE's)\n"
+    "  -j, --threads N         worker threads (default: all cores)\n"
+    "      --exclude GLOB      leave out matching new entries (repeatable)\n"
+    "      --keep-as-directory store a single SOURCE directory under its own name\n"
+    "      --one-file-system   do not descend into directories on other filesystems\n"
+    "      --no-xattrs         do not store extended attributes of new entries\n"
+    "      --no-dedup          do not share data between new files and IMAGE's\n"
+    "      --skip-unreadable   leave out unreadable files with a warning\n"
+    "      --strict            a file that changes while it is read is an error\n"
+    "      --json              summary as JSON on stdout\n"
+    "  -q, --quiet             no summary\n"
+    "  -h, --help              show this help\n"
+    "\n"
+    "Exit status: 0 when the image was written, 1 when it was not (IMAGE unchanged), 2 on bad usage.\n";
+
+const char kMergeHelp[] =
+    "Usage: sqar merge [OPTIONS] IMAGE... OUT\n"
+    "\n"
+    "Write OUT, an image whose root holds the union of the IMAGEs' roots (directories present in\n"
+    "several are merged). Stored data blocks are copied as they are, never decompressed; a\n"
+    "file whose content an earlier IMAGE holds is not copied again. All IMAGEs must use one\n"
+    "compressor and block size. Shards packed on several machines are joined this way.\n"
+    "\n"
+    "  -r, --replace           a name in several IMAGEs: the last one wins (without it, an error)\n"
+    "  -f, --force             overwrite OUT if it exists\n"
+    "  -j, --threads N         worker threads (default: all cores)\n"
+    "      --no-dedup          copy every file's data, even content an earlier IMAGE holds\n"
+    "      --json              summary as JSON on stdout\n"
+    "  -q, --quiet             no summary\n"
+    "  -h, --help              show this help\n"
+    "\n"
+    "Copied blocks are checked against each IMAGE's stored-data digests (or decoded, for images\n"
+    "without them); a damaged IMAGE is an error naming it and the bytes.\n"
+    "Exit status: 0 when OUT was written, 1 when it was not, 2 on bad usage.\n";
+
+void on_signal(int sig) {
+  remove_pending_temp_file_from_signal_handler();
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+int usage_error(const char* cmd, const std::string& msg) {
+  std::fprintf(stderr, "sqar %s: %s\nTry 'sqar %s --help'.\n", cmd, msg.c_str(), cmd);
+  return 2;
+}
+
+void print_stats(const char* cmd, const ops::MergeOptions& opt, const ops::MergeStats& s, bool json) {
+  const auto& d = s.data;
+  const std::string& out = opt.append ? opt.images[0] : opt.output;
+  if (json) {
+    std::printf(
+        "{\"command\":\"%s\",\"image\":\"%s\",\"entries\":%llu,\"files\":%llu,\"copied_bytes\":%llu,"
+        "\"shared_bytes\":%llu,\"checked_bytes\":%llu,\"decoded_bytes\":%llu,\"duplicate_files\":%llu,"
+        "\"duplicate_bytes\":%llu,\"new_bytes_in\":%llu,\"dedup_files\":%llu,\"dedup_bytes\":%llu,"
+        "\"blocks_compressed\":%llu,\"blocks_stored_raw\":%llu,\"fragments\":%llu,\"image_bytes\":%llu,"
+        "\"file_bytes\":%llu,\"seconds\":%.3f,\"load_seconds\":%.3f,\"copy_seconds\":%.3f,"
+        "\"data_seconds\":%.3f,\"finish_seconds\":%.3f}\n",
+        cmd, json_escape(out).c_str(), (unsigned long long)s.entries, (unsigned long long)s.files,
+        (unsigned long long)s.copied_bytes, (unsigned long long)s.shared_bytes, (unsigned long long)s.checked_bytes,
+        (unsigned long long)s.decoded_bytes, (unsigned long long)s.duplicate_files,
+        (unsigned long long)s.duplicate_bytes, (unsigned long long)d.codec_input_bytes,
+        (unsigned long long)d.dedup_files, (unsigned long long)d.dedup_bytes,
+        (unsigned long long)d.blocks_compressed, (unsigned long long)(d.blocks_raw + d.blocks_incompressible),
+        (unsigned long long)d.fragments, (unsigned long long)s.image_bytes, (unsigned long long)s.file_bytes,
+        s.seconds, s.load_seconds, s.copy_seconds, s.data_seconds, s.finish_seconds);
+    return;
+  }
+  std::fprintf(stderr, "%s: %s, %s; image %s\n", out.c_str(), counted(s.entries, "entry", "entries").c_str(),
+               counted(s.files, "file", "files").c_str(), human_bytes(s.image_bytes).c_str());
+  std::fprintf(stderr, "  copied %s of stored data (%s shared by copy_file_range), %s checked against digests, %s decoded\n",
+               human_bytes(s.copied_bytes).c_str(), human_bytes(s.shared_bytes).c_str(),
+               human_bytes(s.checked_bytes).c_str(), human_bytes(s.decoded_bytes).c_str());
+  if (s.duplicate_files)
+    std::fprintf(stderr, "  %s (%s) held by an earlier input, not copied\n",
+                 counted(s.duplicate_files, "file", "files").c_str(), human_bytes(s.duplicate_bytes).c_str());
+  std::fprintf(stderr, "  new: %s compressed, %s stored as duplicates; blocks: %llu compressed, %llu stored raw\n",
+               human_bytes(d.codec_input_bytes).c_str(), counted(d.dedup_files, "file", "files").c_str(),
+               (unsigned long long)d.blocks_compressed, (unsigned long long)(d.blocks_raw + d.blocks_incompressible));
+  std::fprintf(stderr, "  time %.2f s (inputs read %.2f, copied %.2f, new data %.2f, tables and sync %.2f)\n",
+               s.seconds, s.load_seconds, s.copy_seconds, s.data_seconds, s.finish_seconds);
+}
+
+int run(int argc, char** argv, bool append) {
+  const char* cmd = append ? "append" : "merge";
+  enum { kExclude = 256, kOneFs, kNoXattrs, kNoDedup, kSkipUnreadable, kStrict, kKeepAsDirectory, kJson };
+  static const option longopts[] = {
+      {"replace", no_argument, nullptr, 'r'}, {"force", no_argument, nullptr, 'f'},
+      {"compressor", required_argument, nullptr, 'c'}, {"level", required_argument, nullptr, 'l'},
+      {"block-size", required_argument, nullptr, 'b'}, {"threads", required_argument, nullptr, 'j'},
+      {"quiet", no_argument, nullptr, 'q'}, {"help", no_argument, nullptr, 'h'},
+      {"exclude", required_argument, nullptr, kExclude}, {"one-file-system", no_argument, nullptr, kOneFs},
+      {"no-xattrs", no_argument, nullptr, kNoXattrs}, {"no-dedup", no_argument, nullptr, kNoDedup},
+      {"skip-unreadable", no_argument, nullptr, kSkipUnreadable}, {"strict", no_argument, nullptr, kStrict},
+      {"keep-as-directory", no_argument, nullptr, kKeepAsDirectory}, {"json", no_argument, nullptr, kJson},
+      {nullptr, 0, nullptr, 0}};
+  ops::MergeOptions opt;
+  opt.append = append;
+  bool quiet = false, json = false;
+  optind = 1;
+  opterr = 0;
+  int c;
+  while ((c = getopt_long(argc, argv, append ? ":rc:l:b:j:qh" : ":rfj:qh", longopts, nullptr)) != -1) {
+    const std::string arg = optarg ? optarg : "";
+    // Options of the other command are unknown here.
+    const bool append_only = c == 'c' || c == 'l' || c == 'b' || c == kExclude || c == kOneFs || c == kNoXattrs ||
+                             c == kSkipUnreadable || c == kStrict || c == kKeepAsDirectory;
+    if ((append_only && !append) || (c == 'f' && append))
+      return usage_error(cmd, std::string("unknown option '") + argv[optind - 1] + "'");
+    switch (c) {
+      case 'r': opt.replace = true; break;
+      case 'f': opt.force = true; break;
+      case 'c': {
+        auto id = codec_from_name(arg);
+        if (!id) return usage_error(cmd, "unknown compressor '" + arg + "'");
+        opt.compressor = *id;
+        break;
+      }
+      case 'l': {
+        auto v = parse_int(arg);
+        if (!v || *v < 0) return usage_error(cmd, "invalid level '" + arg + "'");
+        opt.level = int(*v);
+        break;
+      }
+      case 'b': {
+        auto v = parse_size(arg);
+        if (!v) return usage_error(cmd, "invalid block size '" + arg + "'");
+        opt.block_size = uint32_t(*v);
+        break;
+      }
+      case 'j': {
+        auto v = parse_int(arg);
+        if (!v || *v < 1 || *v > 1024) return usage_error(cmd, "invalid thread count '" + arg + "'");
+        opt.threads = unsigned(*v);
+        break;
+      }
+      case 'q': quiet = true; break;
+      case 'h': std::fputs(append ? kAppendHelp : kMergeHelp, stdout); return 0;
+      case kExclude: opt.excludes.add(arg); break;
+      case kOneFs: opt.one_file_system = true; break;
+      case kNoXattrs: opt.xattrs = false; break;
+      case kNoDedup: opt.dedup = false; break;
+      case kSkipUnreadable: opt.skip_unreadable = true; break;
+      case kStrict: opt.strict = true; break;
+      case kKeepAsDirectory: opt.keep_as_directory = true; break;
+      case kJson: json = true; break;
+      case ':': return usage_error(cmd, std::string("option '") + argv[optind - 1] + "' needs a value");
+      default: return usage_error(cmd, std::string("unknown option '") + argv[optind - 1] + "'");
+    }
+  }
+  if (argc - optind < 2)
+    return usage_error(cmd, append ? "need IMAGE and at least one SOURCE" : "need at least one IMAGE and OUT");
+  if (append) {
+    opt.images.push_back(argv[optind]);
+    for (int i = optind + 1; i < argc; ++i) opt.sources.push_back(argv[i]);
+  } else {
+    for (int i = optind; i < argc - 1; ++i) opt.images.push_back(argv[i]);
+    opt.output = argv[argc - 1];
+    if (opt.output == "-") return usage_error(cmd, "OUT cannot be '-': a SquashFS image needs a seekable file");
+  }
+  const std::string prefix = std::string("sqar ") + cmd + ": ";
+  opt.warn = [prefix](const std::string& w) { print_message(prefix + "warning: " + w); };
+  opt.note = [prefix](const std::string& w) { print_message(prefix + "note: " + w); };
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM, SIGPROF, SIGXCPU})
+    sigaction(sig, &sa, nullptr);
+  signal(SIGXFSZ, SIG_IGN);
+  const ops::MergeStats stats = ops::merge_images(opt);
+  if (json || !quiet) print_stats(cmd, opt, stats, json);
+  return 0;
+}
+
+int append_main(int argc, char** argv) { return run(argc, argv, true); }
+int merge_main(int argc, char** argv) { return run(argc, argv, false); }
+
+RegisterCommand reg_append("append", "add files to an image without recompressing it", &append_main);
+RegisterCommand reg_merge("merge", "join images into one without recompressing", &merge_main);
+
+}  // namespace
+}  // namespace sqar::cli
