@@ -71,11 +71,6 @@ void on_signal(int sig) {
   raise(sig);
 }
 
-int usage_error(const char* cmd, const std::string& msg) {
-  std::fprintf(stderr, "sqar %s: %s\nTry 'sqar %s --help'.\n", cmd, msg.c_str(), cmd);
-  return 2;
-}
-
 void print_stats(const char* cmd, const ops::MergeOptions& opt, const ops::MergeStats& s, bool json) {
   const auto& d = s.data;
   const std::string& out = opt.append ? opt.images[0] : opt.output;
@@ -137,31 +132,31 @@ int run(int argc, char** argv, bool append) {
     const bool append_only = c == 'c' || c == 'l' || c == 'b' || c == kExclude || c == kOneFs || c == kNoXattrs ||
                              c == kSkipUnreadable || c == kStrict || c == kKeepAsDirectory;
     if ((append_only && !append) || (c == 'f' && append))
-      return usage_error(cmd, std::string("unknown option '") + argv[optind - 1] + "'");
+      throw UsageError(std::string("unknown option '") + argv[optind - 1] + "'");
     switch (c) {
       case 'r': opt.replace = true; break;
       case 'f': opt.force = true; break;
       case 'c': {
         auto id = codec_from_name(arg);
-        if (!id) return usage_error(cmd, "unknown compressor '" + arg + "'");
+        if (!id) throw UsageError("unknown compressor '" + arg + "'");
         opt.compressor = *id;
         break;
       }
       case 'l': {
         auto v = parse_int(arg);
-        if (!v || *v < 0) return usage_error(cmd, "invalid level '" + arg + "'");
+        if (!v || *v < 0) throw UsageError("invalid level '" + arg + "'");
         opt.level = int(*v);
         break;
       }
       case 'b': {
         auto v = parse_size(arg);
-        if (!v) return usage_error(cmd, "invalid block size '" + arg + "'");
+        if (!v) throw UsageError("invalid block size '" + arg + "'");
         opt.block_size = uint32_t(*v);
         break;
       }
       case 'j': {
         auto v = parse_int(arg);
-        if (!v || *v < 1 || *v > 1024) return usage_error(cmd, "invalid thread count '" + arg + "'");
+        if (!v || *v < 1 || *v > 1024) throw UsageError("invalid thread count '" + arg + "'");
         opt.threads = unsigned(*v);
         break;
       }
@@ -175,19 +170,19 @@ int run(int argc, char** argv, bool append) {
       case kStrict: opt.strict = true; break;
       case kKeepAsDirectory: opt.keep_as_directory = true; break;
       case kJson: json = true; break;
-      case ':': return usage_error(cmd, std::string("option '") + argv[optind - 1] + "' needs a value");
-      default: return usage_error(cmd, std::string("unknown option '") + argv[optind - 1] + "'");
+      case ':': throw UsageError(std::string("option '") + argv[optind - 1] + "' needs a value");
+      default: throw UsageError(std::string("unknown option '") + argv[optind - 1] + "'");
     }
   }
   if (argc - optind < 2)
-    return usage_error(cmd, append ? "need IMAGE and at least one SOURCE" : "need at least one IMAGE and OUT");
+    throw UsageError(append ? "need IMAGE and at least one SOURCE" : "need at least one IMAGE and OUT");
   if (append) {
     opt.images.push_back(argv[optind]);
     for (int i = optind + 1; i < argc; ++i) opt.sources.push_back(argv[i]);
   } else {
     for (int i = optind; i < argc - 1; ++i) opt.images.push_back(argv[i]);
     opt.output = argv[argc - 1];
-    if (opt.output == "-") return usage_error(cmd, "OUT cannot be '-': a SquashFS image needs a seekable file");
+    if (opt.output == "-") throw UsageError("OUT cannot be '-': a SquashFS image needs a seekable file");
   }
   const std::string prefix = std::string("sqar ") + cmd + ": ";
   opt.warn = [prefix](const std::string& w) { print_message(prefix + "warning: " + w); };
@@ -202,8 +197,12 @@ int run(int argc, char** argv, bool append) {
   return 0;
 }
 
-int append_main(int argc, char** argv) { return run(argc, argv, true); }
-int merge_main(int argc, char** argv) { return run(argc, argv, false); }
+int append_main(int argc, char** argv) {
+  return run_guarded("append", [&] { return run(argc, argv, true); });
+}
+int merge_main(int argc, char** argv) {
+  return run_guarded("merge", [&] { return run(argc, argv, false); });
+}
 
 RegisterCommand reg_append("append", "add files to an image without recompressing it", &append_main);
 RegisterCommand reg_merge("merge", "join images into one without recompressing", &merge_main);

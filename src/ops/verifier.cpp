@@ -144,11 +144,7 @@ class Verifier::Impl {
     if (d->data_end != img_.super().inode_table_start)
       problem("", "data digests trailer covers bytes up to " + std::to_string(d->data_end) + ", the data ends at " +
                       std::to_string(img_.super().inode_table_start));
-    const int fd = ::open(img_.path().c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-      problem("", errno_message(img_.path(), errno));
-      return;
-    }
+    const int fd = img_.file_descriptor();
     std::vector<uint8_t> checked;
     for (size_t i = 0; i < d->digests.size(); ++i) {
       try {
@@ -157,7 +153,6 @@ class Verifier::Impl {
         problem("", e.what());
       }
     }
-    ::close(fd);
   }
 
   void load_manifest() {

@@ -163,6 +163,10 @@ class Image {
   virtual const CodecConfig& codec_config() const = 0;  // compressor + its options block
   virtual uint64_t offset() const = 0;                  // ImageOptions::offset
   virtual uint64_t file_size() const = 0;               // size of the containing file
+  // The open file the image is read from (owned by the image): for trailers and stored bytes
+  // read beside the filesystem, which must come from the same file even when it has no path
+  // (standard input spooled to an unlinked file).
+  virtual int file_descriptor() const = 0;
 
   virtual InodeRef root_ref() const = 0;
   virtual Inode root() = 0;

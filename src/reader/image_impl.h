@@ -41,6 +41,7 @@ class ImageImpl final : public Image {
   const CodecConfig& codec_config() const override { return codec_cfg_; }
   uint64_t offset() const override { return offset_; }
   uint64_t file_size() const override { return file_size_; }
+  int file_descriptor() const override { return fd_; }
 
   InodeRef root_ref() const override { return sb_.root_inode_ref; }
   Inode root() override { return read_inode(sb_.root_inode_ref); }
