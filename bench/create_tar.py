@@ -111,8 +111,8 @@ def main():
     lines = [f"# create --tar against sqfstar 4.7.5 and tar2sqfs 1.3.2 (scale {args.scale})", "",
              f"zstd level {lv}, 128 KiB blocks, all cores (2), export table; medians of {args.runs} interleaved rounds;",
              "ratios are medians of per-round ratios to the faster peer of that round (wall) and to the image",
-             f"of the peer faster overall (size). Shared machine: load average {load[0]:.1f} / {load[1]:.1f} / "
-             f"{load[2]:.1f} at the end, other helpers building.", "",
+             f"of the peer faster overall (size). Load average {load[0]:.1f} / {load[1]:.1f} / "
+             f"{load[2]:.1f} (1, 5, 15 min) at the end.", "",
              "| archive | MB | sqar s | sqfstar s | tar2sqfs s | sqar / faster peer | sqar MB | sqfstar MB | tar2sqfs MB | size vs faster |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for name, asize, med, ratio, size, sratio, faster in rows:
