@@ -131,11 +131,13 @@ void on_signal(int sig) {
 // What the status line shows in each phase of a build.
 std::string create_status(const CreateProgress& p, double secs) {
   switch (p.phase.load()) {
-    case 0: return "scanning: " + std::to_string(p.entries.load()) + " entries";
-    case 1: return progress_bar(p.bytes_done.load(), p.bytes_total.load(), secs);
-    case 4: return "indexing the image to reuse...";
-    default: return "writing tables...";
+    case CreatePhase::scanning: return "scanning: " + std::to_string(p.entries.load()) + " entries";
+    case CreatePhase::data: return progress_bar(p.bytes_done.load(), p.bytes_total.load(), secs);
+    case CreatePhase::indexing_reuse: return "indexing the image to reuse...";
+    case CreatePhase::metadata:
+    case CreatePhase::done: break;
   }
+  return "writing tables...";
 }
 
 // On standard error: stdout is for data, and --json puts the summary there when asked.

@@ -70,12 +70,13 @@ const char kHelp[] =
 
 std::string extract_status(const ops::ExtractProgress& p, double secs) {
   switch (p.phase.load()) {
-    case 0: return "reading the image's directories...";
-    case 1:
+    case ops::ExtractPhase::reading_directories: return "reading the image's directories...";
+    case ops::ExtractPhase::writing_entries:
       return progress_bar(p.bytes_done.load(), p.bytes_total.load(), secs) + "  " + std::to_string(p.entries_done.load()) +
              "/" + std::to_string(p.entries_total.load()) + " entries";
-    default: return "hard links and directory metadata...";
+    case ops::ExtractPhase::links_and_directory_metadata: break;
   }
+  return "hard links and directory metadata...";
 }
 
 int extract_tar(reader::Image& image, const std::string& out, const ops::ExtractOptions& opt) {

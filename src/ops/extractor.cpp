@@ -101,7 +101,7 @@ class Extractor::Impl {
     open_root();
     write_entries();
     check_fragment_blocks();
-    if (opt_.progress) opt_.progress->phase = 2;
+    if (opt_.progress) opt_.progress->phase = ExtractPhase::links_and_directory_metadata;
     make_links();
     finish_dirs();
     report_existing();
@@ -453,7 +453,7 @@ class Extractor::Impl {
       if (it.inode.is_dir() && (needs_late_finish(it.inode) || others_may_write(it.inode)))
         dir_state_[size_t(it.dir_slot)].finish_at_end = true;
     }
-    if (opt_.progress) opt_.progress->phase = 1;
+    if (opt_.progress) opt_.progress->phase = ExtractPhase::writing_entries;
     unsigned jobs = std::max(1u, opt_.jobs);
     std::vector<std::unique_ptr<DirStack>> stacks;
     for (unsigned w = 0; w < jobs; ++w) stacks.push_back(std::make_unique<DirStack>(root_fd_));

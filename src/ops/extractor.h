@@ -25,9 +25,11 @@
 
 namespace sqar::ops {
 
+enum class ExtractPhase { reading_directories, writing_entries, links_and_directory_metadata };
+
 // Counters a progress display reads while extraction runs.
 struct ExtractProgress {
-  std::atomic<int> phase{0};  // 0 reading metadata, 1 writing entries, 2 links and directory metadata
+  std::atomic<ExtractPhase> phase{ExtractPhase::reading_directories};
   std::atomic<uint64_t> bytes_total{0};  // content of the selected files, each inode once
   std::atomic<uint64_t> bytes_done{0};
   std::atomic<uint64_t> entries_total{0};  // below the root (hard links included)

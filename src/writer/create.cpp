@@ -110,7 +110,7 @@ CreateStats create_image(CreateOptions opt, CreateProgress* progress) {
   std::optional<ReuseIndex> reuse;
   if (!opt.reuse.empty()) {
     std::string why_not;
-    if (progress) progress->phase = 4;
+    if (progress) progress->phase = CreatePhase::indexing_reuse;
     try {
       reuse = ReuseIndex::open(opt.reuse, opt.codec, why_not);
     } catch (const Error& e) {
@@ -119,7 +119,7 @@ CreateStats create_image(CreateOptions opt, CreateProgress* progress) {
     }
     if (!why_not.empty() && opt.warn) opt.warn("not reusing data of " + opt.reuse + ": " + why_not);
     if (reuse && reuse->empty()) reuse.reset();
-    if (progress) progress->phase = 0;
+    if (progress) progress->phase = CreatePhase::scanning;
   }
 
   // `create -f a.txt dir a.txt` would pack a.txt's old content and then replace it with the
@@ -180,7 +180,7 @@ CreateStats create_image(CreateOptions opt, CreateProgress* progress) {
 
   if (progress) {
     progress->bytes_total = tree.total_file_bytes;
-    progress->phase = 1;
+    progress->phase = CreatePhase::data;
   }
   DataOptions data_opt;
   data_opt.codec = opt.codec;
@@ -205,7 +205,7 @@ CreateStats create_image(CreateOptions opt, CreateProgress* progress) {
   // phase allocates its own, so peak RSS is the larger of the two phases, not their sum.
   malloc_trim(0);
   const auto t_meta = std::chrono::steady_clock::now();
-  if (progress) progress->phase = 2;
+  if (progress) progress->phase = CreatePhase::metadata;
 
   FinishOptions fin;
   fin.image = opt.image;
@@ -230,7 +230,7 @@ CreateStats create_image(CreateOptions opt, CreateProgress* progress) {
   stats.file_bytes = out.position();
   stats.xattr_sets = meta.xattr_sets;
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (progress) progress->phase = 3;
+  if (progress) progress->phase = CreatePhase::done;
   return stats;
 }
 

@@ -44,8 +44,10 @@ struct CreateOptions {
   std::function<void(const std::string&)> note;  // one-line remarks that are not warnings
 };
 
+enum class CreatePhase { indexing_reuse, scanning, data, metadata, done };
+
 struct CreateProgress {
-  std::atomic<int> phase{0};  // 0 scanning, 1 data, 2 metadata, 3 done, 4 indexing --reuse OLD
+  std::atomic<CreatePhase> phase{CreatePhase::scanning};
   std::atomic<uint64_t> entries{0};
   std::atomic<uint64_t> bytes_done{0};
   std::atomic<uint64_t> bytes_total{0};
