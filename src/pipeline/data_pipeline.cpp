@@ -1,26 +1,26 @@
 #include "pipeline/data_pipeline.h"
-#include "pipeline/incompressible.h"
 
 #include <fcntl.h>
 
 #include <algorithm>
-#include <array>
 #include <cerrno>
-#include <condition_variable>
-#include <cstring>
 #include <deque>
 #include <memory>
-#include <mutex>
-#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "common/all_zero.h"
 #include "common/error.h"
+#include "common/thread_pool.h"
 #include "dedup/dedup_index.h"
 #include "dedup/reuse_index.h"
+#include "pipeline/block_job.h"
+#include "pipeline/block_writer.h"
 #include "pipeline/content_source.h"
+#include "pipeline/first_error.h"
+#include "pipeline/ordered_compressor.h"
 #include "pipeline/prestored.h"
+#include "pipeline/read_ahead.h"
 #include "pipeline/source_reader.h"
 #include "writer/image_file.h"
 
@@ -36,35 +36,13 @@ enum class FileKind : uint8_t {
   kStored,       // already in the image (DataOptions::prestored)
 };
 
-struct Unit {
-  uint32_t file;
-  uint64_t offset;
-  uint64_t len;
-  bool last;
-};
-
-using Buffer = std::shared_ptr<std::vector<uint8_t>>;
-constexpr uint32_t kNoReuse = UINT32_MAX;
-
-struct Job {
-  bool is_fragment = false;
-  uint32_t file = 0;   // file index (data block) ...
-  uint32_t index = 0;  // ... block index within the file, or fragment index
-  Buffer buf;
-  size_t off = 0, len = 0;
-  bool sparse = false;
-  bool raw = false;
-  uint32_t reuse_block = kNoReuse;  // its counterpart in --reuse OLD (ReuseIndex::block)
-  std::vector<uint8_t> packed;
-  uint32_t size_word = 0;
-  bool done = false;
-};
-
-class DataPipeline {
+// Planning and the sequencer. Every decision that shapes the image (which file owns a content,
+// where blocks are cut, how tails are packed, the order blocks are written in) is taken here on
+// one thread in image order; the readers, compressors and writer around it only move bytes.
+class DataPipeline final : public UnitReader {
  public:
   DataPipeline(Tree& tree, ImageFile& out, const DataOptions& opt)
-      : tree_(tree), out_(out), opt_(opt), block_size_(opt.codec.block_size),
-        threads_(std::max(1u, opt.threads)) {
+      : tree_(tree), out_(out), opt_(opt), block_size_(opt.codec.block_size), threads_(std::max(1u, opt.threads)) {
     // A read unit is a whole number of blocks of about 1 MiB: big enough for few syscalls,
     // small enough to bound memory.
     chunk_ = std::max<uint64_t>(block_size_, (uint64_t(1) << 20) / block_size_ * block_size_);
@@ -90,55 +68,25 @@ class DataPipeline {
     prehash();
     plan_units();
 
-    slots_ = std::vector<Slot>(window_);
-    std::vector<std::thread> workers;
-    for (unsigned i = 0; i < threads_; ++i) workers.emplace_back([this] { guarded([this] { reader_loop(); }); });
-    for (unsigned i = 0; i < threads_; ++i) workers.emplace_back([this] { guarded([this] { compressor_loop(); }); });
-    workers.emplace_back([this] { guarded([this] { writer_loop(); }); });
-    guarded([this] { sequence(); });
-    {
-      std::lock_guard lk(job_mu_);
-      finished_ = true;
-    }
-    compress_cv_.notify_all();
-    done_cv_.notify_all();
-    for (auto& t : workers) t.join();
-    if (failed_) throw Error(error_);
+    // Destroyed in reverse order: the readers are joined before the compressors, whose wake-up
+    // a failing reader still calls.
+    BlockWriter writer(out_, locs_, block_sizes_, fragments_);
+    OrderedCompressor compressor(opt_, writer, errors_, threads_, max_jobs_);
+    ReadAhead reader(*this, total_units_, errors_, window_, byte_budget_);
+    compressor_ = &compressor;
+    reader.start(threads_);
+    errors_.guard([&] { sequence(reader); });
+    compressor_ = nullptr;
+    errors_.throw_if_failed();
+    compressor.close(stats_);
+    errors_.throw_if_failed();
     out_.flush();
+    written_bytes_ = writer.bytes_written();
     for (const auto& [file, size] : cut_) tree_.nodes[tree_.files[file]].size = size;
     return finish();
   }
 
  private:
-  // ---- error handling: the first error stops every stage ----
-  template <class F>
-  void guarded(F&& f) {
-    try {
-      f();
-    } catch (const std::exception& e) {
-      fail(e.what());
-    }
-  }
-  void fail(const std::string& msg) {
-    {
-      std::lock_guard lk(err_mu_);
-      if (failed_) return;
-      error_ = msg;
-      failed_ = true;
-    }
-    {
-      std::lock_guard lk(read_mu_);
-    }
-    {
-      std::lock_guard lk(job_mu_);
-    }
-    read_cv_.notify_all();
-    ready_cv_.notify_all();
-    compress_cv_.notify_all();
-    done_cv_.notify_all();
-    space_cv_.notify_all();
-  }
-
   const Node& node_of(uint32_t file) const { return tree_.nodes[tree_.files[file]]; }
 
   void skip_file(uint32_t file, const std::string& why) {
@@ -150,7 +98,7 @@ class DataPipeline {
 
   // Whether the read of this unit also reads the file's attributes (read_file_xattrs): with
   // its first unit, unless the hashing pass already did.
-  bool reads_xattrs(const Unit& u) const {
+  bool reads_xattrs(const ReadUnit& u) const {
     return opt_.read_file_xattrs && u.offset == 0 && kinds_[u.file] != FileKind::kPrehashed;
   }
 
@@ -202,9 +150,7 @@ class DataPipeline {
     }
   }
 
-  bool reuse_candidate(uint64_t size) const {
-    return opt_.reuse && size >= block_size_ && opt_.reuse->has_size(size);
-  }
+  bool reuse_candidate(uint64_t size) const { return opt_.reuse && size >= block_size_ && opt_.reuse->has_size(size); }
 
   // Called in image order once the file's hash is known and it owns its data.
   void look_up_reuse(uint32_t file, uint64_t size, const Hash128& hash) {
@@ -223,24 +169,18 @@ class DataPipeline {
     std::vector<uint64_t> hashed(todo.size(), 0);
     std::vector<XattrList> xattrs(opt_.read_file_xattrs ? todo.size() : 0);
     std::vector<std::string> xattr_keys(todo.size());
-    std::atomic<size_t> next{0};
-    auto work = [&] {
-      for (size_t k; (k = next.fetch_add(1)) < todo.size() && !failed_;) {
-        const Node& n = node_of(todo[k]);
-        if (opt_.content) {  // hashed as it came in
-          prehash_[todo[k]] = opt_.content->hash(tree_.files[todo[k]]);
-          hashed[k] = n.size;
-        } else {
-          errs[k] = hash_source_file(tree_.path_of(n), n.size, prehash_[todo[k]], changed[k], hashed[k],
-                                     opt_.read_file_xattrs ? &xattrs[k] : nullptr, &xattr_keys[k]);
-        }
-        if (opt_.bytes_done) opt_.bytes_done->fetch_add(n.size, std::memory_order_relaxed);
+    // Hashed on all cores; the decisions below are taken in image order.
+    ThreadPool(threads_).parallel_for(todo.size(), [&](size_t k, unsigned) {
+      const Node& n = node_of(todo[k]);
+      if (opt_.content) {  // hashed as it came in
+        prehash_[todo[k]] = opt_.content->hash(tree_.files[todo[k]]);
+        hashed[k] = n.size;
+      } else {
+        errs[k] = hash_source_file(tree_.path_of(n), n.size, prehash_[todo[k]], changed[k], hashed[k],
+                                   opt_.read_file_xattrs ? &xattrs[k] : nullptr, &xattr_keys[k]);
       }
-    };
-    std::vector<std::thread> pool;
-    for (unsigned i = 1; i < threads_; ++i) pool.emplace_back(work);
-    work();
-    for (auto& t : pool) t.join();
+      if (opt_.bytes_done) opt_.bytes_done->fetch_add(n.size, std::memory_order_relaxed);
+    });
     // Dedup decisions in image order: the first file of a content owns the data.
     for (size_t k = 0; k < todo.size(); ++k) {
       uint32_t f = todo[k];
@@ -277,8 +217,9 @@ class DataPipeline {
     if (opt_.verify_dedup &&
         !(opt_.content ? opt_.content->identical(tree_.files[*orig], tree_.files[file], size)
                        : source_files_identical(tree_.path_of(node_of(*orig)), tree_.path_of(node_of(file)), size))) {
-      if (opt_.warn) opt_.warn(tree_.path_of(node_of(file)) + ": XXH3-128 collision with " +
-                               tree_.path_of(node_of(*orig)) + ", stored separately");
+      if (opt_.warn)
+        opt_.warn(tree_.path_of(node_of(file)) + ": XXH3-128 collision with " + tree_.path_of(node_of(*orig)) +
+                  ", stored separately");
       return false;
     }
     locs_[file].same_as = *orig;
@@ -309,18 +250,21 @@ class DataPipeline {
       blocks += size / block_size_;
     }
     const uint64_t base = block_sizes_.size();  // the stored files' words (take_prestored)
-    if (blocks > UINT32_MAX - base) throw Error("more than 2^32 data blocks in one image; use a larger block size (-b)");
+    if (blocks > UINT32_MAX - base)
+      throw Error("more than 2^32 data blocks in one image; use a larger block size (-b)");
     for (uint32_t i = 0; i < kinds_.size(); ++i)
       if (has_units_[i]) locs_[i].first_block += uint32_t(base);
     block_sizes_.resize(base + blocks, 0);
     late_blocks_ = base + blocks;
   }
 
-  // The next read unit in image order; called under read_mu_ only.
-  Unit next_unit() {
+  // ---- what the readers read (UnitReader; called on reader threads) ----
+
+  // The next read unit in image order; called under the read stage's lock only.
+  ReadUnit next_unit() override {
     while (!has_units_[cursor_file_]) ++cursor_file_;
     const uint64_t size = node_of(cursor_file_).size;
-    Unit u{cursor_file_, cursor_offset_, std::min(chunk_, size - cursor_offset_), false};
+    ReadUnit u{cursor_file_, cursor_offset_, std::min(chunk_, size - cursor_offset_), false};
     u.last = u.offset + u.len == size;
     if (u.last) {
       ++cursor_file_;
@@ -331,90 +275,9 @@ class DataPipeline {
     return u;
   }
 
-  // ---- readers ----
-  struct Slot {
-    Unit unit;
-    std::vector<uint8_t> data;
-    int err = 0;
-    std::string changed;
-    // The file's attributes, read with its first unit (read_file_xattrs), and the attribute
-    // that could not be read when err came from that.
-    XattrList xattrs;
-    std::string xattr_key;
-    uint64_t inode = 0;  // of the open file, for files of several units (process_unit)
-    // Set by the reader (release) once data/err/changed are final; cleared by the sequencer.
-    std::atomic<bool> ready{false};
-  };
-
-  // Readers claim consecutive units in batches and wake the sequencer only when it waits for
-  // the unit just read; the sequencer wakes readers only when a batch worth of room is free.
-  // Per-unit handoffs cost three futex calls per small file (600k on the ports set).
-  static constexpr size_t kBatchUnits = 32;
-  static constexpr uint64_t kBatchBytes = uint64_t(1) << 20;
-  static constexpr size_t kNobody = SIZE_MAX;
-  static constexpr size_t kSlotKeepBytes = 16 << 10;
-
-  // Under read_mu_: may a reader claim another batch?
-  bool room_to_read() const {
-    const size_t room = consumed_ + window_ - next_unit_;
-    const size_t want = std::min(kBatchUnits, total_units_ - next_unit_);
-    return room >= want && (bytes_in_flight_ == 0 || bytes_in_flight_ + kBatchBytes <= byte_budget_);
-  }
-
-  void reader_loop() {
-    DirectoryHandle dir;
-    std::vector<size_t> batch;
-    std::array<SourceRead, kBatchUnits> pending;
-    std::array<Slot*, kBatchUnits> pending_slots{};
-    for (;;) {
-      batch.clear();
-      {
-        std::unique_lock lk(read_mu_);
-        ++readers_waiting_;
-        read_cv_.wait(lk, [&] { return failed_ || next_unit_ >= total_units_ || room_to_read(); });
-        --readers_waiting_;
-        if (failed_ || next_unit_ >= total_units_) return;
-        uint64_t bytes = 0;
-        while (next_unit_ < total_units_ && next_unit_ < consumed_ + window_ && batch.size() < kBatchUnits &&
-               bytes < kBatchBytes && (bytes_in_flight_ == 0 || bytes_in_flight_ < byte_budget_)) {
-          const size_t i = next_unit_++;
-          slots_[i % window_].unit = next_unit();
-          bytes += slots_[i % window_].unit.len;
-          bytes_in_flight_ += slots_[i % window_].unit.len;
-          batch.push_back(i);
-        }
-      }
-      // Start every read of the batch, then wait for those whose data was not cached: their
-      // I/O runs side by side (SourceRead).
-      size_t npending = 0;
-      for (size_t i : batch) {
-        Slot& s = slots_[i % window_];
-        s.err = start_read(dir, s, pending[npending]);
-        if (s.err == SourceRead::kReadPending)
-          pending_slots[npending++] = &s;
-        else
-          s.ready.store(true);
-      }
-      for (size_t k = 0; k < npending; ++k) {
-        Slot& s = *pending_slots[k];
-        s.err = pending[k].finish(s.data, s.changed);
-        s.ready.store(true);
-      }
-      // Wake the sequencer once per batch, and only when it sleeps on a unit of this batch. Both
-      // sides store, then load the other's flag (sequentially consistent), so one of them always
-      // sees the other: the sequencer finds the unit ready, or this reader finds it waiting.
-      const size_t waits_for = sequencer_waits_for_.load();
-      if (waits_for >= batch.front() && waits_for <= batch.back()) {
-        { std::lock_guard lk(read_mu_); }
-        ready_cv_.notify_one();
-      }
-    }
-  }
-
   // Returns 0, an errno value, or SourceRead::kReadPending (then `read` holds the open file).
-  int start_read(DirectoryHandle& dir, Slot& s, SourceRead& read) {
-    const Unit& u = s.unit;
-    s.changed.clear();
+  int start_read(DirectoryHandle& dir, ReadSlot& s, SourceRead& read) override {
+    const ReadUnit& u = s.unit;
     if (opt_.content) {
       s.data.resize(u.len);
       return opt_.content->read(tree_.files[u.file], u.offset, u.len, s.data.data());
@@ -432,37 +295,20 @@ class DataPipeline {
   }
 
   // ---- sequencer (main thread) ----
-  void sequence() {
+  void sequence(ReadAhead& reader) {
     frag_buf_ = std::make_shared<std::vector<uint8_t>>();
     for (size_t i = 0; i < total_units_; ++i) {
-      Slot& s = slots_[i % window_];
-      if (!s.ready.load(std::memory_order_acquire)) {
-        std::unique_lock lk(read_mu_);
-        sequencer_waits_for_.store(i);
-        ready_cv_.wait(lk, [&] { return failed_ || s.ready.load(); });
-        sequencer_waits_for_.store(kNobody);
-      }
-      if (failed_) return;
-      process_unit(s.unit, s);
+      ReadSlot* s = reader.wait(i);
+      if (!s) return;  // failed
+      process_unit(s->unit, *s);
       reread_orphans();
-      // A slot keeps its buffer for the next small file, but not a large one: 256 slots that
-      // each once held a 100 KiB file would pin 25 MB.
-      if (s.data.capacity() > kSlotKeepBytes) std::vector<uint8_t>().swap(s.data);
-      bool wake;
-      {
-        std::lock_guard lk(read_mu_);
-        s.ready = false;
-        consumed_ = i + 1;
-        bytes_in_flight_ -= s.unit.len;
-        wake = readers_waiting_ > 0 && next_unit_ < total_units_ && room_to_read();
-      }
-      if (wake) read_cv_.notify_all();
-      if (failed_) return;
+      reader.release(i);
+      if (errors_.failed()) return;
     }
     flush_fragment();
   }
 
-  void process_unit(const Unit& u, Slot& s) {
+  void process_unit(const ReadUnit& u, ReadSlot& s) {
     const uint32_t f = u.file;
     if (skip_[f] || ended_before(f, u.offset)) return;
     const Node& n = node_of(f);
@@ -511,7 +357,7 @@ class DataPipeline {
     const size_t full_blocks = size_t(len / block_size_);
     // Only full blocks go to the compressors and need a shared buffer; a small file's bytes stay
     // in the slot (its buffer is reused: no allocation per small file).
-    Buffer data;
+    BlockBuffer data;
     if (full_blocks) data = std::make_shared<std::vector<uint8_t>>(std::move(s.data));
     const uint8_t* bytes = full_blocks ? data->data() : s.data.data();
     FileLocation& loc = locs_[f];
@@ -528,7 +374,7 @@ class DataPipeline {
 
     const auto reuse = reuse_first_.find(f);
     for (size_t b = 0; b < full_blocks; ++b) {
-      auto job = std::make_unique<Job>();
+      auto job = std::make_unique<BlockJob>();
       job->file = f;
       job->index = uint32_t(u.offset / block_size_ + b);
       job->buf = data;
@@ -563,8 +409,7 @@ class DataPipeline {
   }
   void grew(uint32_t f) {
     const std::string size = std::to_string(node_of(f).size);
-    file_changed(f, "grew while being read (" + size + " bytes when scanned)",
-                 "stored its first " + size + " bytes");
+    file_changed(f, "grew while being read (" + size + " bytes when scanned)", "stored its first " + size + " bytes");
   }
   void warn_shrank(uint32_t f, uint64_t now) {
     file_changed(f, "shrank while being read (" + std::to_string(node_of(f).size) + " bytes when scanned)",
@@ -625,13 +470,13 @@ class DataPipeline {
       locs_[f].first_block = uint32_t(late_blocks_);
       late_blocks_ += n.size / block_size_;
       const std::string path = tree_.path_of(n);
-      Slot s;
+      ReadSlot s;
       SourceRead read;
       for (uint64_t off = 0; off < n.size && !skip_[f] && !ended_before(f, off); off += chunk_) {
-        s.unit = Unit{f, off, std::min(chunk_, n.size - off), off + chunk_ >= n.size};
+        s.unit = ReadUnit{f, off, std::min(chunk_, n.size - off), off + chunk_ >= n.size};
         s.changed.clear();
-        s.err = read.start(AT_FDCWD, path.c_str(), off, s.unit.len, s.unit.last, s.data, s.changed, nullptr,
-                           nullptr, &s.inode);
+        s.err = read.start(AT_FDCWD, path.c_str(), off, s.unit.len, s.unit.last, s.data, s.changed, nullptr, nullptr,
+                           &s.inode);
         if (s.err == SourceRead::kReadPending) s.err = read.finish(s.data, s.changed);
         process_unit(s.unit, s);
       }
@@ -658,12 +503,13 @@ class DataPipeline {
     // Only tails of files longer than a block are remembered: a shorter file's tail is its whole
     // content, and whole-file dedup already shares identical files. Remembering those too cost
     // 5 MB on the ports set (66k entries) for sharing that whole-file dedup had done.
-    if (opt_.dedup && node_of(f).size > block_size_) dedup_.add_tail(uint32_t(len), h, {loc.fragment, loc.fragment_offset});
+    if (opt_.dedup && node_of(f).size > block_size_)
+      dedup_.add_tail(uint32_t(len), h, {loc.fragment, loc.fragment_offset});
   }
 
   void flush_fragment() {
     if (frag_buf_->empty()) return;
-    auto job = std::make_unique<Job>();
+    auto job = std::make_unique<BlockJob>();
     job->is_fragment = true;
     job->index = fragment_count_++;
     job->len = frag_buf_->size();
@@ -676,136 +522,7 @@ class DataPipeline {
     frag_buf_->reserve(block_size_);
   }
 
-  void submit(std::unique_ptr<Job> job) {
-    std::unique_lock lk(job_mu_);
-    space_cv_.wait(lk, [&] { return failed_ || jobs_.size() < max_jobs_; });
-    if (failed_) throw Error(error_);
-    to_compress_.push_back(job.get());
-    jobs_.push_back(std::move(job));
-    lk.unlock();
-    compress_cv_.notify_one();
-  }
-
-  // ---- compressors ----
-  void compressor_loop() {
-    auto codec = make_codec(opt_.codec);
-    // Compress into one scratch block and keep only the compressed bytes in the job: up to
-    // 4N+8 jobs wait for the writer when the codec is slow (zstd-15), and a block-sized
-    // output buffer each was ~1.6 MiB of peak RSS on the ports set.
-    std::vector<uint8_t> scratch(block_size_);
-    std::vector<uint8_t> stored;  // a block read from --reuse OLD
-    uint64_t input = 0, compressed = 0, raw = 0, incompressible = 0, sparse = 0;
-    uint64_t reused = 0, fragments_reused = 0, reused_bytes = 0, mismatches = 0;
-    for (;;) {
-      Job* job;
-      {
-        std::unique_lock lk(job_mu_);
-        compress_cv_.wait(lk, [&] { return failed_ || finished_ || !to_compress_.empty(); });
-        if (failed_ || to_compress_.empty()) break;
-        job = to_compress_.front();
-        to_compress_.pop_front();
-      }
-      const uint8_t* src = job->buf->data() + job->off;
-      const bool from_old = !job->sparse && job->reuse_block != kNoReuse;
-      if (from_old && copy_from_old(*job, src, *codec, stored, scratch)) {
-        ++(job->is_fragment ? fragments_reused : reused);
-        reused_bytes += job->len;
-      } else if (job->sparse) {
-        ++sparse;
-        job->size_word = 0;
-      } else {
-        if (from_old) ++mismatches;  // damaged OLD, or a collision: compress as usual
-        if (opt_.detect_incompressible && looks_incompressible(src, job->len)) {
-          ++incompressible;
-          job->raw = true;
-        } else {
-          input += job->len;
-          size_t n = codec->compress(src, job->len, scratch.data(), job->len);
-          if (n) {
-            ++compressed;
-            job->packed.assign(scratch.data(), scratch.data() + n);
-            job->size_word = uint32_t(n);
-          } else {
-            ++raw;
-            job->raw = true;
-          }
-        }
-      }
-      if (job->raw) {
-        job->packed.clear();
-        job->size_word = uint32_t(job->len) | fmt::kDataUncompressed;
-      }
-      {
-        std::lock_guard lk(job_mu_);
-        job->done = true;
-      }
-      done_cv_.notify_one();
-    }
-    std::lock_guard lk(stats_mu_);
-    stats_.codec_input_bytes += input;
-    stats_.blocks_compressed += compressed;
-    stats_.blocks_raw += raw;
-    stats_.blocks_incompressible += incompressible;
-    stats_.blocks_sparse += sparse;
-    stats_.blocks_reused += reused;
-    stats_.fragments_reused += fragments_reused;
-    stats_.reused_bytes += reused_bytes;
-    stats_.reuse_mismatches += mismatches;
-  }
-
-  // Takes OLD's stored block in place of compressing `src` when it decodes to exactly those
-  // bytes; with OLD's settings equal to this build's (ReuseIndex::open) it is then the block a
-  // fresh build writes. False (the caller compresses) on a read error, damage or a difference.
-  bool copy_from_old(Job& job, const uint8_t* src, Codec& codec, std::vector<uint8_t>& stored,
-                     std::vector<uint8_t>& decoded) const {
-    const ReuseIndex::Block& b = opt_.reuse->block(job.reuse_block);
-    if (!opt_.reuse->read(b, stored)) return false;
-    if (b.size_word & fmt::kDataUncompressed) {
-      if (stored.size() != job.len || std::memcmp(stored.data(), src, job.len) != 0) return false;
-      job.raw = true;  // stored as the source bytes, like a block that does not shrink
-      return true;
-    }
-    const auto n = codec.decompress(stored.data(), stored.size(), decoded.data(), decoded.size());
-    if (!n || *n != job.len || std::memcmp(decoded.data(), src, job.len) != 0) return false;
-    job.packed.assign(stored.begin(), stored.end());
-    job.size_word = b.size_word;
-    return true;
-  }
-
-  // ---- writer ----
-  void writer_loop() {
-    for (;;) {
-      std::unique_ptr<Job> job;
-      {
-        std::unique_lock lk(job_mu_);
-        done_cv_.wait(lk, [&] { return failed_ || (finished_ && jobs_.empty()) || (!jobs_.empty() && jobs_.front()->done); });
-        if (failed_ || jobs_.empty()) return;
-        job = std::move(jobs_.front());
-        jobs_.pop_front();
-      }
-      space_cv_.notify_one();
-      write_job(*job);
-    }
-  }
-
-  void write_job(const Job& job) {
-    const uint64_t pos = out_.position();
-    if (job.is_fragment) {
-      if (fragments_.size() <= job.index) fragments_.resize(job.index + 1);
-      fragments_[job.index] = {pos, job.size_word};
-    } else {
-      FileLocation& loc = locs_[job.file];
-      if (job.index == 0) loc.blocks_start = pos;
-      const size_t at = size_t(loc.first_block) + job.index;
-      if (at >= block_sizes_.size()) block_sizes_.resize(at + 1);  // a re-read file (reread_orphans)
-      block_sizes_[at] = job.size_word;
-      if (job.sparse) return;
-    }
-    const uint8_t* p = job.raw ? job.buf->data() + job.off : job.packed.data();
-    const size_t n = job.raw ? job.len : job.packed.size();
-    out_.append(p, n);
-    written_bytes_ += n;
-  }
+  void submit(std::unique_ptr<BlockJob> job) { compressor_->submit(std::move(job)); }
 
   DataResult finish() {
     DataResult r;
@@ -846,7 +563,7 @@ class DataPipeline {
   std::vector<Hash128> prehash_;
   // File -> its first block in --reuse OLD, for files being sequenced (sequencer thread only).
   std::unordered_map<uint32_t, uint32_t> reuse_first_;
-  std::vector<bool> skip_;  // main thread only
+  std::vector<bool> skip_;       // main thread only
   std::vector<bool> has_units_;  // fixed before the workers start
   size_t total_units_ = 0;
   uint32_t cursor_file_ = 0;
@@ -854,7 +571,6 @@ class DataPipeline {
   std::vector<uint32_t> block_sizes_;
   DedupIndex dedup_;
   DataStats stats_;
-  std::mutex stats_mu_;
 
   // sequencer state
   StreamHasher hasher_;
@@ -864,31 +580,16 @@ class DataPipeline {
   std::unordered_set<uint32_t> warned_;  // files already reported as changed
   std::deque<uint32_t> orphans_;         // files to read again (orphan_duplicates_of)
   uint64_t late_blocks_ = 0;             // next block slot for them
-  Buffer frag_buf_;
+  BlockBuffer frag_buf_;
   uint32_t fragment_count_ = 0;
   uint64_t sparse_tails_ = 0;  // zero tails stored as sparse blocks (sequencer thread)
 
-  // reader stage
-  std::vector<Slot> slots_;
-  size_t next_unit_ = 0, consumed_ = 0;
-  uint64_t bytes_in_flight_ = 0, byte_budget_ = 0;  // read but not yet consumed by the sequencer
-  size_t readers_waiting_ = 0;
-  std::atomic<size_t> sequencer_waits_for_{kNobody};
-  std::mutex read_mu_;
-  std::condition_variable read_cv_, ready_cv_;
-
-  // compression and writing
-  std::deque<std::unique_ptr<Job>> jobs_;  // in sequence order; front is the next to write
-  std::deque<Job*> to_compress_;
-  bool finished_ = false;
-  std::mutex job_mu_;
-  std::condition_variable compress_cv_, done_cv_, space_cv_;
-  std::vector<FragmentLocation> fragments_;  // writer thread only
-  uint64_t written_bytes_ = 0;               // writer thread only
-
-  std::mutex err_mu_;
-  std::atomic<bool> failed_{false};
-  std::string error_;
+  // the stages around the sequencer (run())
+  FirstError errors_;
+  OrderedCompressor* compressor_ = nullptr;  // while the sequencer runs
+  uint64_t byte_budget_ = 0;                 // read but not yet sequenced
+  std::vector<FragmentLocation> fragments_;  // BlockWriter's during the run
+  uint64_t written_bytes_ = 0;
 };
 
 }  // namespace

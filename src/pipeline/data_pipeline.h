@@ -2,9 +2,11 @@
 // compression, compress blocks on all cores, write them in a fixed order.
 //
 //   readers (N threads) --> sequencer (1 thread, image order) --> compressors (N) --> writer (1)
+//   read_ahead.h            data_pipeline.cpp                      ordered_compressor.h, block_writer.h
 //
 // Every decision that shapes the output (dedup owner, block cut, fragment packing, write order)
 // is taken by the sequencer in image order, so the image is byte-identical for any thread count.
+// The first error in any stage stops them all (first_error.h).
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -54,13 +56,13 @@ struct DataOptions {
 // One per regular file, so kept small (10^5..10^7 of them live for the whole build): 40 bytes.
 struct FileLocation {
   uint64_t blocks_start = 0;
-  Hash128 hash;                       // XXH3-128 of the whole content
+  Hash128 hash;  // XXH3-128 of the whole content
   // Size words of its full blocks: DataResult::block_sizes[first_block..]. 32 bits: one build
   // stores at most 2^32 full blocks (16 TiB at 4 KiB blocks, 512 TiB at 128 KiB; checked).
   uint32_t first_block = 0;
   uint32_t fragment = fmt::kNoFragment;
   uint32_t fragment_offset = 0;
-  uint32_t same_as = kNoNode;         // file index whose data this file shares
+  uint32_t same_as = kNoNode;  // file index whose data this file shares
 };
 static_assert(sizeof(FileLocation) == 40, "FileLocation grew: it is multiplied by 10^5..10^7 files");
 
@@ -71,20 +73,20 @@ struct FragmentLocation {
 
 struct DataStats {
   uint64_t files = 0;
-  uint64_t bytes_in = 0;            // content bytes of all regular files
-  uint64_t bytes_read = 0;          // bytes read from the source, hashing passes included
-  uint64_t dedup_files = 0;         // files that share another file's data
-  uint64_t dedup_bytes = 0;         // content bytes not stored because of whole-file dedup
-  uint64_t tail_dedup_bytes = 0;    // tail bytes that share an identical fragment tail
-  uint64_t codec_input_bytes = 0;   // bytes handed to the compressor (a duplicate never is)
+  uint64_t bytes_in = 0;           // content bytes of all regular files
+  uint64_t bytes_read = 0;         // bytes read from the source, hashing passes included
+  uint64_t dedup_files = 0;        // files that share another file's data
+  uint64_t dedup_bytes = 0;        // content bytes not stored because of whole-file dedup
+  uint64_t tail_dedup_bytes = 0;   // tail bytes that share an identical fragment tail
+  uint64_t codec_input_bytes = 0;  // bytes handed to the compressor (a duplicate never is)
   uint64_t blocks_compressed = 0;
-  uint64_t blocks_raw = 0;          // did not shrink
+  uint64_t blocks_raw = 0;             // did not shrink
   uint64_t blocks_incompressible = 0;  // detected early, stored raw without running the codec
   uint64_t blocks_sparse = 0;
-  uint64_t blocks_reused = 0;       // copied from --reuse OLD instead of compressed
-  uint64_t fragments_reused = 0;    // fragment blocks copied from --reuse OLD
-  uint64_t reused_bytes = 0;        // source bytes of the copied blocks and fragment blocks
-  uint64_t reuse_mismatches = 0;    // OLD's block did not decode to the source bytes: compressed
+  uint64_t blocks_reused = 0;     // copied from --reuse OLD instead of compressed
+  uint64_t fragments_reused = 0;  // fragment blocks copied from --reuse OLD
+  uint64_t reused_bytes = 0;      // source bytes of the copied blocks and fragment blocks
+  uint64_t reuse_mismatches = 0;  // OLD's block did not decode to the source bytes: compressed
   uint64_t fragments = 0;
   uint64_t data_bytes_written = 0;
 };

@@ -130,8 +130,8 @@ int SourceRead::start(int dirfd, const char* name, uint64_t offset, uint64_t len
 }
 
 int SourceRead::finish(std::vector<uint8_t>& out, std::string& changed) {
-  int64_t n = read_at_most(fd_, out.data() + done_, out.size() - done_, offset_ + done_,
-                           len_ > done_ ? len_ - done_ : 0);
+  int64_t n =
+      read_at_most(fd_, out.data() + done_, out.size() - done_, offset_ + done_, len_ > done_ ? len_ - done_ : 0);
   return finish(out, changed, n < 0 ? n : n + int64_t(done_));
 }
 
