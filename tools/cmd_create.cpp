@@ -10,10 +10,10 @@
 
 #include "cli_util.h"
 #include "command.h"
-#include "status_line.h"
 #include "common/error.h"
 #include "common/parse_size.h"
 #include "reader/image.h"
+#include "status_line.h"
 #include "writer/create.h"
 #include "writer/image_file.h"
 
@@ -145,29 +145,30 @@ void print_summary(const CreateOptions& opt, const CreateStats& s) {
   const auto& d = s.data;
   double ratio = d.bytes_in ? double(s.image_bytes) / double(d.bytes_in) : 0;
   std::fprintf(stderr, "%s: %s (%s, %s, %s, %s, %llu other)\n", opt.image.c_str(),
-              counted(s.entries, "entry", "entries").c_str(), counted(s.files, "file", "files").c_str(),
-              counted(s.directories, "dir", "dirs").c_str(), counted(s.symlinks, "symlink", "symlinks").c_str(),
-              counted(s.hardlinks, "hard link", "hard links").c_str(),
-              (unsigned long long)(s.devices + s.fifos + s.sockets));
+               counted(s.entries, "entry", "entries").c_str(), counted(s.files, "file", "files").c_str(),
+               counted(s.directories, "dir", "dirs").c_str(), counted(s.symlinks, "symlink", "symlinks").c_str(),
+               counted(s.hardlinks, "hard link", "hard links").c_str(),
+               (unsigned long long)(s.devices + s.fifos + s.sockets));
   std::fprintf(stderr, "  in %s -> image %s (%.1f%% of input), %s %s-%d, %s blocks\n", human_bytes(d.bytes_in).c_str(),
-              human_bytes(s.image_bytes).c_str(), ratio * 100, "compressor", codec_name(opt.codec.id),
-              opt.codec.level, human_bytes(opt.codec.block_size).c_str());
+               human_bytes(s.image_bytes).c_str(), ratio * 100, "compressor", codec_name(opt.data.codec.id),
+               opt.data.codec.level, human_bytes(opt.data.codec.block_size).c_str());
   std::fprintf(stderr, "  dedup: %s, %s saved (+%s identical tails); %s never compressed\n",
-              counted(d.dedup_files, "duplicate file", "duplicate files").c_str(), human_bytes(d.dedup_bytes).c_str(),
-              human_bytes(d.tail_dedup_bytes).c_str(), human_bytes(d.dedup_bytes).c_str());
+               counted(d.dedup_files, "duplicate file", "duplicate files").c_str(), human_bytes(d.dedup_bytes).c_str(),
+               human_bytes(d.tail_dedup_bytes).c_str(), human_bytes(d.dedup_bytes).c_str());
   std::fprintf(stderr, "  blocks: %llu compressed, %llu stored raw (%llu detected incompressible), %llu sparse, %s\n",
-              (unsigned long long)d.blocks_compressed, (unsigned long long)(d.blocks_raw + d.blocks_incompressible),
-              (unsigned long long)d.blocks_incompressible, (unsigned long long)d.blocks_sparse,
-              counted(d.fragments, "fragment block", "fragment blocks").c_str());
+               (unsigned long long)d.blocks_compressed, (unsigned long long)(d.blocks_raw + d.blocks_incompressible),
+               (unsigned long long)d.blocks_incompressible, (unsigned long long)d.blocks_sparse,
+               counted(d.fragments, "fragment block", "fragment blocks").c_str());
   if (!opt.reuse.empty()) {
     std::string mismatches;
     if (d.reuse_mismatches)
       mismatches = ", " + std::to_string(d.reuse_mismatches) + " did not match the source and were compressed";
     std::fprintf(stderr, "  reused: %llu blocks and %llu fragment blocks (%s) copied from %s%s\n",
-                (unsigned long long)d.blocks_reused, (unsigned long long)d.fragments_reused,
-                human_bytes(d.reused_bytes).c_str(), opt.reuse.c_str(), mismatches.c_str());
+                 (unsigned long long)d.blocks_reused, (unsigned long long)d.fragments_reused,
+                 human_bytes(d.reused_bytes).c_str(), opt.reuse.c_str(), mismatches.c_str());
   }
-  std::fprintf(stderr, "  time %.2f s, %s/s\n", s.seconds, human_bytes(uint64_t(double(d.bytes_in) / std::max(s.seconds, 1e-6))).c_str());
+  std::fprintf(stderr, "  time %.2f s, %s/s\n", s.seconds,
+               human_bytes(uint64_t(double(d.bytes_in) / std::max(s.seconds, 1e-6))).c_str());
 }
 
 // The keys name what the text summary says: blocks_stored_raw counts every block stored
@@ -184,8 +185,8 @@ void print_json(const CreateOptions& opt, const CreateStats& s) {
       "\"blocks_reused\":%llu,\"fragments_reused\":%llu,\"reused_bytes\":%llu,\"reuse_mismatches\":%llu,"
       "\"fragments\":%llu,\"xattr_sets\":%llu,\"seconds\":%.3f,\"scan_seconds\":%.3f,\"data_seconds\":%.3f,"
       "\"metadata_seconds\":%.3f,\"scan_listers\":%u}\n",
-      json_escape(opt.image).c_str(), codec_name(opt.codec.id), opt.codec.level, opt.codec.block_size, opt.threads,
-      (unsigned long long)s.entries, (unsigned long long)s.files, (unsigned long long)s.directories,
+      json_escape(opt.image).c_str(), codec_name(opt.data.codec.id), opt.data.codec.level, opt.data.codec.block_size,
+      opt.threads, (unsigned long long)s.entries, (unsigned long long)s.files, (unsigned long long)s.directories,
       (unsigned long long)s.symlinks, (unsigned long long)s.hardlinks, (unsigned long long)s.devices,
       (unsigned long long)s.fifos, (unsigned long long)s.sockets, s.inodes, (unsigned long long)d.bytes_in,
       (unsigned long long)d.bytes_read, (unsigned long long)s.image_bytes, (unsigned long long)s.file_bytes,
@@ -194,16 +195,15 @@ void print_json(const CreateOptions& opt, const CreateStats& s) {
       (unsigned long long)d.codec_input_bytes, (unsigned long long)d.blocks_compressed,
       (unsigned long long)(d.blocks_raw + d.blocks_incompressible), (unsigned long long)d.blocks_incompressible,
       (unsigned long long)d.blocks_sparse, (unsigned long long)d.blocks_reused, (unsigned long long)d.fragments_reused,
-      (unsigned long long)d.reused_bytes,
-      (unsigned long long)d.reuse_mismatches, (unsigned long long)d.fragments, (unsigned long long)s.xattr_sets,
-      s.seconds, s.scan_seconds, s.data_seconds, s.metadata_seconds, s.scan_listers);
+      (unsigned long long)d.reused_bytes, (unsigned long long)d.reuse_mismatches, (unsigned long long)d.fragments,
+      (unsigned long long)s.xattr_sets, s.seconds, s.scan_seconds, s.data_seconds, s.metadata_seconds, s.scan_listers);
 }
 
 // `--reuse OLD` copies blocks only when this build's compressor, options and block size are
 // OLD's, so whatever the command line leaves open is taken from OLD: `sqar create --reuse
 // logs.sqfs /var/log logs.sqfs` rebuilds with the settings logs.sqfs was made with.
-void take_open_settings_from(const std::string& old_image, CodecConfig& codec, bool compressor_given,
-                             bool& level_given, bool block_given) {
+void take_open_settings_from(const std::string& old_image, CodecConfig& codec, bool compressor_given, bool& level_given,
+                             bool block_given) {
   std::unique_ptr<reader::Image> old;
   try {
     old = reader::Image::open(old_image);
@@ -225,26 +225,57 @@ void take_open_settings_from(const std::string& old_image, CodecConfig& codec, b
 
 int run_create(int argc, char** argv) {
   enum {
-    kExclude = 256, kExcludeFrom, kOneFs, kNoXattrs, kAllRoot, kUid, kGid, kMtime, kSkipUnreadable, kNoDedup,
-    kVerifyDedup, kReuse, kNoManifest, kNoExport, kProgress, kJson, kStrict, kReuseStrict, kKeepAsDirectory, kTar,
+    kExclude = 256,
+    kExcludeFrom,
+    kOneFs,
+    kNoXattrs,
+    kAllRoot,
+    kUid,
+    kGid,
+    kMtime,
+    kSkipUnreadable,
+    kNoDedup,
+    kVerifyDedup,
+    kReuse,
+    kNoManifest,
+    kNoExport,
+    kProgress,
+    kJson,
+    kStrict,
+    kReuseStrict,
+    kKeepAsDirectory,
+    kTar,
     kTarMemory
   };
-  static const option longopts[] = {
-      {"compressor", required_argument, nullptr, 'c'}, {"level", required_argument, nullptr, 'l'},
-      {"block-size", required_argument, nullptr, 'b'}, {"threads", required_argument, nullptr, 'j'},
-      {"force", no_argument, nullptr, 'f'}, {"quiet", no_argument, nullptr, 'q'},
-      {"help", no_argument, nullptr, 'h'}, {"exclude", required_argument, nullptr, kExclude},
-      {"exclude-from", required_argument, nullptr, kExcludeFrom}, {"one-file-system", no_argument, nullptr, kOneFs},
-      {"no-xattrs", no_argument, nullptr, kNoXattrs}, {"all-root", no_argument, nullptr, kAllRoot},
-      {"uid", required_argument, nullptr, kUid}, {"gid", required_argument, nullptr, kGid},
-      {"mtime", required_argument, nullptr, kMtime}, {"skip-unreadable", no_argument, nullptr, kSkipUnreadable},
-      {"strict", no_argument, nullptr, kStrict}, {"keep-as-directory", no_argument, nullptr, kKeepAsDirectory},
-      {"no-dedup", no_argument, nullptr, kNoDedup}, {"verify-dedup", no_argument, nullptr, kVerifyDedup},
-      {"reuse", required_argument, nullptr, kReuse}, {"reuse-strict", no_argument, nullptr, kReuseStrict},
-      {"no-manifest", no_argument, nullptr, kNoManifest}, {"no-export", no_argument, nullptr, kNoExport},
-      {"progress", no_argument, nullptr, kProgress}, {"json", no_argument, nullptr, kJson},
-      {"tar", required_argument, nullptr, kTar}, {"tar-memory", required_argument, nullptr, kTarMemory},
-      {nullptr, 0, nullptr, 0}};
+  static const option longopts[] = {{"compressor", required_argument, nullptr, 'c'},
+                                    {"level", required_argument, nullptr, 'l'},
+                                    {"block-size", required_argument, nullptr, 'b'},
+                                    {"threads", required_argument, nullptr, 'j'},
+                                    {"force", no_argument, nullptr, 'f'},
+                                    {"quiet", no_argument, nullptr, 'q'},
+                                    {"help", no_argument, nullptr, 'h'},
+                                    {"exclude", required_argument, nullptr, kExclude},
+                                    {"exclude-from", required_argument, nullptr, kExcludeFrom},
+                                    {"one-file-system", no_argument, nullptr, kOneFs},
+                                    {"no-xattrs", no_argument, nullptr, kNoXattrs},
+                                    {"all-root", no_argument, nullptr, kAllRoot},
+                                    {"uid", required_argument, nullptr, kUid},
+                                    {"gid", required_argument, nullptr, kGid},
+                                    {"mtime", required_argument, nullptr, kMtime},
+                                    {"skip-unreadable", no_argument, nullptr, kSkipUnreadable},
+                                    {"strict", no_argument, nullptr, kStrict},
+                                    {"keep-as-directory", no_argument, nullptr, kKeepAsDirectory},
+                                    {"no-dedup", no_argument, nullptr, kNoDedup},
+                                    {"verify-dedup", no_argument, nullptr, kVerifyDedup},
+                                    {"reuse", required_argument, nullptr, kReuse},
+                                    {"reuse-strict", no_argument, nullptr, kReuseStrict},
+                                    {"no-manifest", no_argument, nullptr, kNoManifest},
+                                    {"no-export", no_argument, nullptr, kNoExport},
+                                    {"progress", no_argument, nullptr, kProgress},
+                                    {"json", no_argument, nullptr, kJson},
+                                    {"tar", required_argument, nullptr, kTar},
+                                    {"tar-memory", required_argument, nullptr, kTarMemory},
+                                    {nullptr, 0, nullptr, 0}};
   CreateOptions opt;
   bool quiet = false, json = false, force_progress = false, level_given = false;
   bool compressor_given = false, block_given = false;
@@ -256,15 +287,16 @@ int run_create(int argc, char** argv) {
     switch (c) {
       case 'c': {
         auto id = codec_from_name(arg);
-        if (!id || !codec_can_write(*id)) throw UsageError("unknown compressor '" + arg + "' (gzip, xz, lzo, lz4, zstd)");
-        opt.codec.id = *id;
+        if (!id || !codec_can_write(*id))
+          throw UsageError("unknown compressor '" + arg + "' (gzip, xz, lzo, lz4, zstd)");
+        opt.data.codec.id = *id;
         compressor_given = true;
         break;
       }
       case 'l': {
         auto v = parse_int(arg);
         if (!v || *v < 0) throw UsageError("invalid level '" + arg + "'");
-        opt.codec.level = int(*v);
+        opt.data.codec.level = int(*v);
         level_given = true;
         break;
       }
@@ -272,7 +304,7 @@ int run_create(int argc, char** argv) {
         auto v = parse_size(arg);
         if (!v || *v < 4096 || *v > (1u << 20) || (*v & (*v - 1)))
           throw UsageError("invalid block size '" + arg + "' (a power of two from 4K to 1M)");
-        opt.codec.block_size = uint32_t(*v);
+        opt.data.codec.block_size = uint32_t(*v);
         block_given = true;
         break;
       }
@@ -285,38 +317,40 @@ int run_create(int argc, char** argv) {
       case 'f': opt.force = true; break;
       case 'q': quiet = true; break;
       case 'h': std::fputs(kHelp, stdout); return 0;
-      case kExclude: opt.excludes.add(arg); break;
-      case kExcludeFrom:
-        try {
-          opt.excludes.add_from_file(arg);
+      case kExclude: opt.scan.excludes.add(arg); break;
+      case kExcludeFrom: try { opt.scan.excludes.add_from_file(arg);
         } catch (const Error& e) {
           throw UsageError(std::string("--exclude-from: ") + e.what());
         }
         break;
-      case kOneFs: opt.one_file_system = true; break;
-      case kNoXattrs: opt.xattrs = false; break;
-      case kAllRoot: opt.uid = 0; opt.gid = 0; break;
-      case kUid: case kGid: {
+      case kOneFs: opt.scan.one_file_system = true; break;
+      case kNoXattrs: opt.scan.xattrs = false; break;
+      case kAllRoot:
+        opt.metadata.uid = 0;
+        opt.metadata.gid = 0;
+        break;
+      case kUid:
+      case kGid: {
         auto v = parse_int(arg);
         if (!v || *v < 0 || *v > UINT32_MAX) throw UsageError("invalid id '" + arg + "'");
-        (c == kUid ? opt.uid : opt.gid) = uint32_t(*v);
+        (c == kUid ? opt.metadata.uid : opt.metadata.gid) = uint32_t(*v);
         break;
       }
       case kMtime: {
         auto v = parse_int(arg);
         if (!v || *v < 0 || *v > UINT32_MAX) throw UsageError("invalid --mtime '" + arg + "' (seconds since 1970)");
-        opt.mtime = *v;
+        opt.metadata.mtime = *v;
         break;
       }
-      case kSkipUnreadable: opt.skip_unreadable = true; break;
-      case kStrict: opt.strict = true; break;
-      case kKeepAsDirectory: opt.keep_as_directory = true; break;
-      case kNoDedup: opt.dedup = false; break;
-      case kVerifyDedup: opt.verify_dedup = true; break;
+      case kSkipUnreadable: opt.scan.skip_unreadable = true; break;
+      case kStrict: opt.data.strict = true; break;
+      case kKeepAsDirectory: opt.scan.keep_as_directory = true; break;
+      case kNoDedup: opt.data.dedup = false; break;
+      case kVerifyDedup: opt.data.verify_dedup = true; break;
       case kReuse: opt.reuse = optarg; break;
       case kReuseStrict: opt.reuse_strict = true; break;
-      case kNoManifest: opt.manifest = false; break;
-      case kNoExport: opt.exportable = false; break;
+      case kNoManifest: opt.metadata.manifest = false; break;
+      case kNoExport: opt.metadata.exportable = false; break;
       case kProgress: force_progress = true; break;
       case kJson: json = true; break;
       case kTar:
@@ -336,36 +370,40 @@ int run_create(int argc, char** argv) {
   if (!opt.tar.empty()) {
     if (argc - optind != 1) throw UsageError("with --tar, give only the IMAGE (the archive is the source)");
     if (opt.tar == "-" && isatty(STDIN_FILENO))
-      throw UsageError("--tar -: standard input is a terminal, not an archive (pipe one in: tar -cf - DIR | sqar "
-                         "create --tar - IMAGE)");
-    if (opt.one_file_system || opt.keep_as_directory || opt.skip_unreadable || opt.strict)
-      throw UsageError("--one-file-system, --keep-as-directory, --skip-unreadable and --strict are for SOURCE "
-                         "directories, not --tar");
+      throw UsageError(
+          "--tar -: standard input is a terminal, not an archive (pipe one in: tar -cf - DIR | sqar "
+          "create --tar - IMAGE)");
+    if (opt.scan.one_file_system || opt.scan.keep_as_directory || opt.scan.skip_unreadable || opt.data.strict)
+      throw UsageError(
+          "--one-file-system, --keep-as-directory, --skip-unreadable and --strict are for SOURCE "
+          "directories, not --tar");
   } else if (argc - optind < 2) {
     throw UsageError("need at least one SOURCE and the IMAGE");
   }
-  for (int i = optind; i < argc - 1; ++i) opt.sources.push_back(argv[i]);
+  for (int i = optind; i < argc - 1; ++i) opt.scan.sources.push_back(argv[i]);
   opt.image = argv[argc - 1];
   // The superblock is written last and the tables after the data, so the image needs a file
   // it can seek in; a file named '-' is never what was meant.
   if (opt.image == "-")
-    throw UsageError("IMAGE cannot be '-' (standard output): a SquashFS image needs a seekable file. Write it "
-                       "to a file and copy that, or stream a tar instead ('sqar extract --tar - IMAGE', "
-                       "or 'tar -C SOURCE -cf - .')");
-  if (!opt.reuse.empty()) take_open_settings_from(opt.reuse, opt.codec, compressor_given, level_given, block_given);
-  if (!level_given && opt.codec.id == CodecId::zstd) opt.codec.level = kDefaultZstdLevel;
-  if (opt.codec.level < 0) opt.codec.level = default_level(opt.codec.id);
+    throw UsageError(
+        "IMAGE cannot be '-' (standard output): a SquashFS image needs a seekable file. Write it "
+        "to a file and copy that, or stream a tar instead ('sqar extract --tar - IMAGE', "
+        "or 'tar -C SOURCE -cf - .')");
+  if (!opt.reuse.empty())
+    take_open_settings_from(opt.reuse, opt.data.codec, compressor_given, level_given, block_given);
+  if (!level_given && opt.data.codec.id == CodecId::zstd) opt.data.codec.level = kDefaultZstdLevel;
+  if (opt.data.codec.level < 0) opt.data.codec.level = default_level(opt.data.codec.id);
   if (level_given) {
-    const auto [lo, hi] = level_range(opt.codec.id);
-    if (opt.codec.level < lo || opt.codec.level > hi)
-      throw UsageError("level " + std::to_string(opt.codec.level) + " is out of range for " +
-                         codec_name(opt.codec.id) + " (" + std::to_string(lo) + "-" + std::to_string(hi) + ")");
+    const auto [lo, hi] = level_range(opt.data.codec.id);
+    if (opt.data.codec.level < lo || opt.data.codec.level > hi)
+      throw UsageError("level " + std::to_string(opt.data.codec.level) + " is out of range for " +
+                       codec_name(opt.data.codec.id) + " (" + std::to_string(lo) + "-" + std::to_string(hi) + ")");
   }
-  if (opt.codec.id == CodecId::lz4) opt.codec.lz4_hc = opt.codec.level > 0;
+  if (opt.data.codec.id == CodecId::lz4) opt.data.codec.lz4_hc = opt.data.codec.level > 0;
   if (const char* sde = std::getenv("SOURCE_DATE_EPOCH"); sde && *sde) {
     auto v = parse_int(sde);
     if (!v || *v < 0 || *v > UINT32_MAX) throw UsageError(std::string("invalid SOURCE_DATE_EPOCH '") + sde + "'");
-    opt.source_date = *v;
+    opt.metadata.source_date = *v;
   }
   opt.warn = [](const std::string& w) { print_message("sqar create: warning: " + w); };
   opt.note = [](const std::string& w) { print_message("sqar create: note: " + w); };

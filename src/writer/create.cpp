@@ -13,26 +13,26 @@
 #include "common/error.h"
 #include "dedup/reuse_index.h"
 #include "format/squashfs.h"
-#include "scan/scanner.h"
 #include "tarin/tar_ingest.h"
-#include "writer/image_file.h"
 #include "writer/finish_image.h"
+#include "writer/image_file.h"
 
 namespace sqar {
 namespace {
 
 void validate(const CreateOptions& opt) {
-  const uint32_t bs = opt.codec.block_size;
+  const CodecConfig& codec = opt.data.codec;
+  const uint32_t bs = codec.block_size;
   if (bs < fmt::kMinBlockSize || bs > fmt::kMaxBlockSize || (bs & (bs - 1)))
     throw Error("block size must be a power of two from 4K to 1M, got " + std::to_string(bs));
-  if (!codec_can_write(opt.codec.id)) throw Error(std::string("cannot write ") + codec_name(opt.codec.id) + " images");
-  if (opt.codec.level >= 0) {
-    auto [lo, hi] = level_range(opt.codec.id);
-    if (opt.codec.level < lo || opt.codec.level > hi)
-      throw Error(std::string(codec_name(opt.codec.id)) + " level must be " + std::to_string(lo) + ".." +
-                  std::to_string(hi) + ", got " + std::to_string(opt.codec.level));
+  if (!codec_can_write(codec.id)) throw Error(std::string("cannot write ") + codec_name(codec.id) + " images");
+  if (codec.level >= 0) {
+    auto [lo, hi] = level_range(codec.id);
+    if (codec.level < lo || codec.level > hi)
+      throw Error(std::string(codec_name(codec.id)) + " level must be " + std::to_string(lo) + ".." +
+                  std::to_string(hi) + ", got " + std::to_string(codec.level));
   }
-  if (opt.sources.empty() && opt.tar.empty()) throw Error("no source directory given");
+  if (opt.scan.sources.empty() && opt.tar.empty()) throw Error("no source directory given");
 }
 
 // Each SOURCE's absolute path on disk and its path in the image, for
@@ -46,11 +46,11 @@ std::vector<std::pair<std::string, std::string>> source_paths(const CreateOption
     return a;
   };
   std::vector<std::pair<std::string, std::string>> out;
-  if (sources_form_root(opt.sources, opt.keep_as_directory)) {
-    out.emplace_back(absolute(opt.sources[0]), "");
+  if (sources_form_root(opt.scan.sources, opt.scan.keep_as_directory)) {
+    out.emplace_back(absolute(opt.scan.sources[0]), "");
     return out;
   }
-  for (const std::string& src : opt.sources) {
+  for (const std::string& src : opt.scan.sources) {
     const auto [parent, name] = split_source(src);
     out.emplace_back(absolute(join_path(parent, name)), name);
   }
@@ -70,7 +70,8 @@ void count_entries(const Tree& tree, CreateStats& s) {
       case S_IFDIR: ++s.directories; break;
       case S_IFREG: ++s.files; break;
       case S_IFLNK: ++s.symlinks; break;
-      case S_IFCHR: case S_IFBLK: ++s.devices; break;
+      case S_IFCHR:
+      case S_IFBLK: ++s.devices; break;
       case S_IFIFO: ++s.fifos; break;
       case S_IFSOCK: ++s.sockets; break;
     }
@@ -85,11 +86,11 @@ Tree read_tar(const CreateOptions& opt, const ImageFile& out, CreateProgress* pr
   t.scratch_dir = std::filesystem::path(out.final_path()).parent_path().string();
   if (t.scratch_dir.empty()) t.scratch_dir = ".";
   t.memory_limit = opt.tar_memory;
-  t.block_size = opt.codec.block_size;
-  t.excludes = opt.excludes;
-  t.xattrs = opt.xattrs;
-  t.keep_duplicates = opt.verify_dedup;
-  t.warn_unstorable_times = !opt.mtime;
+  t.block_size = opt.data.codec.block_size;
+  t.excludes = opt.scan.excludes;
+  t.xattrs = opt.scan.xattrs;
+  t.keep_duplicates = opt.data.verify_dedup;
+  t.warn_unstorable_times = !opt.metadata.mtime;
   t.warn = opt.warn;
   if (progress) t.entries_seen = &progress->entries;
   TarInput in = ingest_tar(t);
@@ -112,7 +113,7 @@ CreateStats create_image(CreateOptions opt, CreateProgress* progress) {
     std::string why_not;
     if (progress) progress->phase = CreatePhase::indexing_reuse;
     try {
-      reuse = ReuseIndex::open(opt.reuse, opt.codec, why_not);
+      reuse = ReuseIndex::open(opt.reuse, opt.data.codec, why_not);
     } catch (const Error& e) {
       if (opt.reuse_strict) throw Error(std::string("--reuse: ") + e.what());
       if (opt.note) opt.note(std::string("--reuse: ") + e.what() + "; building without it");
@@ -125,7 +126,7 @@ CreateStats create_image(CreateOptions opt, CreateProgress* progress) {
   // `create -f a.txt dir a.txt` would pack a.txt's old content and then replace it with the
   // image: the source is lost. (An IMAGE inside a source directory is fine: it is skipped.)
   if (struct stat image_st; opt.force && stat(opt.image.c_str(), &image_st) == 0) {
-    for (const std::string& source : opt.sources) {
+    for (const std::string& source : opt.scan.sources) {
       struct stat source_st;
       if (stat(source.c_str(), &source_st) == 0 && source_st.st_dev == image_st.st_dev &&
           source_st.st_ino == image_st.st_ino)
@@ -134,23 +135,17 @@ CreateStats create_image(CreateOptions opt, CreateProgress* progress) {
   }
   ImageFile out(opt.image, opt.force);  // fails early if IMAGE exists without --force
 
-  ScanOptions scan;
-  scan.sources = opt.sources;
-  scan.excludes = opt.excludes;
+  ScanOptions& scan = opt.scan;
   const auto sources_on_disk = source_paths(opt);
   scan.excludes.map_source_paths(sources_on_disk, opt.note);
-  scan.keep_as_directory = opt.keep_as_directory;
-  scan.one_file_system = opt.one_file_system;
-  scan.xattrs = opt.xattrs;
-  scan.file_xattrs_later = opt.xattrs;  // the data phase reads them from the open files
-  scan.skip_unreadable = opt.skip_unreadable;
+  scan.file_xattrs_later = scan.xattrs;  // the data phase reads them from the open files
   // Listing is system calls, not CPU the codecs need yet: two listers per worker thread scanned
   // the ports set (270k entries) in 0.39 s on 2 cores, against 0.63 s with one and 0.68 s with
   // four per core (contention). The tree does not depend on the count.
   scan.threads = std::min(2 * opt.threads, 16u);
   scan.max_threads = 16;  // more only while listing waits on the disk (Scanner::adapt_listers)
   scan.warn = opt.warn;
-  scan.warn_unstorable_times = !opt.mtime;
+  scan.warn_unstorable_times = !opt.metadata.mtime;
   // The image must not swallow itself (nor the image it replaces) when written inside a source.
   scan.skip_inodes.push_back(out.identity());
   if (struct stat st; stat(out.final_path().c_str(), &st) == 0) scan.skip_inodes.emplace_back(st.st_dev, st.st_ino);
@@ -169,7 +164,7 @@ CreateStats create_image(CreateOptions opt, CreateProgress* progress) {
   std::vector<uint8_t> zeros(fmt::kSuperblockSize, 0);
   out.append(zeros.data(), zeros.size());
   uint16_t flags = 0;
-  const std::vector<uint8_t> codec_options = encode_codec_options(opt.codec);
+  const std::vector<uint8_t> codec_options = encode_codec_options(opt.data.codec);
   if (!codec_options.empty()) {
     uint8_t header[2];
     store_le16(header, uint16_t(codec_options.size() | fmt::kMetadataUncompressed));
@@ -182,15 +177,10 @@ CreateStats create_image(CreateOptions opt, CreateProgress* progress) {
     progress->bytes_total = tree.total_file_bytes;
     progress->phase = CreatePhase::data;
   }
-  DataOptions data_opt;
-  data_opt.codec = opt.codec;
+  DataOptions& data_opt = opt.data;
   data_opt.threads = opt.threads;
-  data_opt.dedup = opt.dedup;
-  data_opt.verify_dedup = opt.verify_dedup;
-  data_opt.skip_unreadable = opt.skip_unreadable;
-  data_opt.strict = opt.strict;
-  data_opt.detect_incompressible = opt.detect_incompressible;
-  data_opt.read_file_xattrs = opt.xattrs && !tar_content;
+  data_opt.skip_unreadable = scan.skip_unreadable;
+  data_opt.read_file_xattrs = scan.xattrs && !tar_content;
   data_opt.content = tar_content.get();
   data_opt.warn = opt.warn;
   data_opt.reuse = reuse ? &*reuse : nullptr;
@@ -207,18 +197,12 @@ CreateStats create_image(CreateOptions opt, CreateProgress* progress) {
   const auto t_meta = std::chrono::steady_clock::now();
   if (progress) progress->phase = CreatePhase::metadata;
 
-  FinishOptions fin;
+  FinishOptions& fin = opt.metadata;
   fin.image = opt.image;
-  fin.codec = opt.codec;
+  fin.codec = data_opt.codec;
   fin.flags = flags;
-  fin.dedup = opt.dedup;
-  fin.manifest = opt.manifest;
-  fin.exportable = opt.exportable;
-  fin.xattrs = opt.xattrs;
-  fin.uid = opt.uid;
-  fin.gid = opt.gid;
-  fin.mtime = opt.mtime;
-  fin.source_date = opt.source_date;
+  fin.dedup = data_opt.dedup;
+  fin.xattrs = scan.xattrs;
   const FinishResult fr = finish_image(tree, data, out, fin);
   const MetadataResult& meta = fr.meta;
   stats.metadata_seconds = since(t_meta);

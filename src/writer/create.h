@@ -9,33 +9,30 @@
 
 #include "codec/codec.h"
 #include "pipeline/data_pipeline.h"
-#include "scan/exclude.h"
+#include "scan/scanner.h"
+#include "writer/finish_image.h"
 
 namespace sqar {
 
+// The options of a build, composed of the options of its stages. A setting that several stages
+// share is given once, in the stage named below, and create_image() hands it on:
+//   scan.sources, .excludes, .xattrs (also the metadata's and the data readers'),
+//     .skip_unreadable (also the data phase's), .one_file_system, .keep_as_directory;
+//   data.codec (also the metadata's), .dedup (also the metadata's), .verify_dedup, .strict,
+//     .detect_incompressible;
+//   metadata.manifest, .exportable, .uid, .gid, .mtime, .source_date.
+// The stages' wiring (threads, progress counters, warn, the reuse index, the tar content) is
+// create_image()'s to fill.
 struct CreateOptions {
-  std::vector<std::string> sources;
-  // --tar ARCHIVE ("-": standard input): pack a tar stream instead of SOURCEs (tarin/tar_ingest.h).
+  std::string image;
+  bool force = false;    // replace IMAGE if it exists
+  unsigned threads = 0;  // 0: all cores
+  ScanOptions scan;
+  DataOptions data;
+  FinishOptions metadata;
+  // --tar ARCHIVE ("-": standard input): pack a tar stream instead of scan.sources.
   std::string tar;
   uint64_t tar_memory = uint64_t(256) << 20;  // its content held in memory before it spills
-  std::string image;
-  CodecConfig codec;  // codec.block_size: 4 KiB .. 1 MiB, a power of two
-  unsigned threads = 0;  // 0: all cores
-  bool force = false;
-  bool dedup = true;
-  bool verify_dedup = false;
-  bool manifest = true;
-  bool xattrs = true;
-  bool exportable = true;
-  bool one_file_system = false;
-  bool skip_unreadable = false;
-  bool strict = false;
-  bool keep_as_directory = false;  // ScanOptions::keep_as_directory  // a file that changes while it is read is an error (DataOptions::strict)
-  bool detect_incompressible = true;
-  ExcludeList excludes;
-  std::optional<uint32_t> uid, gid;
-  std::optional<int64_t> mtime;         // --mtime: every inode and the superblock
-  std::optional<int64_t> source_date;   // SOURCE_DATE_EPOCH: superblock time, inode times clamped
   std::string reuse;  // --reuse OLD: copy OLD's compressed blocks of unchanged content (ReuseIndex)
   // An OLD that is missing or cannot be read is an error; otherwise the build goes on without
   // it (a nightly job's first night) and says so through `note`.
@@ -57,8 +54,8 @@ struct CreateStats {
   uint64_t entries = 0, directories = 0, files = 0, symlinks = 0, hardlinks = 0, devices = 0, fifos = 0, sockets = 0;
   uint32_t inodes = 0;
   DataStats data;
-  uint64_t image_bytes = 0;     // bytes_used of the filesystem (without padding and manifest)
-  uint64_t file_bytes = 0;      // total size of the output file
+  uint64_t image_bytes = 0;  // bytes_used of the filesystem (without padding and manifest)
+  uint64_t file_bytes = 0;   // total size of the output file
   uint64_t xattr_sets = 0;
   double seconds = 0;
   double scan_seconds = 0, data_seconds = 0, metadata_seconds = 0;  // where the time went

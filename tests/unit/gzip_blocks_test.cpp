@@ -84,13 +84,15 @@ BlockCounts compare_all_blocks(const fs::path& img) {
   for (uint64_t index : {sb.fragment_table_start, sb.export_table_start, sb.id_table_start})
     if (index != kNoTable && index > sb.directory_table_start) dir_end = std::min(dir_end, le64_at(fd, base + index));
   if (sb.xattr_table_start != kNoTable) dir_end = std::min(dir_end, le64_at(fd, base + sb.xattr_table_start));
-  for (auto [start, end] : {std::pair{sb.inode_table_start, sb.directory_table_start}, std::pair{sb.directory_table_start, dir_end}}) {
+  for (auto [start, end] :
+       {std::pair{sb.inode_table_start, sb.directory_table_start}, std::pair{sb.directory_table_start, dir_end}}) {
     for (uint64_t pos = start; pos + 2 <= end;) {
       std::string hdr = pread_exact(fd, base + pos, 2);
       uint16_t word = sqar::load_le16(reinterpret_cast<const uint8_t*>(hdr.data()));
       uint16_t len = word & 0x7FFF;
       if (!(word & kMetaUncompressed)) {
-        compare_decoders(*codec, pread_exact(fd, base + pos + 2, len), 8192, "metadata block at " + std::to_string(pos));
+        compare_decoders(*codec, pread_exact(fd, base + pos + 2, len), 8192,
+                         "metadata block at " + std::to_string(pos));
         ++counts.metadata;
       }
       pos += 2 + len;
@@ -136,7 +138,9 @@ TEST_F(GzipBlocks, MksquashfsImagesDecodeIdenticallyWithZlib) {
   for (std::string opts : {"", "-b 4096 -Xcompression-level 1 -Xwindow-size 8",
                            "-Xstrategy default,filtered,huffman_only,run_length_encoded,fixed"}) {
     SCOPED_TRACE(opts);
-    ASSERT_EQ(run("mksquashfs " + src.string() + " " + img.string() + " -noappend -quiet -no-progress -no-xattrs -comp gzip " + opts), 0);
+    ASSERT_EQ(run("mksquashfs " + src.string() + " " + img.string() +
+                  " -noappend -quiet -no-progress -no-xattrs -comp gzip " + opts),
+              0);
     expect_blocks(compare_all_blocks(img));
   }
 }
@@ -151,11 +155,11 @@ TEST_F(GzipBlocks, SqarImagesDecodeIdenticallyWithZlib) {
   for (int level : {1, 6, 9}) {
     SCOPED_TRACE(level);
     sqar::CreateOptions opt;
-    opt.sources = {src.string()};
+    opt.scan.sources = {src.string()};
     opt.image = img.string();
     opt.force = true;
-    opt.codec.id = sqar::CodecId::gzip;
-    opt.codec.level = level;
+    opt.data.codec.id = sqar::CodecId::gzip;
+    opt.data.codec.level = level;
     sqar::create_image(opt);
     expect_blocks(compare_all_blocks(img));
   }

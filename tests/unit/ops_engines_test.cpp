@@ -34,7 +34,7 @@ class OpsEnginesTest : public ::testing::Test {
     testutil::make_tree(src_, false);
     image_ = (dir_.path() / "img.sqfs").string();
     CreateOptions opt;
-    opt.sources = {src_.string() + "/"};
+    opt.scan.sources = {src_.string() + "/"};
     opt.image = image_;
     opt.threads = 2;
     create_image(opt);

@@ -27,7 +27,7 @@ class ReuseIndexTest : public ::testing::Test {
     testutil::write_file(src_ / "small", "a small file\n");
     old_ = (dir_.path() / "old.sqfs").string();
     CreateOptions opt;
-    opt.sources = {src_.string() + "/"};
+    opt.scan.sources = {src_.string() + "/"};
     opt.image = old_;
     opt.threads = 1;
     create_image(opt);
