@@ -90,6 +90,7 @@ def build_scratch(root):
     for shard in ("a", "b", "c"):
         write(f"{root}/data/tree/{shard}/own-{shard}.dat", pseudo_random(50_000, ord(shard)))
     write(f"{root}/data/tree/a/shared.dat", shared)
+    write(f"{root}/data/tree/README", b"the root's own file: in the root shard only\n")
     write(f"{root}/data/tree/c/copy-of-shared.dat", shared)
     for d in ("tmp", "mnt/logs", "mnt/logs2", "srv/images"):
         os.makedirs(f"{root}/{d}", exist_ok=True)
