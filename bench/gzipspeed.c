@@ -166,13 +166,18 @@ int main(int argc, char** argv) {
   printf("input %zu bytes in %zu blocks of %zu\n", total_in, nblocks, bs);
   for (int i = 2; i < argc; ++i) {
     int a = 0, b = 0;
-    if (sscanf(argv[i], "zlib:%d", &a) == 1) run(ZLIB, a, bs);
-    else if (sscanf(argv[i], "deflate:%d+%d", &a, &b) == 2) run2(a, b, bs);
-    else if (sscanf(argv[i], "deflate:%d", &a) == 1) run(DEFLATE, a, bs);
+    if (sscanf(argv[i], "zlib:%d", &a) == 1)
+      run(ZLIB, a, bs);
+    else if (sscanf(argv[i], "deflate:%d+%d", &a, &b) == 2)
+      run2(a, b, bs);
+    else if (sscanf(argv[i], "deflate:%d", &a) == 1)
+      run(DEFLATE, a, bs);
 #ifdef WITH_ISAL
-    else if (sscanf(argv[i], "igzip:%d", &a) == 1) run(ISAL, a, bs);
+    else if (sscanf(argv[i], "igzip:%d", &a) == 1)
+      run(ISAL, a, bs);
 #endif
-    else fprintf(stderr, "unknown spec %s\n", argv[i]);
+    else
+      fprintf(stderr, "unknown spec %s\n", argv[i]);
   }
   if (argc > 2) return 0;
   for (int l = 1; l <= 9; ++l) run(ZLIB, l, bs);

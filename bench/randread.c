@@ -24,8 +24,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef struct {
@@ -40,7 +40,7 @@ typedef struct {
   uint32_t entry;
   uint32_t page;
 } Page;
-static Page* pages;  /* every 4 KiB page of the listed files, shuffled */
+static Page* pages; /* every 4 KiB page of the listed files, shuffled */
 static size_t npages;
 static atomic_size_t next_index;
 static atomic_llong total_bytes;
@@ -124,8 +124,7 @@ static void* random_worker(void* arg) {
 }
 
 int main(int argc, char** argv) {
-  if (argc < 4 || (strcmp(argv[1], "all") && strcmp(argv[1], "random")) ||
-      (!strcmp(argv[1], "random") && argc != 5)) {
+  if (argc < 4 || (strcmp(argv[1], "all") && strcmp(argv[1], "random")) || (!strcmp(argv[1], "random") && argc != 5)) {
     fprintf(stderr, "usage: randread all THREADS LISTFILE | randread random THREADS SECONDS LISTFILE\n");
     return 2;
   }
@@ -144,7 +143,7 @@ int main(int argc, char** argv) {
   }
   struct rlimit rl;
   if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-    rl.rlim_cur = rl.rlim_max;  /* one descriptor per listed file */
+    rl.rlim_cur = rl.rlim_max; /* one descriptor per listed file */
     setrlimit(RLIMIT_NOFILE, &rl);
   }
   size_t cap = 1024;
@@ -167,7 +166,7 @@ int main(int argc, char** argv) {
     fprintf(stderr, "randread: no data to read\n");
     return 1;
   }
-  uint64_t state = 0x9E3779B97F4A7C15ull;  /* fixed seed: every reader gets the same order */
+  uint64_t state = 0x9E3779B97F4A7C15ull; /* fixed seed: every reader gets the same order */
   for (size_t i = npages - 1; i > 0; i--) {
     state ^= state << 13;
     state ^= state >> 7;

@@ -129,14 +129,16 @@ fuse_ino_t Filesystem::node_id(reader::InodeRef ref) const { return ref == root_
 
 reader::InodeRef Filesystem::ref_of(fuse_ino_t ino) const { return ino == FUSE_ROOT_ID ? root_ref_ : ino - 2; }
 
-reader::Inode Filesystem::inode_of(fuse_ino_t ino, bool with_blocks) { return image_->read_inode(ref_of(ino), with_blocks); }
+reader::Inode Filesystem::inode_of(fuse_ino_t ino, bool with_blocks) {
+  return image_->read_inode(ref_of(ino), with_blocks);
+}
 
 void Filesystem::cache_file(fuse_ino_t ino, std::shared_ptr<FileNode> f) {
   // A long list's window and checkpoints (reader/block_index.h), counted at their fullest.
   const uint64_t windowed = f->inode.block_index ? image_->block_count(f->inode) : 0;
   const size_t bytes = sizeof(FileNode) + f->inode.block_sizes.size() * (sizeof(uint32_t) + sizeof(uint64_t)) +
                        (windowed ? size_t(reader::BlockIndex::kWindow * 12 + windowed / reader::BlockIndex::kWindow *
-                                                                              sizeof(reader::BlockIndex::Checkpoint))
+                                                                                 sizeof(reader::BlockIndex::Checkpoint))
                                  : 0);
   if (!files_.insert(ino, f, bytes)) big_files_.put(ino, std::move(f));
 }
@@ -181,7 +183,8 @@ void Filesystem::fill_entry(const reader::Inode& inode, fuse_entry_param* e, Kno
   e->attr_timeout = kForever;
   e->entry_timeout = kForever;
   make_stat(inode, &e->attr);
-  if (inode.is_regular() && inode.fragment_index != fmt::kNoFragment && fuse_session_) register_mate(e->ino, inode, how);
+  if (inode.is_regular() && inode.fragment_index != fmt::kNoFragment && fuse_session_)
+    register_mate(e->ino, inode, how);
 }
 
 void Filesystem::register_mate(fuse_ino_t ino, const reader::Inode& inode, Known how) {
@@ -206,8 +209,7 @@ void Filesystem::register_mate(fuse_ino_t ino, const reader::Inode& inode, Known
     s.count -= victim->second.size() + kFragmentCharge;
     victim = s.by_fragment.erase(victim);
   }
-  v.push_back({tail_start, ino, inode.fragment_offset, uint32_t(tail_len),
-               how == Known::looked_up ? clock_us32() : 0});
+  v.push_back({tail_start, ino, inode.fragment_offset, uint32_t(tail_len), how == Known::looked_up ? clock_us32() : 0});
   ++s.count;
 }
 
@@ -298,8 +300,10 @@ void Filesystem::op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) 
     if (!dir) {
       reader::Inode inode = fs.inode_of(parent);
       if (!inode.is_dir()) return (void)fuse_reply_err(req, ENOTDIR);
-      if (inode.dir_file_size > (64u << 10)) found = fs.image_->lookup(inode, name);
-      else dir = fs.dir_node(parent, std::move(inode));
+      if (inode.dir_file_size > (64u << 10))
+        found = fs.image_->lookup(inode, name);
+      else
+        dir = fs.dir_node(parent, std::move(inode));
     }
     if (dir) {
       const std::string_view want(name);

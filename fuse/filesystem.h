@@ -46,7 +46,7 @@ class Filesystem {
   // readers of the file (there are no file handles).
   struct FileNode {
     reader::Inode inode;
-    std::atomic<uint64_t> next_offset{0};     // where a sequential reader continues
+    std::atomic<uint64_t> next_offset{0};      // where a sequential reader continues
     std::atomic<uint64_t> prefetched_upto{0};  // blocks below this were already requested
     std::atomic<uint64_t> delivered_end{0};    // highest end of a reply: read-ahead behind it is moot
   };

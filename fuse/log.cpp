@@ -16,7 +16,7 @@ std::string g_last;  // the kernel retries a failed read: log the same problem o
 std::chrono::steady_clock::time_point g_window_start;
 int g_logged = 0;
 long g_suppressed = 0;
-}
+}  // namespace
 
 void log_to_syslog(bool enable) {
   if (enable) openlog("sqarfs", LOG_PID, LOG_DAEMON);
@@ -35,8 +35,7 @@ void log_error(const std::string& message) {
     g_last = message;
     const auto now = std::chrono::steady_clock::now();
     if (now - g_window_start >= kWindow) {
-      if (g_suppressed)
-        line = std::to_string(g_suppressed) + " similar errors not logged; now: " + message;
+      if (g_suppressed) line = std::to_string(g_suppressed) + " similar errors not logged; now: " + message;
       g_window_start = now;
       g_logged = 0;
       g_suppressed = 0;

@@ -9,8 +9,8 @@
 
 #include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <thread>
 
 #include "common/error.h"
@@ -57,7 +57,8 @@ int main(int argc, char** argv) {
   std::string image_path = realpath(o.image.c_str(), resolved) ? std::string(resolved) : o.image;
   std::unique_ptr<Filesystem> fs;
   try {
-    auto image = reader::Image::open(image_path, {.offset = o.offset, .cache_bytes = o.cache_bytes, .before_block_load = yield_listener_role});
+    auto image = reader::Image::open(
+        image_path, {.offset = o.offset, .cache_bytes = o.cache_bytes, .before_block_load = yield_listener_role});
     fs = std::make_unique<Filesystem>(std::move(image), o);
   } catch (const Error& e) {
     fprintf(stderr, "sqarfs: %s\n", e.what());

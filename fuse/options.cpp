@@ -11,19 +11,21 @@ namespace sqar::fuse {
 
 namespace {
 // Kernel mount flags libfuse understands: passed through unchanged.
-const char* const kForwarded[] = {"allow_other", "allow_root", "auto_unmount", "default_permissions", "ro", "dev",
-                                  "nodev", "suid", "nosuid", "exec", "noexec", "atime", "noatime", "sync", "async",
-                                  "dirsync"};
-const char* const kForwardedPrefixes[] = {"fsname=", "subtype=", "max_read=", "context=", "fscontext=",
-                                          "defcontext=", "rootcontext="};
+const char* const kForwarded[] = {"allow_other", "allow_root", "auto_unmount", "default_permissions",
+                                  "ro",          "dev",        "nodev",        "suid",
+                                  "nosuid",      "exec",       "noexec",       "atime",
+                                  "noatime",     "sync",       "async",        "dirsync"};
+const char* const kForwardedPrefixes[] = {
+    "fsname=", "subtype=", "max_read=", "context=", "fscontext=", "defcontext=", "rootcontext="};
 // Options only mount(8), mount.fuse3 or fstab care about, and flags that mean nothing on a
 // read-only mount but that mount.fuse3 forwards and libfuse would refuse (the atime
 // variants, iversion, nosymfollow): accepted and ignored.
-const char* const kIgnored[] = {"defaults", "noauto", "auto", "nofail", "_netdev", "user", "users", "nouser",
-                                "owner", "group", "relatime", "norelatime", "diratime", "nodiratime", "strictatime",
-                                "nostrictatime", "lazytime", "nolazytime", "nosymfollow", "symfollow", "iversion",
-                                "noiversion", "mand", "nomand", "silent", "loud", "loop", "kernel_cache",
-                                "drop_privileges"};
+const char* const kIgnored[] = {"defaults",      "noauto",     "auto",         "nofail",         "_netdev",
+                                "user",          "users",      "nouser",       "owner",          "group",
+                                "relatime",      "norelatime", "diratime",     "nodiratime",     "strictatime",
+                                "nostrictatime", "lazytime",   "nolazytime",   "nosymfollow",    "symfollow",
+                                "iversion",      "noiversion", "mand",         "nomand",         "silent",
+                                "loud",          "loop",       "kernel_cache", "drop_privileges"};
 const char* const kIgnoredPrefixes[] = {"x-", "comment=", "setuid=", "helper="};
 
 bool in(const char* const* list, size_t n, const std::string& s) {
@@ -63,10 +65,14 @@ void apply_option(Options& o, const std::string& opt) {
     if (n > 10000) throw Error("option spin=" + value + ": expected 0..10000 microseconds");
     o.spin = std::chrono::microseconds(n);
   } else if (key == "handoff") {
-    if (value == "auto") o.handoff = Options::Handoff::automatic;
-    else if (value == "queued") o.handoff = Options::Handoff::queued;
-    else if (value == "slow") o.handoff = Options::Handoff::slow;
-    else throw Error("option handoff=" + value + ": expected auto, queued or slow");
+    if (value == "auto")
+      o.handoff = Options::Handoff::automatic;
+    else if (value == "queued")
+      o.handoff = Options::Handoff::queued;
+    else if (value == "slow")
+      o.handoff = Options::Handoff::slow;
+    else
+      throw Error("option handoff=" + value + ": expected auto, queued or slow");
   } else if (key == "readahead") {
     uint64_t n = parse_number(key, value);
     if (n > 64) throw Error("option readahead=" + value + ": expected 0..64 blocks");
@@ -80,9 +86,11 @@ void apply_option(Options& o, const std::string& opt) {
     o.rw_requested = true;  // mount(8)'s default: mounted read-only all the same
   } else if (key == "debug") {
     o.debug = true;
-  } else if (in(kForwarded, std::size(kForwarded), opt) || has_prefix_in(kForwardedPrefixes, std::size(kForwardedPrefixes), opt)) {
+  } else if (in(kForwarded, std::size(kForwarded), opt) ||
+             has_prefix_in(kForwardedPrefixes, std::size(kForwardedPrefixes), opt)) {
     if (opt != "ro") o.fuse_mount_options.push_back(opt);
-  } else if (in(kIgnored, std::size(kIgnored), opt) || has_prefix_in(kIgnoredPrefixes, std::size(kIgnoredPrefixes), opt)) {
+  } else if (in(kIgnored, std::size(kIgnored), opt) ||
+             has_prefix_in(kIgnoredPrefixes, std::size(kIgnoredPrefixes), opt)) {
     // handled by mount(8) / mount.fuse3
   } else {
     throw Error("unknown mount option -o " + opt + " (see sqarfs --help)");

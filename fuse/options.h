@@ -37,7 +37,7 @@ struct Options {
   bool single_thread = false;
   bool help = false;
   bool version = false;
-  bool rw_requested = false;  // -o rw (mount(8) passes it unless told ro): logged, not obeyed
+  bool rw_requested = false;                    // -o rw (mount(8) passes it unless told ro): logged, not obeyed
   std::vector<std::string> fuse_mount_options;  // forwarded to fuse_session_new
 };
 

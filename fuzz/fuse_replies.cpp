@@ -32,10 +32,8 @@ bool expected_errno(int err) {
     case ERANGE:
     case ENXIO:
     case ENOSYS:
-    case EROFS:
-      return true;
-    default:
-      return false;
+    case EROFS: return true;
+    default: return false;
   }
 }
 
@@ -66,10 +64,8 @@ void check_mode(mode_t mode) {
     case S_IFBLK:
     case S_IFCHR:
     case S_IFIFO:
-    case S_IFSOCK:
-      return;
-    default:
-      __builtin_trap();
+    case S_IFSOCK: return;
+    default: __builtin_trap();
   }
 }
 }  // namespace sqar::fuzz
@@ -150,8 +146,7 @@ size_t fuse_add_direntry_plus(fuse_req_t req, char* buf, size_t bufsize, const c
 }
 
 // Only called with a session (start_background_threads), which the harness never starts.
-int fuse_lowlevel_notify_store(struct fuse_session*, fuse_ino_t, off_t, struct fuse_bufvec*,
-                               enum fuse_buf_copy_flags) {
+int fuse_lowlevel_notify_store(struct fuse_session*, fuse_ino_t, off_t, struct fuse_bufvec*, enum fuse_buf_copy_flags) {
   __builtin_trap();
 }
 

@@ -21,12 +21,12 @@ struct fuse_req {
   void* userdata = nullptr;
   size_t size = 0;  // what the request allows a data reply to hold (read, readdir, xattrs)
   int replies = 0;
-  int error = 0;                 // fuse_reply_err
-  std::string data;              // fuse_reply_buf, fuse_reply_readlink
-  fuse_entry_param entry{};      // fuse_reply_entry
-  struct stat attr{};            // fuse_reply_attr
-  size_t xattr_size = 0;         // fuse_reply_xattr
-  off_t seek = -1;               // fuse_reply_lseek
+  int error = 0;             // fuse_reply_err
+  std::string data;          // fuse_reply_buf, fuse_reply_readlink
+  fuse_entry_param entry{};  // fuse_reply_entry
+  struct stat attr {};       // fuse_reply_attr
+  size_t xattr_size = 0;     // fuse_reply_xattr
+  off_t seek = -1;           // fuse_reply_lseek
   struct Listed {
     std::string name;
     fuse_ino_t ino;

@@ -45,7 +45,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     auto again = sqar::encode_manifest(m.files, m.fragment_digests);
     auto h2 = sqar::decode_manifest_header(again.data(), again.size());
     if (!h2 || h2->entry_count != m.files.size()) __builtin_trap();
-    auto back = sqar::decode_manifest(*h2, again.data() + sqar::kManifestHeaderSize, again.size() - sqar::kManifestHeaderSize);
+    auto back =
+        sqar::decode_manifest(*h2, again.data() + sqar::kManifestHeaderSize, again.size() - sqar::kManifestHeaderSize);
     if (back.files.size() != m.files.size() || back.fragment_digests != m.fragment_digests) __builtin_trap();
     for (size_t i = 0; i < back.files.size(); ++i)
       if (back.files[i].inode_number != m.files[i].inode_number || !(back.files[i].hash == m.files[i].hash))

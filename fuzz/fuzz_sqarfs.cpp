@@ -27,7 +27,7 @@ constexpr size_t kMaxNodes = 1024;
 constexpr size_t kMaxChunksPerDir = 256;
 constexpr size_t kMaxXattrs = 32;
 constexpr uint64_t kMaxBytesPerFile = 1u << 20;
-constexpr size_t kChunk = 4096;       // the kernel's readdir buffer
+constexpr size_t kChunk = 4096;           // the kernel's readdir buffer
 constexpr size_t kReadSize = 128u << 10;  // the kernel's usual read request
 
 class Client {
@@ -154,8 +154,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // there is an error message, not a request.
     sqar::fuse::Options options;
     options.cache_bytes = sqar::fuzz::fuzz_options().cache_bytes;
-    fs = std::make_unique<sqar::fuse::Filesystem>(sqar::reader::Image::open(path, sqar::fuzz::fuzz_options()),
-                                                  options);
+    fs = std::make_unique<sqar::fuse::Filesystem>(sqar::reader::Image::open(path, sqar::fuzz::fuzz_options()), options);
   } catch (const sqar::Error&) {
     return 0;
   }

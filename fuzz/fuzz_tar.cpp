@@ -26,8 +26,8 @@ void check_tree(const sqar::Tree& t, const sqar::ContentStore& store) {
           name.find('\0') != std::string_view::npos || name.size() > 255)
         __builtin_trap();
     }
-    if (n.link_target != sqar::kNoNode && (n.link_target >= t.nodes.size() ||
-                                           t.nodes[n.link_target].link_target != sqar::kNoNode))
+    if (n.link_target != sqar::kNoNode &&
+        (n.link_target >= t.nodes.size() || t.nodes[n.link_target].link_target != sqar::kNoNode))
       __builtin_trap();
     if (S_ISDIR(n.mode) && n.link_target == sqar::kNoNode) {
       if (uint64_t(n.first_child) + n.child_count > t.nodes.size()) __builtin_trap();

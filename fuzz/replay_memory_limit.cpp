@@ -9,7 +9,9 @@
 // ASan owns operator new: let it refuse large allocations itself (reported, then abort).
 #define SQAR_STR2(x) #x
 #define SQAR_STR(x) SQAR_STR2(x)
-extern "C" const char* __asan_default_options() { return "max_allocation_size_mb=" SQAR_STR(SQAR_FUZZ_MEMORY_LIMIT_MB); }
+extern "C" const char* __asan_default_options() {
+  return "max_allocation_size_mb=" SQAR_STR(SQAR_FUZZ_MEMORY_LIMIT_MB);
+}
 
 // ASan's shadow memory and quarantine are not the input's doing: no RSS check.
 void sqar::fuzz::check_peak_rss() {}

@@ -20,6 +20,8 @@ PACKAGES=(
   groff-base man-db
   # fuzzing and sanitizers
   clang libclang-rt-14-dev
+  # the style check (scripts/format.sh) pins clang-format 14
+  clang-format-14
 )
 missing=()
 for p in "${PACKAGES[@]}"; do

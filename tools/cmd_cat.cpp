@@ -4,10 +4,10 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
-#include <cstring>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdio>
+#include <cstring>
 #include <exception>
 #include <mutex>
 #include <optional>
@@ -51,8 +51,7 @@ const char kHelp[] =
     "  sqar cat image.sqfs logs/a.log logs/b.log | grep ERROR\n"
     "  sqar cat image.sqfs big.iso > big.iso\n"
     "  sqar cat image.sqfs 'etc/**/*.conf'   every .conf file below etc, one after the other\n"
-    "\n"
-    SQAR_STDIN_IMAGE_HELP
+    "\n" SQAR_STDIN_IMAGE_HELP
     "\n"
     "Exit status: 0 when every PATTERN was printed, 1 when one is missing, is not a regular file,\n"
     "matches no regular file or is damaged (the others are still printed), 2 on bad usage.\n";
@@ -71,7 +70,8 @@ reader::Inode resolve_file(reader::Image& image, std::string path) {
       // An absolute target starts at the image root; '..' is resolved lexically and stops at
       // the root, whichever form the target has: the image has no other root to escape to.
       size_t slash = path.rfind('/');
-      std::string base = (!target.empty() && target[0] == '/') || slash == std::string::npos ? "" : path.substr(0, slash);
+      std::string base =
+          (!target.empty() && target[0] == '/') || slash == std::string::npos ? "" : path.substr(0, slash);
       std::string joined = base.empty() ? target : base + "/" + target;
       std::string out;
       for (size_t i = 0; i <= joined.size();) {
@@ -226,7 +226,8 @@ class PrintedCheck {
       return;
     }
     if (want && !(*want == got))
-      throw Error(shown + ": content differs from the manifest (XXH3-128 " + got.hex() + ", expected " + want->hex() + ")");
+      throw Error(shown + ": content differs from the manifest (XXH3-128 " + got.hex() + ", expected " + want->hex() +
+                  ")");
   }
 
  private:

@@ -40,8 +40,7 @@ const char kHelp[] =
     "Examples:\n"
     "  sqar diff backup.sqfs /srv/data              what changed since the backup\n"
     "  sqar diff --no-owners image.sqfs ./unpacked  ignore ownership (unpacked as a user)\n"
-    "\n"
-    SQAR_STDIN_IMAGE_HELP
+    "\n" SQAR_STDIN_IMAGE_HELP
     "\n"
     "Exit status: 0 when they are equal, 1 when they differ, 2 on errors or bad usage.\n";
 
@@ -68,11 +67,10 @@ int diff_main(int argc, char** argv) {
       [&] {
         enum { kOffset = 256, kNoTimes, kNoOwners, kNoXattrs, kJson };
         static const option longopts[] = {
-            {"no-times", no_argument, nullptr, kNoTimes},   {"no-owners", no_argument, nullptr, kNoOwners},
-            {"no-xattrs", no_argument, nullptr, kNoXattrs}, {"threads", required_argument, nullptr, 'j'},
+            {"no-times", no_argument, nullptr, kNoTimes},    {"no-owners", no_argument, nullptr, kNoOwners},
+            {"no-xattrs", no_argument, nullptr, kNoXattrs},  {"threads", required_argument, nullptr, 'j'},
             {"offset", required_argument, nullptr, kOffset}, {"help", no_argument, nullptr, 'h'},
-            {"json", no_argument, nullptr, kJson},
-            {nullptr, 0, nullptr, 0}};
+            {"json", no_argument, nullptr, kJson},           {nullptr, 0, nullptr, 0}};
         ops::CompareOptions opt;
         opt.jobs = default_jobs();
         uint64_t offset = 0;

@@ -62,8 +62,7 @@ const char kHelp[] =
     "  sqar extract backup.sqfs -C out 'var/log/*.log'   matching files\n"
     "  sqar extract -j 4 --overwrite image.sqfs -C out   refresh an earlier extraction\n"
     "  sqar extract --tar - image.sqfs | ssh host tar -xpf - -C /srv   stream it elsewhere\n"
-    "\n"
-    SQAR_STDIN_IMAGE_HELP
+    "\n" SQAR_STDIN_IMAGE_HELP
     "\n"
     "Exit status: 0 when everything was extracted, 1 when an entry or the image failed, 2 on\n"
     "bad usage. Errors read \"sqar extract: IMAGE: PATH: cause\".\n";
@@ -72,8 +71,8 @@ std::string extract_status(const ops::ExtractProgress& p, double secs) {
   switch (p.phase.load()) {
     case ops::ExtractPhase::reading_directories: return "reading the image's directories...";
     case ops::ExtractPhase::writing_entries:
-      return progress_bar(p.bytes_done.load(), p.bytes_total.load(), secs) + "  " + std::to_string(p.entries_done.load()) +
-             "/" + std::to_string(p.entries_total.load()) + " entries";
+      return progress_bar(p.bytes_done.load(), p.bytes_total.load(), secs) + "  " +
+             std::to_string(p.entries_done.load()) + "/" + std::to_string(p.entries_total.load()) + " entries";
     case ops::ExtractPhase::links_and_directory_metadata: break;
   }
   return "hard links and directory metadata...";
@@ -99,14 +98,18 @@ int extract_tar(reader::Image& image, const std::string& out, const ops::Extract
 int extract_main(int argc, char** argv) {
   return run_guarded("extract", [&] {
     enum { kOverwrite = 256, kNoSameOwner, kNoXattrs, kOffset, kProgress, kNoVerify, kTar };
-    static const option longopts[] = {
-        {"directory", required_argument, nullptr, 'C'}, {"threads", required_argument, nullptr, 'j'},
-        {"overwrite", no_argument, nullptr, kOverwrite}, {"no-same-owner", no_argument, nullptr, kNoSameOwner},
-        {"no-xattrs", no_argument, nullptr, kNoXattrs},   {"offset", required_argument, nullptr, kOffset},
-        {"quiet", no_argument, nullptr, 'q'},             {"progress", no_argument, nullptr, kProgress},
-        {"no-verify", no_argument, nullptr, kNoVerify},   {"tar", required_argument, nullptr, kTar},
-        {"help", no_argument, nullptr, 'h'},
-        {nullptr, 0, nullptr, 0}};
+    static const option longopts[] = {{"directory", required_argument, nullptr, 'C'},
+                                      {"threads", required_argument, nullptr, 'j'},
+                                      {"overwrite", no_argument, nullptr, kOverwrite},
+                                      {"no-same-owner", no_argument, nullptr, kNoSameOwner},
+                                      {"no-xattrs", no_argument, nullptr, kNoXattrs},
+                                      {"offset", required_argument, nullptr, kOffset},
+                                      {"quiet", no_argument, nullptr, 'q'},
+                                      {"progress", no_argument, nullptr, kProgress},
+                                      {"no-verify", no_argument, nullptr, kNoVerify},
+                                      {"tar", required_argument, nullptr, kTar},
+                                      {"help", no_argument, nullptr, 'h'},
+                                      {nullptr, 0, nullptr, 0}};
     ops::ExtractOptions opt;
     opt.jobs = default_jobs();
     opt.same_owner = geteuid() == 0;
@@ -149,8 +152,10 @@ int extract_main(int argc, char** argv) {
         bar = std::make_unique<StatusLine>([&progress](double secs) { return extract_status(progress, secs); });
       }
       opt.problems = [&](ops::Severity severity, const std::string& path, const std::string& message) {
-        if (severity == ops::Severity::error) report("extract", image_path, path + ": " + message);
-        else print_message("sqar extract: warning: " + path + ": " + message);
+        if (severity == ops::Severity::error)
+          report("extract", image_path, path + ": " + message);
+        else
+          print_message("sqar extract: warning: " + path + ": " + message);
       };
       failed = ops::Extractor(*image, opt).run();
     }

@@ -4,16 +4,16 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
-#include <tuple>
 #include <map>
 #include <string>
+#include <tuple>
 #include <unordered_set>
 #include <vector>
 
 #include "cli_util.h"
 #include "command.h"
-#include "ops/data_key.h"
 #include "format/squashfs.h"
+#include "ops/data_key.h"
 #include "read_common.h"
 
 namespace sqar::cli {
@@ -38,18 +38,17 @@ const char kHelp[] =
     "\n"
     "Dedup savings count the content bytes of files whose data (same block list, or same tail\n"
     "fragment) is stored once but referenced by more than one inode; hard links are not dedup.\n"
-    "\n"
-    SQAR_STDIN_IMAGE_HELP
+    "\n" SQAR_STDIN_IMAGE_HELP
     "\n"
     "Exit status: 0 on success, 1 when the image is unreadable, 2 on bad usage.\n";
 
 struct Stats {
-  uint64_t counts[7] = {};                 // indexed by reader::FileKind
-  uint64_t hard_links = 0;                 // extra names of an inode already seen
-  uint64_t file_bytes = 0;                 // content bytes of distinct regular inodes
+  uint64_t counts[7] = {};  // indexed by reader::FileKind
+  uint64_t hard_links = 0;  // extra names of an inode already seen
+  uint64_t file_bytes = 0;  // content bytes of distinct regular inodes
   uint64_t sparse_bytes = 0;
-  uint64_t shared_bytes = 0;               // dedup savings
-  uint64_t shared_files = 0;               // inodes whose data is shared with an earlier one
+  uint64_t shared_bytes = 0;  // dedup savings
+  uint64_t shared_files = 0;  // inodes whose data is shared with an earlier one
   uint64_t xattr_entries = 0;
 };
 
@@ -59,27 +58,29 @@ Stats collect(reader::Image& image) {
   std::map<ops::DataKey, int> data_seen;
   std::map<std::tuple<uint32_t, uint32_t, uint64_t>, int> tail_seen;
   const uint64_t block = image.super().block_size;
-  image.walk([&](const std::string&, const reader::Inode& ino) {
-    ++s.counts[size_t(ino.kind)];
-    if (!ino.is_dir() && !seen_inodes.insert(ino.inode_number).second) {
-      ++s.hard_links;
-      return true;
-    }
-    if (ino.xattr_index != fmt::kNoXattr) ++s.xattr_entries;
-    if (!ino.is_regular()) return true;
-    s.file_bytes += ino.size;
-    s.sparse_bytes += ino.sparse_bytes;
-    ops::DataKey key(image, ino);
-    if (!key.stores_data) return true;  // empty or all-sparse files share nothing
-    if (data_seen[key]++) {
-      s.shared_bytes += ino.size;
-      ++s.shared_files;
-    } else if (ino.fragment_index != fmt::kNoFragment) {
-      uint64_t tail = ino.size % block;
-      if (tail_seen[{ino.fragment_index, ino.fragment_offset, tail}]++) s.shared_bytes += tail;
-    }
-    return true;
-  }, reader::WalkOptions{.with_blocks = false, .on_error = {}});
+  image.walk(
+      [&](const std::string&, const reader::Inode& ino) {
+        ++s.counts[size_t(ino.kind)];
+        if (!ino.is_dir() && !seen_inodes.insert(ino.inode_number).second) {
+          ++s.hard_links;
+          return true;
+        }
+        if (ino.xattr_index != fmt::kNoXattr) ++s.xattr_entries;
+        if (!ino.is_regular()) return true;
+        s.file_bytes += ino.size;
+        s.sparse_bytes += ino.sparse_bytes;
+        ops::DataKey key(image, ino);
+        if (!key.stores_data) return true;  // empty or all-sparse files share nothing
+        if (data_seen[key]++) {
+          s.shared_bytes += ino.size;
+          ++s.shared_files;
+        } else if (ino.fragment_index != fmt::kNoFragment) {
+          uint64_t tail = ino.size % block;
+          if (tail_seen[{ino.fragment_index, ino.fragment_offset, tail}]++) s.shared_bytes += tail;
+        }
+        return true;
+      },
+      reader::WalkOptions{.with_blocks = false, .on_error = {}});
   return s;
 }
 
@@ -94,7 +95,9 @@ std::string codec_options(const reader::Image& image) {
       out = "dictionary " + std::to_string(c.xz_dict_size ? c.xz_dict_size : c.block_size) +
             (c.xz_filters ? ", BCJ filters 0x" + std::to_string(c.xz_filters) : "");
       break;
-    case CodecId::lzo: out = "algorithm " + std::to_string(c.lzo_algorithm) + ", level " + std::to_string(c.level); break;
+    case CodecId::lzo:
+      out = "algorithm " + std::to_string(c.lzo_algorithm) + ", level " + std::to_string(c.level);
+      break;
     case CodecId::lz4: out = c.lz4_hc ? "high compression" : "default"; break;
     default: out = "";
   }
@@ -136,25 +139,30 @@ int info_main(int argc, char** argv) {
     };
     bool has_xattrs = sb.xattr_table_start != fmt::kTableAbsent;
     if (json) {
-      std::printf("{\"image\":\"%s\",\"offset\":%llu,\"version\":\"%u.%u\",\"compressor\":\"%s\",\"compressor_options\":\"%s\","
-                  "\"block_size\":%u,\"inodes\":%u,\"ids\":%u,\"mkfs_time\":%u,",
-                  json_escape(image_path).c_str(), (unsigned long long)offset, sb.version_major, sb.version_minor,
-                  codec_name(sb.compressor), json_escape(codec_options(*image)).c_str(), sb.block_size,
-                  sb.inode_count, sb.id_count, sb.mod_time);
+      std::printf(
+          "{\"image\":\"%s\",\"offset\":%llu,\"version\":\"%u.%u\",\"compressor\":\"%s\",\"compressor_options\":\"%s\","
+          "\"block_size\":%u,\"inodes\":%u,\"ids\":%u,\"mkfs_time\":%u,",
+          json_escape(image_path).c_str(), (unsigned long long)offset, sb.version_major, sb.version_minor,
+          codec_name(sb.compressor), json_escape(codec_options(*image)).c_str(), sb.block_size, sb.inode_count,
+          sb.id_count, sb.mod_time);
       std::printf("\"counts\":{");
-      for (size_t i = 0; i < 7; ++i) std::printf("%s\"%s\":%llu", i ? "," : "", kinds[i], (unsigned long long)count(kinds[i]));
+      for (size_t i = 0; i < 7; ++i)
+        std::printf("%s\"%s\":%llu", i ? "," : "", kinds[i], (unsigned long long)count(kinds[i]));
       std::printf(",\"hard_links\":%llu},", (unsigned long long)s.hard_links);
-      std::printf("\"image_bytes\":%llu,\"file_size\":%llu,\"file_bytes\":%llu,\"sparse_bytes\":%llu,\"ratio\":%.4f,"
-                  "\"dedup_saved_bytes\":%llu,\"dedup_files\":%llu,\"fragments\":%u,",
-                  (unsigned long long)sb.bytes_used, (unsigned long long)image->file_size(),
-                  (unsigned long long)s.file_bytes, (unsigned long long)s.sparse_bytes, ratio,
-                  (unsigned long long)s.shared_bytes, (unsigned long long)s.shared_files, sb.fragment_count);
-      std::printf("\"manifest\":%s,\"manifest_entries\":%llu,\"manifest_fragment_digests\":%llu,\"exportable\":%s,\"xattrs\":%s,\"entries_with_xattrs\":%llu,"
-                  "\"flags\":%u}\n",
-                  manifest ? "true" : "false", (unsigned long long)(manifest ? manifest->files.size() : 0),
-                  (unsigned long long)(manifest ? manifest->fragment_digests.size() : 0),
-                  image->has_export_table() ? "true" : "false", has_xattrs ? "true" : "false",
-                  (unsigned long long)s.xattr_entries, sb.flags);
+      std::printf(
+          "\"image_bytes\":%llu,\"file_size\":%llu,\"file_bytes\":%llu,\"sparse_bytes\":%llu,\"ratio\":%.4f,"
+          "\"dedup_saved_bytes\":%llu,\"dedup_files\":%llu,\"fragments\":%u,",
+          (unsigned long long)sb.bytes_used, (unsigned long long)image->file_size(), (unsigned long long)s.file_bytes,
+          (unsigned long long)s.sparse_bytes, ratio, (unsigned long long)s.shared_bytes,
+          (unsigned long long)s.shared_files, sb.fragment_count);
+      std::printf(
+          "\"manifest\":%s,\"manifest_entries\":%llu,\"manifest_fragment_digests\":%llu,\"exportable\":%s,\"xattrs\":%"
+          "s,\"entries_with_xattrs\":%llu,"
+          "\"flags\":%u}\n",
+          manifest ? "true" : "false", (unsigned long long)(manifest ? manifest->files.size() : 0),
+          (unsigned long long)(manifest ? manifest->fragment_digests.size() : 0),
+          image->has_export_table() ? "true" : "false", has_xattrs ? "true" : "false",
+          (unsigned long long)s.xattr_entries, sb.flags);
       return 0;
     }
     std::printf("Image:            %s%s\n", image_path.c_str(),
@@ -171,9 +179,10 @@ int info_main(int argc, char** argv) {
     // inode count is the image's own.
     uint64_t names = 0;
     for (uint64_t c : s.counts) names += c;
-    std::printf("Entries:          %s: %s, %s, %s, %s, %s, %s, %s; %s (%s)\n",
-                counted(names, "name", "names").c_str(), counted(count("directory"), "directory", "directories").c_str(),
-                counted(count("regular"), "file", "files").c_str(), counted(count("symlink"), "symlink", "symlinks").c_str(),
+    std::printf("Entries:          %s: %s, %s, %s, %s, %s, %s, %s; %s (%s)\n", counted(names, "name", "names").c_str(),
+                counted(count("directory"), "directory", "directories").c_str(),
+                counted(count("regular"), "file", "files").c_str(),
+                counted(count("symlink"), "symlink", "symlinks").c_str(),
                 counted(count("block_device"), "block device", "block devices").c_str(),
                 counted(count("char_device"), "char device", "char devices").c_str(),
                 counted(count("fifo"), "fifo", "fifos").c_str(), counted(count("socket"), "socket", "sockets").c_str(),
@@ -184,9 +193,10 @@ int info_main(int argc, char** argv) {
     std::printf("File content:     %s (%llu bytes, %llu of them sparse)\n", human_bytes(s.file_bytes).c_str(),
                 (unsigned long long)s.file_bytes, (unsigned long long)s.sparse_bytes);
     std::printf("Ratio:            %.1f%% (image / file content)\n", ratio * 100);
-    std::printf("Dedup savings:    %s (%llu bytes; %s earlier files' data)\n",
-                human_bytes(s.shared_bytes).c_str(), (unsigned long long)s.shared_bytes,
-                (s.shared_files == 1 ? std::string("1 file shares") : std::to_string(s.shared_files) + " files share").c_str());
+    std::printf(
+        "Dedup savings:    %s (%llu bytes; %s earlier files' data)\n", human_bytes(s.shared_bytes).c_str(),
+        (unsigned long long)s.shared_bytes,
+        (s.shared_files == 1 ? std::string("1 file shares") : std::to_string(s.shared_files) + " files share").c_str());
     std::printf("Fragments:        %u\n", sb.fragment_count);
     std::printf("Ids:              %u\n", sb.id_count);
     std::printf("Exportable:       %s\n", image->has_export_table() ? "yes (NFS export table)" : "no");

@@ -43,8 +43,7 @@ const char kHelp[] =
     "  sqar list image.sqfs | grep '\\.conf$'\n"
     "\n"
     "A damaged entry is named on stderr and skipped; the others are still listed.\n"
-    "\n"
-    SQAR_STDIN_IMAGE_HELP
+    "\n" SQAR_STDIN_IMAGE_HELP
     "\n"
     "Exit status: 0 on success, 1 when the image is unreadable, an entry is damaged or a PATTERN\n"
     "matches nothing, 2 on bad usage.\n";
@@ -188,23 +187,24 @@ int list_main(int argc, char** argv) {
     bool first = true;
     bool damaged = false;
     if (output == Output::json) std::fputs("[\n", stdout);
-    image->walk([&](const std::string& path, const reader::Inode& ino) {
-      if (!path.empty() && selection.select(path)) {
-        if (output == Output::json) {
-          print_json_entry(*image, path, ino, first);
-        } else {
-          print_entry(*image, path, ino, long_format, numeric, output);
-        }
-        first = false;
-      }
-      return ino.is_dir() && selection.may_lead_to_match(path);
-    }, reader::WalkOptions{.with_blocks = false,
-                           .on_error = [&](const std::string& path, const std::string& error) {
-                             // A damaged entry is named and skipped; its siblings are still listed.
-                             std::fflush(stdout);
-                             std::fprintf(stderr, "sqar list: %s: %s\n", path.c_str(), error.c_str());
-                             damaged = true;
-                           }});
+    image->walk(
+        [&](const std::string& path, const reader::Inode& ino) {
+          if (!path.empty() && selection.select(path)) {
+            if (output == Output::json) {
+              print_json_entry(*image, path, ino, first);
+            } else {
+              print_entry(*image, path, ino, long_format, numeric, output);
+            }
+            first = false;
+          }
+          return ino.is_dir() && selection.may_lead_to_match(path);
+        },
+        reader::WalkOptions{.with_blocks = false, .on_error = [&](const std::string& path, const std::string& error) {
+                              // A damaged entry is named and skipped; its siblings are still listed.
+                              std::fflush(stdout);
+                              std::fprintf(stderr, "sqar list: %s: %s\n", path.c_str(), error.c_str());
+                              damaged = true;
+                            }});
     if (output == Output::json) std::fputs(first ? "]\n" : "\n]\n", stdout);
     int status = damaged ? 1 : 0;
     for (const auto& p : selection.unmatched()) {

@@ -7,10 +7,10 @@
 
 #include "cli_util.h"
 #include "command.h"
-#include "status_line.h"
 #include "common/error.h"
 #include "common/parse_size.h"
 #include "ops/merge_images.h"
+#include "status_line.h"
 #include "writer/image_file.h"
 
 namespace sqar::cli {
@@ -86,15 +86,16 @@ void print_stats(const char* cmd, const ops::MergeOptions& opt, const ops::Merge
         (unsigned long long)s.copied_bytes, (unsigned long long)s.shared_bytes, (unsigned long long)s.checked_bytes,
         (unsigned long long)s.decoded_bytes, (unsigned long long)s.duplicate_files,
         (unsigned long long)s.duplicate_bytes, (unsigned long long)d.codec_input_bytes,
-        (unsigned long long)d.dedup_files, (unsigned long long)d.dedup_bytes,
-        (unsigned long long)d.blocks_compressed, (unsigned long long)(d.blocks_raw + d.blocks_incompressible),
-        (unsigned long long)d.fragments, (unsigned long long)s.image_bytes, (unsigned long long)s.file_bytes,
-        s.seconds, s.load_seconds, s.copy_seconds, s.data_seconds, s.finish_seconds);
+        (unsigned long long)d.dedup_files, (unsigned long long)d.dedup_bytes, (unsigned long long)d.blocks_compressed,
+        (unsigned long long)(d.blocks_raw + d.blocks_incompressible), (unsigned long long)d.fragments,
+        (unsigned long long)s.image_bytes, (unsigned long long)s.file_bytes, s.seconds, s.load_seconds, s.copy_seconds,
+        s.data_seconds, s.finish_seconds);
     return;
   }
   std::fprintf(stderr, "%s: %s, %s; image %s\n", out.c_str(), counted(s.entries, "entry", "entries").c_str(),
                counted(s.files, "file", "files").c_str(), human_bytes(s.image_bytes).c_str());
-  std::fprintf(stderr, "  copied %s of stored data (%s shared by copy_file_range), %s checked against digests, %s decoded\n",
+  std::fprintf(stderr,
+               "  copied %s of stored data (%s shared by copy_file_range), %s checked against digests, %s decoded\n",
                human_bytes(s.copied_bytes).c_str(), human_bytes(s.shared_bytes).c_str(),
                human_bytes(s.checked_bytes).c_str(), human_bytes(s.decoded_bytes).c_str());
   if (s.duplicate_files)
@@ -110,16 +111,23 @@ void print_stats(const char* cmd, const ops::MergeOptions& opt, const ops::Merge
 int run(int argc, char** argv, bool append) {
   const char* cmd = append ? "append" : "merge";
   enum { kExclude = 256, kOneFs, kNoXattrs, kNoDedup, kSkipUnreadable, kStrict, kKeepAsDirectory, kJson };
-  static const option longopts[] = {
-      {"replace", no_argument, nullptr, 'r'}, {"force", no_argument, nullptr, 'f'},
-      {"compressor", required_argument, nullptr, 'c'}, {"level", required_argument, nullptr, 'l'},
-      {"block-size", required_argument, nullptr, 'b'}, {"threads", required_argument, nullptr, 'j'},
-      {"quiet", no_argument, nullptr, 'q'}, {"help", no_argument, nullptr, 'h'},
-      {"exclude", required_argument, nullptr, kExclude}, {"one-file-system", no_argument, nullptr, kOneFs},
-      {"no-xattrs", no_argument, nullptr, kNoXattrs}, {"no-dedup", no_argument, nullptr, kNoDedup},
-      {"skip-unreadable", no_argument, nullptr, kSkipUnreadable}, {"strict", no_argument, nullptr, kStrict},
-      {"keep-as-directory", no_argument, nullptr, kKeepAsDirectory}, {"json", no_argument, nullptr, kJson},
-      {nullptr, 0, nullptr, 0}};
+  static const option longopts[] = {{"replace", no_argument, nullptr, 'r'},
+                                    {"force", no_argument, nullptr, 'f'},
+                                    {"compressor", required_argument, nullptr, 'c'},
+                                    {"level", required_argument, nullptr, 'l'},
+                                    {"block-size", required_argument, nullptr, 'b'},
+                                    {"threads", required_argument, nullptr, 'j'},
+                                    {"quiet", no_argument, nullptr, 'q'},
+                                    {"help", no_argument, nullptr, 'h'},
+                                    {"exclude", required_argument, nullptr, kExclude},
+                                    {"one-file-system", no_argument, nullptr, kOneFs},
+                                    {"no-xattrs", no_argument, nullptr, kNoXattrs},
+                                    {"no-dedup", no_argument, nullptr, kNoDedup},
+                                    {"skip-unreadable", no_argument, nullptr, kSkipUnreadable},
+                                    {"strict", no_argument, nullptr, kStrict},
+                                    {"keep-as-directory", no_argument, nullptr, kKeepAsDirectory},
+                                    {"json", no_argument, nullptr, kJson},
+                                    {nullptr, 0, nullptr, 0}};
   ops::MergeOptions opt;
   opt.append = append;
   bool quiet = false, json = false;

@@ -40,8 +40,7 @@ const char kHelp[] =
     "Examples:\n"
     "  sqar verify backup.sqfs && echo intact\n"
     "  sqar verify -j 1 image.sqfs\n"
-    "\n"
-    SQAR_STDIN_IMAGE_HELP
+    "\n" SQAR_STDIN_IMAGE_HELP
     "\n"
     "Exit status: 0 when everything is right; 1 when something is wrong (each bad file is named:\n"
     "\"sqar verify: IMAGE: PATH: cause\"); 2 on bad usage.\n";
@@ -114,8 +113,8 @@ int verify_main(int argc, char** argv) {
     }
     if (!quiet)
       std::fprintf(stderr, "%s: OK: %llu entries, %llu files, %llu bytes of content checked%s\n", image_path.c_str(),
-                  (unsigned long long)v.entries(), (unsigned long long)v.files(), (unsigned long long)v.bytes(),
-                  v.had_manifest() ? " against the manifest trailer (XXH3-128)" : " (no manifest trailer)");
+                   (unsigned long long)v.entries(), (unsigned long long)v.files(), (unsigned long long)v.bytes(),
+                   v.had_manifest() ? " against the manifest trailer (XXH3-128)" : " (no manifest trailer)");
     return 0;
   });
 }

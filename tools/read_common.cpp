@@ -44,7 +44,8 @@ std::unique_ptr<reader::Image> open_image(const std::string& path, uint64_t offs
   if (path != "-") {
     // The reader says a pipe cannot seek; a user who wrote /dev/stdin wants the way that works.
     if (struct stat st; stat(path.c_str(), &st) == 0 && S_ISFIFO(st.st_mode))
-      throw Error(path + ": is a pipe, which cannot seek, and a SquashFS image is read by seeking: give '-' as "
+      throw Error(path +
+                  ": is a pipe, which cannot seek, and a SquashFS image is read by seeking: give '-' as "
                   "IMAGE to read standard input (it is copied to a temporary file first)");
     return reader::Image::open(path, options);
   }

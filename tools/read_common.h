@@ -16,7 +16,7 @@
 namespace sqar::cli {
 
 // One paragraph of every read command's --help (open_image implements it).
-#define SQAR_STDIN_IMAGE_HELP                                                                   \
+#define SQAR_STDIN_IMAGE_HELP                                                                    \
   "IMAGE '-' reads the image from standard input ('cat image.sqfs | sqar list -'). A SquashFS\n" \
   "image is read by seeking, so a pipe is first copied to an unlinked temporary file in\n"       \
   "$TMPDIR (default /tmp): it needs as much free space there as the image, and it is gone\n"     \

@@ -10,8 +10,8 @@
 
 namespace sqar::cli {
 namespace {
-std::mutex stderr_mu;        // one writer of stderr at a time: the status line or a message
-bool status_shown = false;   // a status line is on screen (without a newline)
+std::mutex stderr_mu;       // one writer of stderr at a time: the status line or a message
+bool status_shown = false;  // a status line is on screen (without a newline)
 }  // namespace
 
 void print_message(const std::string& line) {

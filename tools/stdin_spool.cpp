@@ -51,13 +51,14 @@ int seekable_stdin() {
     return fd;
   }
   if (isatty(STDIN_FILENO))
-    throw UsageError("IMAGE '-' reads the image from standard input, which is a terminal: pipe or redirect "
-                     "an image into it ('sqar list - < image.sqfs')");
+    throw UsageError(
+        "IMAGE '-' reads the image from standard input, which is a terminal: pipe or redirect "
+        "an image into it ('sqar list - < image.sqfs')");
   const std::string dir = temp_dir();
   const int fd = unnamed_temp_file(dir);
   if (fd < 0)
-    throw Error("-: cannot create a temporary file in " + dir + " (TMPDIR) to hold standard input: " +
-                std::strerror(errno));
+    throw Error("-: cannot create a temporary file in " + dir +
+                " (TMPDIR) to hold standard input: " + std::strerror(errno));
   std::vector<char> buf(1u << 20);
   while (true) {
     ssize_t n = read(STDIN_FILENO, buf.data(), buf.size());
@@ -70,8 +71,12 @@ int seekable_stdin() {
     }
     if (err) {
       close(fd);
-      throw Error(std::string("-: ") + (n < 0 ? "reading standard input: " : "copying standard input to a "
-                  "temporary file in " + dir + " (TMPDIR): ") + std::strerror(err));
+      throw Error(std::string("-: ") +
+                  (n < 0 ? "reading standard input: "
+                         : "copying standard input to a "
+                           "temporary file in " +
+                               dir + " (TMPDIR): ") +
+                  std::strerror(err));
     }
     if (n == 0) return fd;
   }

@@ -24,10 +24,10 @@
 namespace sqar::cache {
 
 struct Block {
-  Buffer bytes;  // pooled (data blocks) or from new[]
-  size_t size = 0;      // valid bytes
-  uint64_t tag = 0;     // caller-defined check value (e.g. the on-disk size word)
-  uint64_t next = 0;    // metadata blocks: position of the following block
+  Buffer bytes;       // pooled (data blocks) or from new[]
+  size_t size = 0;    // valid bytes
+  uint64_t tag = 0;   // caller-defined check value (e.g. the on-disk size word)
+  uint64_t next = 0;  // metadata blocks: position of the following block
   const uint8_t* data() const { return bytes.get(); }
 };
 using BlockPtr = std::shared_ptr<const Block>;

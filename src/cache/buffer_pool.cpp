@@ -17,7 +17,8 @@ uint8_t* map_region() {
   const uintptr_t start = reinterpret_cast<uintptr_t>(p);
   const uintptr_t aligned = (start + kRegion - 1) & ~uintptr_t(kRegion - 1);
   if (aligned > start) munmap(p, aligned - start);
-  if (start + 2 * kRegion > aligned + kRegion) munmap(reinterpret_cast<void*>(aligned + kRegion), start + 2 * kRegion - aligned - kRegion);
+  if (start + 2 * kRegion > aligned + kRegion)
+    munmap(reinterpret_cast<void*>(aligned + kRegion), start + 2 * kRegion - aligned - kRegion);
   madvise(reinterpret_cast<void*>(aligned), kRegion, MADV_HUGEPAGE);  // advisory: ignore failure
   return reinterpret_cast<uint8_t*>(aligned);
 }

@@ -36,8 +36,10 @@ struct BufferDeleter {
   explicit BufferDeleter(BufferPool* p) : pool(p) {}
   BufferDeleter(std::default_delete<uint8_t[]>) {}  // NOLINT: lets make_unique results convert
   void operator()(uint8_t* p) const {
-    if (pool) pool->put(p);
-    else delete[] p;
+    if (pool)
+      pool->put(p);
+    else
+      delete[] p;
   }
 };
 using Buffer = std::unique_ptr<uint8_t[], BufferDeleter>;

@@ -2,7 +2,6 @@
 
 #include <zstd.h>
 
-
 #include "codec/codec_impl.h"
 #include "common/endian.h"
 #include "common/error.h"

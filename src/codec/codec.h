@@ -18,13 +18,13 @@ enum class CodecId : uint16_t { gzip = 1, lzma = 2, lzo = 3, xz = 4, lz4 = 5, zs
 
 struct CodecConfig {
   CodecId id = CodecId::zstd;
-  int level = -1;               // -1: the codec's default (see default_level())
+  int level = -1;                // -1: the codec's default (see default_level())
   uint32_t block_size = 131072;  // xz sizes its dictionary to the block
   // Codec-specific extras carried in the on-disk options block.
   uint32_t gzip_window = 15;
-  uint32_t xz_dict_size = 0;    // 0: block size
-  uint32_t xz_filters = 0;      // bitmask of BCJ filters (read only; we write none)
-  uint32_t lzo_algorithm = 4;   // 0..3 lzo1x_1 variants, 4 lzo1x_999
+  uint32_t xz_dict_size = 0;   // 0: block size
+  uint32_t xz_filters = 0;     // bitmask of BCJ filters (read only; we write none)
+  uint32_t lzo_algorithm = 4;  // 0..3 lzo1x_1 variants, 4 lzo1x_999
   bool lz4_hc = false;
 };
 

@@ -23,8 +23,8 @@ class Lz4Codec final : public Codec {
   }
   std::optional<size_t> decompress(const uint8_t* src, size_t len, uint8_t* dst, size_t dst_cap) override {
     if (len > INT_MAX || dst_cap > INT_MAX) return std::nullopt;
-    int n = LZ4_decompress_safe(reinterpret_cast<const char*>(src), reinterpret_cast<char*>(dst), int(len),
-                                int(dst_cap));
+    int n =
+        LZ4_decompress_safe(reinterpret_cast<const char*>(src), reinterpret_cast<char*>(dst), int(len), int(dst_cap));
     if (n < 0) return std::nullopt;
     return size_t(n);
   }

@@ -25,8 +25,8 @@ class LzoCodec final : public Codec {
     // LZO has no output bound: compress into a worst-case sized scratch buffer.
     scratch_.resize(len + len / 16 + 64 + 3);
     lzo_uint out_len = scratch_.size();
-    int rc = algorithm_ == 4 ? lzo1x_999_compress_level(src, len, scratch_.data(), &out_len, work_.data(), nullptr,
-                                                         0, nullptr, level_)
+    int rc = algorithm_ == 4 ? lzo1x_999_compress_level(src, len, scratch_.data(), &out_len, work_.data(), nullptr, 0,
+                                                        nullptr, level_)
                              : lzo1x_1_compress(src, len, scratch_.data(), &out_len, work_.data());
     if (rc != LZO_E_OK || out_len >= len || out_len > dst_cap) return 0;
     std::memcpy(dst, scratch_.data(), out_len);

@@ -4,9 +4,7 @@
 
 namespace sqar {
 
-std::string errno_message(const std::string& path, int errnum) {
-  return path + ": " + std::strerror(errnum);
-}
+std::string errno_message(const std::string& path, int errnum) { return path + ": " + std::strerror(errnum); }
 
 void throw_errno(const std::string& path, int errnum) { throw Error(errno_message(path, errnum)); }
 

@@ -10,9 +10,9 @@ std::optional<unsigned> unit_shift(std::string_view unit) {
     std::string_view name;
     unsigned shift;
   };
-  static constexpr Unit kUnits[] = {{"", 0},     {"B", 0},    {"K", 10},  {"k", 10},   {"KiB", 10},
-                                    {"KB", 10},  {"M", 20},   {"m", 20},  {"MiB", 20}, {"MB", 20},
-                                    {"G", 30},   {"g", 30},   {"GiB", 30}, {"GB", 30}};
+  static constexpr Unit kUnits[] = {{"", 0},    {"B", 0},  {"K", 10},   {"k", 10},   {"KiB", 10},
+                                    {"KB", 10}, {"M", 20}, {"m", 20},   {"MiB", 20}, {"MB", 20},
+                                    {"G", 30},  {"g", 30}, {"GiB", 30}, {"GB", 30}};
   for (const Unit& u : kUnits)
     if (unit == u.name) return u.shift;
   return std::nullopt;

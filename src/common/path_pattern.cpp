@@ -49,8 +49,8 @@ bool has_wildcard(std::string_view pattern) { return pattern.find_first_of("*?[\
 bool PathSelection::select(const std::string& path) {
   if (patterns_.empty()) return true;
   if (path.empty()) return false;
-  const bool inside = have_selected_dir_ && path.size() > selected_dir_.size() &&
-                      path[selected_dir_.size()] == '/' && path.compare(0, selected_dir_.size(), selected_dir_) == 0;
+  const bool inside = have_selected_dir_ && path.size() > selected_dir_.size() && path[selected_dir_.size()] == '/' &&
+                      path.compare(0, selected_dir_.size(), selected_dir_) == 0;
   // Every pattern is tried even inside a selected directory, so "a" and "a/b" both count as found.
   bool any = false;
   for (size_t i = 0; i < patterns_.size(); ++i) {

@@ -24,8 +24,8 @@ bool has_wildcard(std::string_view pattern);
 // matched something, so callers can name those that matched nothing.
 class PathSelection {
  public:
-  explicit PathSelection(std::vector<std::string> patterns) : patterns_(std::move(patterns)),
-                                                              hit_(patterns_.size(), false) {}
+  explicit PathSelection(std::vector<std::string> patterns)
+      : patterns_(std::move(patterns)), hit_(patterns_.size(), false) {}
   // PATH as the walk gives it; the root ("") is selected only when there are no patterns.
   bool select(const std::string& path);
   // True while PATH might still lead to a selected entry (false: a walk may skip its contents).

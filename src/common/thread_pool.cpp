@@ -60,7 +60,8 @@ void ThreadPool::worker_loop(unsigned worker) {
 }
 
 void ThreadPool::drain(unsigned worker) {
-  for (size_t i; !failed_.load(std::memory_order_relaxed) && (i = next_.fetch_add(1, std::memory_order_relaxed)) < n_;) {
+  for (size_t i;
+       !failed_.load(std::memory_order_relaxed) && (i = next_.fetch_add(1, std::memory_order_relaxed)) < n_;) {
     try {
       (*fn_)(i, worker);
     } catch (...) {

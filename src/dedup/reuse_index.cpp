@@ -122,8 +122,7 @@ void ReuseIndex::index_files(reader::Image& image) {
     if (hashes[i]) add_file(image, to_hash[i], *hashes[i], max_blocks);
 }
 
-void ReuseIndex::add_file(reader::Image& image, const reader::Inode& inode, const Hash128& hash,
-                          uint64_t max_blocks) {
+void ReuseIndex::add_file(reader::Image& image, const reader::Inode& inode, const Hash128& hash, uint64_t max_blocks) {
   const uint64_t nblocks = inode.size / image.super().block_size;
   if (blocks_.size() + nblocks > max_blocks) return;
   const size_t first = blocks_.size();
@@ -144,7 +143,7 @@ void ReuseIndex::add_file(reader::Image& image, const reader::Inode& inode, cons
 }
 
 std::vector<std::optional<Hash128>> ReuseIndex::hash_contents(reader::Image& image,
-                                                             const std::vector<reader::Inode>& files) {
+                                                              const std::vector<reader::Inode>& files) {
   // On all cores: decoding is the cost (zstd ~1 GB/s per core, xz ~100 MB/s), still far below
   // compressing the same data again. A file that does not decode is left out.
   std::vector<std::optional<Hash128>> out(files.size());

@@ -28,7 +28,7 @@ namespace sqar {
 namespace reader {
 class Image;
 struct Inode;
-}
+}  // namespace reader
 
 class ReuseIndex {
  public:
@@ -78,7 +78,7 @@ class ReuseIndex {
 
   std::string path_;
   int fd_ = -1;
-  std::unordered_map<ContentKey, uint32_t, ContentKeyHasher> files_;  // -> index of its first block
+  std::unordered_map<ContentKey, uint32_t, ContentKeyHasher> files_;      // -> index of its first block
   std::unordered_map<ContentKey, uint32_t, ContentKeyHasher> fragments_;  // decoded content -> block
   std::unordered_set<uint64_t> sizes_;
   std::vector<Block> blocks_;

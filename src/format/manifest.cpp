@@ -27,7 +27,8 @@ Hash128 load_hash(const uint8_t* at) { return {load_le64(at), load_le64(at + 8)}
 std::vector<ManifestEntry> decode_entries(const uint8_t* data, size_t count) {
   std::vector<ManifestEntry> out(count);
   for (size_t i = 0; i < count; ++i) out[i] = {load_le32(data + i * kEntrySize), load_hash(data + i * kEntrySize + 4)};
-  std::sort(out.begin(), out.end(), [](const ManifestEntry& a, const ManifestEntry& b) { return a.inode_number < b.inode_number; });
+  std::sort(out.begin(), out.end(),
+            [](const ManifestEntry& a, const ManifestEntry& b) { return a.inode_number < b.inode_number; });
   return out;
 }
 
@@ -146,7 +147,8 @@ Manifest decode_manifest(const ManifestHeader& header, const uint8_t* data, size
       throw Error("manifest trailer lists inode " + std::to_string(m.files[i].inode_number) + " twice");
   const uint8_t* digests = data + header.entry_count * kEntrySize;
   m.fragment_digests.reserve(size_t(header.fragment_digest_count));
-  for (uint64_t i = 0; i < header.fragment_digest_count; ++i) m.fragment_digests.push_back(load_hash(digests + i * kHashSize));
+  for (uint64_t i = 0; i < header.fragment_digest_count; ++i)
+    m.fragment_digests.push_back(load_hash(digests + i * kHashSize));
   return m;
 }
 

@@ -11,7 +11,7 @@ constexpr uint16_t kVersionMinor = 0;
 constexpr uint32_t kSuperblockSize = 96;
 constexpr uint32_t kMetadataBlockSize = 8192;
 constexpr uint16_t kMetadataUncompressed = 0x8000;  // bit in the 16-bit metadata block header
-constexpr uint32_t kDataUncompressed = 1u << 24;     // bit in a data block / fragment size word
+constexpr uint32_t kDataUncompressed = 1u << 24;    // bit in a data block / fragment size word
 constexpr uint32_t kMinBlockSize = 4096;
 constexpr uint32_t kMaxBlockSize = 1u << 20;
 constexpr uint32_t kNoFragment = 0xFFFFFFFF;
@@ -36,8 +36,20 @@ enum SuperFlags : uint16_t {
 
 // Inode types.
 enum InodeType : uint16_t {
-  kDir = 1, kFile = 2, kSymlink = 3, kBlockDev = 4, kCharDev = 5, kFifo = 6, kSocket = 7,
-  kExtDir = 8, kExtFile = 9, kExtSymlink = 10, kExtBlockDev = 11, kExtCharDev = 12, kExtFifo = 13, kExtSocket = 14,
+  kDir = 1,
+  kFile = 2,
+  kSymlink = 3,
+  kBlockDev = 4,
+  kCharDev = 5,
+  kFifo = 6,
+  kSocket = 7,
+  kExtDir = 8,
+  kExtFile = 9,
+  kExtSymlink = 10,
+  kExtBlockDev = 11,
+  kExtCharDev = 12,
+  kExtFifo = 13,
+  kExtSocket = 14,
 };
 
 // Device numbers are stored in the Linux "new" 32-bit encoding.

@@ -34,8 +34,12 @@ class DecodeAheadQueue {
   using Decode = std::function<DecodedBlock(const Item& item, uint64_t index, uint8_t* out)>;
 
   DecodeAheadQueue(size_t block_size, unsigned threads, size_t slots, size_t max_items, Decode decode)
-      : bs_(block_size), slots_(slots < 1 ? 1 : slots), max_items_(max_items < 1 ? 1 : max_items),
-        decode_(std::move(decode)), ring_(slots_), bytes_(slots_ * block_size) {
+      : bs_(block_size),
+        slots_(slots < 1 ? 1 : slots),
+        max_items_(max_items < 1 ? 1 : max_items),
+        decode_(std::move(decode)),
+        ring_(slots_),
+        bytes_(slots_ * block_size) {
     for (unsigned t = 0; t < threads; ++t) workers_.emplace_back([this] { work(); });
   }
   // Stops the producer and the workers (an error on the consumer's side ends everything).
@@ -64,8 +68,10 @@ class DecodeAheadQueue {
     const bool wake = consumer_waiting_ && worth_waking_consumer();
     lock.unlock();
     if (wake) item_ready_.notify_one();
-    if (blocks > 1) work_ready_.notify_all();
-    else if (blocks) work_ready_.notify_one();
+    if (blocks > 1)
+      work_ready_.notify_all();
+    else if (blocks)
+      work_ready_.notify_one();
     return true;
   }
   // Producer: no more items. With an error, the consumer gets it after the items before it.

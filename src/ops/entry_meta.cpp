@@ -64,8 +64,7 @@ void PinnedEntry::set_mtime(uint32_t seconds) {
 int PinnedEntry::set_xattr(const char* key, const std::string& value) {
   // lsetxattr by name in our directory descriptor sets the symlink's own xattrs; should the
   // name have been swapped meanwhile, it still acts on the entry inside the target only.
-  if (is_symlink())
-    return ::lsetxattr((proc_path(dfd_) + "/" + name_).c_str(), key, value.data(), value.size(), 0);
+  if (is_symlink()) return ::lsetxattr((proc_path(dfd_) + "/" + name_).c_str(), key, value.data(), value.size(), 0);
   return ::setxattr(proc_path(fd_).c_str(), key, value.data(), value.size(), 0);
 }
 

@@ -6,11 +6,11 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <memory>
-#include <atomic>
 #include <mutex>
 #include <optional>
 #include <unordered_map>
@@ -44,8 +44,18 @@ struct InodeSummary {
   FileKind kind = FileKind::regular;
 
   explicit InodeSummary(const Inode& i)
-      : ref(i.ref), size(i.size), mode(i.mode), uid(i.uid), gid(i.gid), mtime(i.mtime), inode_number(i.inode_number),
-        nlink(i.nlink), rdev_major(i.rdev_major), rdev_minor(i.rdev_minor), xattr_index(i.xattr_index), kind(i.kind) {}
+      : ref(i.ref),
+        size(i.size),
+        mode(i.mode),
+        uid(i.uid),
+        gid(i.gid),
+        mtime(i.mtime),
+        inode_number(i.inode_number),
+        nlink(i.nlink),
+        rdev_major(i.rdev_major),
+        rdev_minor(i.rdev_minor),
+        xattr_index(i.xattr_index),
+        kind(i.kind) {}
   bool is_dir() const { return kind == FileKind::directory; }
   bool is_regular() const { return kind == FileKind::regular; }
   bool is_symlink() const { return kind == FileKind::symlink; }
@@ -59,15 +69,13 @@ struct Item {
   size_t name_offset = 0;
   uint32_t name_length = 0;
   int64_t parent = -1;
-  int64_t link_to = -1;  // earlier item with the same inode: becomes a hard link
+  int64_t link_to = -1;   // earlier item with the same inode: becomes a hard link
   int64_t dir_slot = -1;  // directories: index into the directory states
   bool selected = false;
   bool keep = false;
 };
 
-bool all_zero(const uint8_t* p, size_t n) {
-  return n == 0 || (p[0] == 0 && std::memcmp(p, p + 1, n - 1) == 0);
-}
+bool all_zero(const uint8_t* p, size_t n) { return n == 0 || (p[0] == 0 && std::memcmp(p, p + 1, n - 1) == 0); }
 
 void pwrite_all(int fd, const uint8_t* p, size_t n, uint64_t off) {
   while (n) {
@@ -109,9 +117,7 @@ class Extractor::Impl {
   }
 
  private:
-  bool matches(const std::string& path) {
-    return match_patterns(opt_.patterns, path, hit_);
-  }
+  bool matches(const std::string& path) { return match_patterns(opt_.patterns, path, hit_); }
 
   void plan() {
     hit_.assign(opt_.patterns.size(), false);
@@ -314,7 +320,8 @@ class Extractor::Impl {
         ds.setgid = st.st_mode & S_ISGID;  // reused as it is
       } else {
         if (!opt_.overwrite) throw AlreadyExists("already exists and is not a directory");
-        if (::unlinkat(dfd, name.c_str(), 0) != 0 || ::mkdirat(dfd, name.c_str(), mode) != 0) sys_fail("cannot replace");
+        if (::unlinkat(dfd, name.c_str(), 0) != 0 || ::mkdirat(dfd, name.c_str(), mode) != 0)
+          sys_fail("cannot replace");
         ds.created = true;
         ds.setgid = parent.setgid;
       }
@@ -384,7 +391,8 @@ class Extractor::Impl {
     // the 47 MB heap peak on a 135k-entry image).
     size_t task_count = 0;
     for (const Item& it : items_)
-      if (it.keep && it.parent >= 0 && it.link_to < 0) task_count += split(it) ? size_t((it.inode.size + range_of(it) - 1) / range_of(it)) : 1;
+      if (it.keep && it.parent >= 0 && it.link_to < 0)
+        task_count += split(it) ? size_t((it.inode.size + range_of(it) - 1) / range_of(it)) : 1;
     std::vector<Task> tasks;
     tasks.reserve(task_count);
     std::vector<Batch> batches;
@@ -484,9 +492,12 @@ class Extractor::Impl {
         const Task& t = tasks[i];
         const Item& it = items_[t.item];
         try {
-          if (t.shared) write_range(dfd, it, t, dstate);
-          else if (it.inode.is_dir()) make_dir(dfd, it, dstate);
-          else write_entry(dfd, it, dstate);
+          if (t.shared)
+            write_range(dfd, it, t, dstate);
+          else if (it.inode.is_dir())
+            make_dir(dfd, it, dstate);
+          else
+            write_entry(dfd, it, dstate);
         } catch (const std::exception& e) {
           fail(path_of(it), e);
         }
@@ -657,8 +668,7 @@ class Extractor::Impl {
   void set_xattrs(const Item& it, const std::function<int(const char*, const std::string&)>& set) {
     if (!has_xattrs(it)) return;
     for (const auto& [key, value] : img_.xattrs(img_.read_inode(it.inode.ref, /*with_blocks=*/false)))
-      if (set(key.c_str(), value) != 0)
-        warn(shown_path(it), "cannot set xattr " + key + ": " + strerror(errno));
+      if (set(key.c_str(), value) != 0) warn(shown_path(it), "cannot set xattr " + key + ": " + strerror(errno));
   }
 
   // A new entry already belongs to us, and to our group unless its directory is set-gid:
@@ -759,7 +769,8 @@ class Extractor::Impl {
         } catch (const std::exception&) {
           // named below either way
         }
-        fail(path_of(it), "content differs from the manifest: the digest of fragment block " + std::to_string(fragment) +
+        fail(path_of(it), "content differs from the manifest: the digest of fragment block " +
+                              std::to_string(fragment) +
                               " over its small files does not match (this file or another of them is damaged); the "
                               "file was removed");
       }
@@ -834,7 +845,8 @@ class Extractor::Impl {
     const DirState& self = dir_state_[size_t(it.dir_slot)];
     const DirState& parent = dir_state_[size_t(items_[size_t(it.parent)].dir_slot)];
     // A directory made in a set-gid one inherits the bit: then chmod clears it.
-    return {self.created && owned_when_new(it.inode, parent), self.created && (it.inode.mode & 07777) == kDirCreateMode && !parent.setgid};
+    return {self.created && owned_when_new(it.inode, parent),
+            self.created && (it.inode.mode & 07777) == kDirCreateMode && !parent.setgid};
   }
 
   // Through the directory's own descriptor.
@@ -876,10 +888,10 @@ class Extractor::Impl {
   std::unique_ptr<DirState[]> dir_state_;  // by Item::dir_slot
   std::mutex mu_;
   size_t errors_ = 0;
-  size_t existing_ = 0;  // entries in the way (counted in errors_ too)
+  size_t existing_ = 0;                 // entries in the way (counted in errors_ too)
   std::optional<ManifestCheck> check_;  // with --verify (the default) and a manifest
   std::mutex check_mu_;
-  std::unordered_map<uint32_t, Hash128> read_hashes_;  // files in fragment digests: inode number -> hash
+  std::unordered_map<uint32_t, Hash128> read_hashes_;                 // files in fragment digests: inode number -> hash
   std::unordered_map<uint32_t, std::vector<size_t>> fragment_items_;  // fragment -> items written
   std::string first_existing_;
 };

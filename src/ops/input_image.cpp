@@ -51,7 +51,8 @@ struct DataKey {
 };
 struct DataKeyHasher {
   size_t operator()(const DataKey& k) const {
-    return size_t(XXH3_64bits(&k, sizeof k.size + sizeof k.blocks_start) ^ (uint64_t(k.fragment) << 32 | k.fragment_offset));
+    return size_t(XXH3_64bits(&k, sizeof k.size + sizeof k.blocks_start) ^
+                  (uint64_t(k.fragment) << 32 | k.fragment_offset));
   }
 };
 
@@ -146,8 +147,8 @@ class Loader {
       stored_tail = in_.words.back() != 0;  // 0: a sparse tail, which the writer adds back itself
       if (!stored_tail) in_.words.pop_back();
     } else if (count != full) {
-      throw Error(in_.path + ": " + path + " has " + std::to_string(count) + " blocks for " +
-                  std::to_string(ino.size) + " bytes");
+      throw Error(in_.path + ": " + path + " has " + std::to_string(count) + " blocks for " + std::to_string(ino.size) +
+                  " bytes");
     }
     if (ino.fragment_index != fmt::kNoFragment) {
       if (ino.fragment_index >= in_.fragments.size())

@@ -24,8 +24,8 @@ struct InputImage {
   // Indexed like tree.files: image-relative blocks_start, first_block into `words`, the
   // image's fragment index and offset, and the content hash.
   std::vector<FileLocation> files;
-  std::vector<uint32_t> words;        // every file's block size words
-  std::vector<uint8_t> stored_tail;   // per file: its list ends with a stored partial block
+  std::vector<uint32_t> words;       // every file's block size words
+  std::vector<uint8_t> stored_tail;  // per file: its list ends with a stored partial block
   std::vector<reader::Image::StoredBlock> fragments;
   std::optional<DataDigests> digests;  // stored-data digests trailer, when the image has one
   uint64_t data_end = 0;               // data blocks and fragment blocks lie in [96, data_end)

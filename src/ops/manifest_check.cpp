@@ -18,7 +18,8 @@ ManifestCheck::ManifestCheck(reader::Image& image) : img_(image) {
 }
 
 bool ManifestCheck::in_fragment_digest(const reader::Inode& ino) const {
-  return has_manifest_ && fragment_digests_ && covered_by_fragment_digest(ino.size, img_.super().block_size, ino.fragment_index);
+  return has_manifest_ && fragment_digests_ &&
+         covered_by_fragment_digest(ino.size, img_.super().block_size, ino.fragment_index);
 }
 
 void ManifestCheck::learn(const reader::Inode& ino) {
@@ -27,7 +28,8 @@ void ManifestCheck::learn(const reader::Inode& ino) {
     members_[ino.fragment_index].emplace_back(ino.inode_number, ino.ref);
     return;
   }
-  if (auto it = files_.find(ino.inode_number); it != files_.end()) by_key_.emplace(fingerprint(DataKey(img_, ino)), it->second);
+  if (auto it = files_.find(ino.inode_number); it != files_.end())
+    by_key_.emplace(fingerprint(DataKey(img_, ino)), it->second);
 }
 
 std::optional<Hash128> ManifestCheck::expected(const reader::Inode& ino) const {

@@ -38,9 +38,9 @@ class ManifestCheck {
  private:
   reader::Image& img_;
   bool has_manifest_ = false;
-  std::unordered_map<uint32_t, Hash128> files_;                   // inode number -> hash
-  std::unordered_map<Hash128, Hash128, Hash128Hasher> by_key_;    // data key fingerprint -> hash
-  std::optional<std::vector<Hash128>> fragment_digests_;          // version 3
+  std::unordered_map<uint32_t, Hash128> files_;                 // inode number -> hash
+  std::unordered_map<Hash128, Hash128, Hash128Hasher> by_key_;  // data key fingerprint -> hash
+  std::optional<std::vector<Hash128>> fragment_digests_;        // version 3
   std::unordered_map<uint32_t, std::vector<std::pair<uint32_t, reader::InodeRef>>> members_;  // fragment -> files
 };
 

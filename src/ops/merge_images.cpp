@@ -242,8 +242,8 @@ class Merger {
       // What was checked must be what was copied: an input rewritten meanwhile is refused.
       struct stat now;
       if (fstat(fd, &now) != 0) throw Error(errno_message(in.path, errno));
-      if (now.st_ino != in.st.st_ino || now.st_size != in.st.st_size ||
-          now.st_mtim.tv_sec != in.st.st_mtim.tv_sec || now.st_mtim.tv_nsec != in.st.st_mtim.tv_nsec)
+      if (now.st_ino != in.st.st_ino || now.st_size != in.st.st_size || now.st_mtim.tv_sec != in.st.st_mtim.tv_sec ||
+          now.st_mtim.tv_nsec != in.st.st_mtim.tv_nsec)
         throw Error(in.path + ": changed while it was being copied");
     } catch (...) {
       ::close(fd);
@@ -299,10 +299,10 @@ class Merger {
 
   MergeOptions& opt_;
   std::vector<InputImage> inputs_;
-  std::vector<std::vector<bool>> used_;                                   // per input file
-  std::vector<std::vector<std::pair<uint32_t, uint32_t>>> owner_;         // per input file: whose data
-  std::vector<std::pair<uint32_t, uint32_t>> file_origin_;                // per output file
-  std::vector<std::vector<Range>> ranges_;                                // per input, by begin
+  std::vector<std::vector<bool>> used_;                            // per input file
+  std::vector<std::vector<std::pair<uint32_t, uint32_t>>> owner_;  // per input file: whose data
+  std::vector<std::pair<uint32_t, uint32_t>> file_origin_;         // per output file
+  std::vector<std::vector<Range>> ranges_;                         // per input, by begin
   MergeStats stats_;
 };
 

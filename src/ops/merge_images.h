@@ -25,9 +25,9 @@ struct MergeOptions {
   bool force = false;    // merge: replace an existing OUT
   bool replace = false;  // a name in several inputs: the last one wins instead of an error
   unsigned threads = 0;
-  std::optional<CodecId> compressor;     // must match the inputs' (checked)
-  std::optional<uint32_t> block_size;    // must match the inputs' (checked)
-  int level = -1;                        // new data: -1 keeps IMAGE's level
+  std::optional<CodecId> compressor;   // must match the inputs' (checked)
+  std::optional<uint32_t> block_size;  // must match the inputs' (checked)
+  int level = -1;                      // new data: -1 keeps IMAGE's level
   bool dedup = true;
   bool xattrs = true;
   bool keep_as_directory = false;
@@ -41,13 +41,13 @@ struct MergeOptions {
 
 struct MergeStats {
   uint64_t entries = 0, files = 0;
-  uint64_t copied_bytes = 0;      // stored bytes copied from the input images
-  uint64_t shared_bytes = 0;      // of which copy_file_range took (extents shared on XFS/btrfs)
-  uint64_t checked_bytes = 0;     // stored bytes hashed against the inputs' data digests
-  uint64_t decoded_bytes = 0;     // input content decoded (to hash it, or to check it without digests)
-  uint64_t duplicate_files = 0;   // input files whose content an earlier input holds: not copied
+  uint64_t copied_bytes = 0;     // stored bytes copied from the input images
+  uint64_t shared_bytes = 0;     // of which copy_file_range took (extents shared on XFS/btrfs)
+  uint64_t checked_bytes = 0;    // stored bytes hashed against the inputs' data digests
+  uint64_t decoded_bytes = 0;    // input content decoded (to hash it, or to check it without digests)
+  uint64_t duplicate_files = 0;  // input files whose content an earlier input holds: not copied
   uint64_t duplicate_bytes = 0;
-  DataStats data;                 // new files (append); blocks_compressed counts only those
+  DataStats data;  // new files (append); blocks_compressed counts only those
   uint64_t image_bytes = 0, file_bytes = 0;
   double seconds = 0;
   // Where the time went: reading and checking the inputs' trees and hashes, copying (and

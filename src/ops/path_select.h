@@ -10,8 +10,7 @@
 namespace sqar::ops {
 
 // Marks in hits (one flag per pattern) each pattern that selects path; true when any does.
-inline bool match_patterns(const std::vector<std::string>& patterns, const std::string& path,
-                           std::vector<bool>& hits) {
+inline bool match_patterns(const std::vector<std::string>& patterns, const std::string& path, std::vector<bool>& hits) {
   bool any = false;
   for (size_t i = 0; i < patterns.size(); ++i) {
     // The literal comparison lets a name that contains glob characters be given as is.

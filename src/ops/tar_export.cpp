@@ -2,13 +2,13 @@
 
 #include <archive.h>
 #include <archive_entry.h>
+#include <locale.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <clocale>
-#include <locale.h>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -177,8 +177,8 @@ class Exporter {
   void write_all() {
     const size_t bs = img_.super().block_size;
     const unsigned workers = opt_.threads > 1 ? opt_.threads : 0;
-    const size_t slots = std::clamp<size_t>(16 * size_t(std::max(1u, opt_.threads)), 8,
-                                            std::max<size_t>(8, (size_t(8) << 20) / bs));
+    const size_t slots =
+        std::clamp<size_t>(16 * size_t(std::max(1u, opt_.threads)), 8, std::max<size_t>(8, (size_t(8) << 20) / bs));
     Queue q(bs, workers, slots, /*max_items=*/1024,
             [this](const Item& it, uint64_t index, uint8_t* out) { return decode(it, index, out); });
     std::thread planner([&] { plan(q); });
@@ -227,7 +227,8 @@ class Exporter {
             }
             const std::string parent = parent_of(path);
             while (open.size() > 1 && open.back().path != parent) open.pop_back();
-            const bool selected = opt_.patterns.empty() || open.back().selected || match_patterns(opt_.patterns, path, hits);
+            const bool selected =
+                opt_.patterns.empty() || open.back().selected || match_patterns(opt_.patterns, path, hits);
             if (selected) {
               // The directories leading to a match, each once, before it (as extract makes them).
               for (auto& d : open)
@@ -344,8 +345,10 @@ class Exporter {
     const uint64_t bs = img_.super().block_size;
     std::vector<std::pair<uint64_t, uint64_t>> data;  // offset, length
     auto add = [&](uint64_t off, uint64_t len) {
-      if (!data.empty() && data.back().first + data.back().second == off) data.back().second += len;
-      else data.emplace_back(off, len);
+      if (!data.empty() && data.back().first + data.back().second == off)
+        data.back().second += len;
+      else
+        data.emplace_back(off, len);
     };
     buf_.resize(bs);
     for (uint64_t i = 0; i <= blocks && i * bs < file.size; ++i) {
@@ -396,7 +399,7 @@ class Exporter {
     }
     if (done != std::min(it.full_blocks * bs, file.size)) throw ends_early();
     if (it.fetch_fragment) q.next_block();  // the fragment block is cached now
-    while (done < file.size) {  // the tail, straight from the cached fragment block
+    while (done < file.size) {              // the tail, straight from the cached fragment block
       reader::Chunk c;
       try {
         c = img_.read_chunk(file, done, size_t(std::min<uint64_t>(bs, file.size - done)));
@@ -416,7 +419,7 @@ class Exporter {
   std::unique_ptr<archive, ArchiveFree> a_;
   std::string write_error_;
   std::unordered_map<uint32_t, std::pair<std::string, reader::InodeRef>> first_name_;
-  std::vector<uint8_t> buf_;  // the sparse scan's block
+  std::vector<uint8_t> buf_;    // the sparse scan's block
   std::vector<uint8_t> zeros_;  // one block of zeros for sparse blocks
   TarExportStats stats_;
 };

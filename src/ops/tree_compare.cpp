@@ -15,8 +15,8 @@
 #include <unordered_set>
 
 #include "common/error.h"
-#include "ops/entry_format.h"
 #include "format/squashfs.h"
+#include "ops/entry_format.h"
 #include "ops/parallel.h"
 #include "ops/safe_dir.h"
 #include "scan/scanner.h"
@@ -156,9 +156,9 @@ class TreeComparer {
     auto disk = children.begin();
     size_t i = 0;
     while (i < entries.size() || disk != children.end()) {
-      const int order = i == entries.size()        ? 1
-                        : disk == children.end()   ? -1
-                        : std::string_view(entries[i].name).compare(name_of(*disk));
+      const int order = i == entries.size()      ? 1
+                        : disk == children.end() ? -1
+                                                 : std::string_view(entries[i].name).compare(name_of(*disk));
       if (order < 0) {
         only_in_image(child_path(d.path, entries[i].name), entries[i]);
         ++i;
@@ -176,7 +176,8 @@ class TreeComparer {
 
   void only_in_image(const std::string& path, const reader::DirEntry& e) {
     differ(path, "- " + path);
-    if (e.kind == reader::FileKind::directory) enter_image_dir(path, image_.read_inode(e.inode_ref), kNoNode, Side::image_only);
+    if (e.kind == reader::FileKind::directory)
+      enter_image_dir(path, image_.read_inode(e.inode_ref), kNoNode, Side::image_only);
   }
 
   void only_on_disk(const std::string& path, uint32_t node) {

@@ -54,29 +54,31 @@ class Verifier::Impl {
     std::vector<FileJob> files;
     std::unordered_set<uint32_t> file_inodes;  // regular files' inode numbers (hard links once)
     try {
-      img_.walk([&](const std::string& path, const reader::Inode& ino) {
-        entries_++;
-        entries_seen_.store(entries_, std::memory_order_relaxed);
-        // A reference, not a copy: paths of a deep tree are long, and copying each one made
-        // the walk quadratic in the depth.
-        static const std::string kRoot = ".";
-        const std::string& shown = path.empty() ? kRoot : path;
-        try {
-          if (ino.xattr_index != 0xFFFFFFFF) img_.xattrs(ino);
-          if (ino.is_symlink()) img_.read_symlink(ino);
-        } catch (const std::exception& e) {
-          problem(shown, e.what());
-        }
-        check_export_entry(shown, ino);
-        if (ino.is_regular() && file_inodes.insert(ino.inode_number).second) {
-          files.push_back({path, ino.ref, ino.inode_number, ino.size});
-          if (auto it = manifest_.find(ino.inode_number); it != manifest_.end()) by_key_.emplace(DataKey(img_, ino), it->second);
-        }
-        return true;
-      }, reader::WalkOptions{.with_blocks = false,
-                             .on_error = [&](const std::string& path, const std::string& error) {
-                               problem(path.empty() ? "." : path, error);
-                             }});
+      img_.walk(
+          [&](const std::string& path, const reader::Inode& ino) {
+            entries_++;
+            entries_seen_.store(entries_, std::memory_order_relaxed);
+            // A reference, not a copy: paths of a deep tree are long, and copying each one made
+            // the walk quadratic in the depth.
+            static const std::string kRoot = ".";
+            const std::string& shown = path.empty() ? kRoot : path;
+            try {
+              if (ino.xattr_index != 0xFFFFFFFF) img_.xattrs(ino);
+              if (ino.is_symlink()) img_.read_symlink(ino);
+            } catch (const std::exception& e) {
+              problem(shown, e.what());
+            }
+            check_export_entry(shown, ino);
+            if (ino.is_regular() && file_inodes.insert(ino.inode_number).second) {
+              files.push_back({path, ino.ref, ino.inode_number, ino.size});
+              if (auto it = manifest_.find(ino.inode_number); it != manifest_.end())
+                by_key_.emplace(DataKey(img_, ino), it->second);
+            }
+            return true;
+          },
+          reader::WalkOptions{.with_blocks = false, .on_error = [&](const std::string& path, const std::string& error) {
+                                problem(path.empty() ? "." : path, error);
+                              }});
     } catch (const std::exception& e) {
       problem("", std::string("metadata: ") + e.what());
     }
@@ -279,7 +281,8 @@ class Verifier::Impl {
     std::map<uint32_t, std::vector<const std::string*>> paths_of;  // mismatching block -> its files
     for (size_t k = 0; k < members_.size(); ++k) {
       const uint32_t fragment = members_[k].fragment_index;
-      if (fragment < expected.size() && !(seen[fragment] == expected[fragment]) && !undecodable_fragments_.count(fragment))
+      if (fragment < expected.size() && !(seen[fragment] == expected[fragment]) &&
+          !undecodable_fragments_.count(fragment))
         paths_of[fragment].push_back(&files[member_files_[k]].path);
     }
     for (auto& [fragment, paths] : paths_of) {
@@ -299,8 +302,8 @@ class Verifier::Impl {
   uint64_t entries_ = 0, files_ = 0, bytes_ = 0;
   bool had_manifest_ = false;
   bool export_table_broken_ = false;
-  std::unordered_map<uint32_t, Hash128> manifest_;  // inode number -> content hash
-  std::map<DataKey, Hash128> by_key_;               // stored data of listed inodes -> hash
+  std::unordered_map<uint32_t, Hash128> manifest_;        // inode number -> content hash
+  std::map<DataKey, Hash128> by_key_;                     // stored data of listed inodes -> hash
   std::optional<std::vector<Hash128>> fragment_digests_;  // version 3 manifests
   std::mutex members_mu_;
   std::vector<FragmentMember> members_;  // files the fragment digests cover
@@ -308,7 +311,7 @@ class Verifier::Impl {
   std::unordered_set<uint32_t> undecodable_fragments_;
   std::mutex outcomes_mu_;
   std::unordered_map<Hash128, Outcome, Hash128Hasher> outcomes_;  // fingerprint of stored data -> what it gave
-  std::atomic<int> phase_{0};  // 0 metadata, 1 file contents
+  std::atomic<int> phase_{0};                                     // 0 metadata, 1 file contents
   std::atomic<uint64_t> entries_seen_{0}, bytes_done_{0}, bytes_total_{0};
 };
 

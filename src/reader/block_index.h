@@ -24,7 +24,7 @@ class BlockIndex {
   };
   explicit BlockIndex(Checkpoint first) { checkpoints.push_back(first); }
 
-  std::mutex mu;  // guards everything below
+  std::mutex mu;                        // guards everything below
   std::vector<Checkpoint> checkpoints;  // [w]: where window w starts (known up to the furthest read)
   uint64_t window = UINT64_MAX;         // the window held in words/starts
   std::vector<uint32_t> words;

@@ -44,7 +44,8 @@ class ListingCursor {
       remaining_ = load_le32(h) + 1;
       start_ = load_le32(h + 4);
       base_ = load_le32(h + 8);
-      if (remaining_ > kMaxEntriesPerHeader) r_.fail("directory header lists " + std::to_string(remaining_) + " entries (max 256)");
+      if (remaining_ > kMaxEntriesPerHeader)
+        r_.fail("directory header lists " + std::to_string(remaining_) + " entries (max 256)");
     }
     need(8);
     uint8_t b[8];
@@ -54,13 +55,15 @@ class ListingCursor {
     e.type = load_le16(b + 4);
     uint32_t name_len = uint32_t(load_le16(b + 6)) + 1;
     if (name_len > kMaxNameLen) r_.fail("directory entry name of " + std::to_string(name_len) + " bytes is too long");
-    if (e.type < fmt::kDir || e.type > fmt::kSocket) r_.fail("directory entry has invalid type " + std::to_string(e.type));
+    if (e.type < fmt::kDir || e.type > fmt::kSocket)
+      r_.fail("directory entry has invalid type " + std::to_string(e.type));
     need(name_len);
     e.name.resize(name_len);
     r_.read(e.name.data(), name_len);
     if (!valid_entry_name(e.name))
       r_.fail("directory " + std::to_string(dir_number_) + " holds an invalid name \"" + printable(e.name) + "\"");
-    if (off >= fmt::kMetadataBlockSize) r_.fail("directory entry \"" + printable(e.name) + "\" has an invalid inode offset");
+    if (off >= fmt::kMetadataBlockSize)
+      r_.fail("directory entry \"" + printable(e.name) + "\" has an invalid inode offset");
     e.inode_ref = (uint64_t(start_) << 16) | off;
     e.inode_number = uint32_t(int64_t(base_) + delta);
     e.kind = kind_of_entry_type(e.type);

@@ -2,8 +2,8 @@
 #include <cstring>
 
 #include "common/error.h"
-#include "reader/image_impl.h"
 #include "format/squashfs.h"
+#include "reader/image_impl.h"
 
 namespace sqar::reader {
 

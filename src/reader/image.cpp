@@ -36,7 +36,8 @@ ImageImpl::ImageImpl(std::string path, const ImageOptions& options)
       before_block_load_(options.before_block_load),
       data_cache_(options.cache_bytes),
       meta_cache_(options.metadata_cache_bytes) {
-  fd_ = options.fd >= 0 ? fcntl(options.fd, F_DUPFD_CLOEXEC, 0) : ::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  fd_ = options.fd >= 0 ? fcntl(options.fd, F_DUPFD_CLOEXEC, 0)
+                        : ::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd_ < 0) throw_errno(path_, errno);
   // O_NONBLOCK only so that opening a named pipe without a writer does not hang; reads block.
   if (options.fd < 0) fcntl(fd_, F_SETFL, fcntl(fd_, F_GETFL) & ~O_NONBLOCK);
@@ -149,7 +150,8 @@ void ImageImpl::load_superblock() {
   check_table(s.xattr_table_start, "xattr table", true);
   if (s.fragment_count > 0 && s.fragment_table_start == fmt::kTableAbsent)
     fail("superblock lists fragments but has no fragment table");
-  if ((s.root_inode_ref & 0xffff) >= fmt::kMetadataBlockSize) fail("root inode reference " + hex(s.root_inode_ref) + " is invalid");
+  if ((s.root_inode_ref & 0xffff) >= fmt::kMetadataBlockSize)
+    fail("root inode reference " + hex(s.root_inode_ref) + " is invalid");
   sb_ = s;
 
   codec_cfg_ = CodecConfig{};
@@ -204,7 +206,8 @@ cache::BlockPtr ImageImpl::meta_block(uint64_t pos) {
   return meta_cache_.get_or_load(pos, [&]() -> cache::BlockPtr {
     // One pread for header + payload: metadata blocks are at most 8 KiB + 2.
     uint8_t raw[fmt::kMetadataBlockSize + 2];
-    if (pos >= sb_.bytes_used || sb_.bytes_used - pos < 3) fail("metadata block at " + hex(pos) + " lies outside the image");
+    if (pos >= sb_.bytes_used || sb_.bytes_used - pos < 3)
+      fail("metadata block at " + hex(pos) + " lies outside the image");
     size_t avail = size_t(std::min<uint64_t>(sizeof raw, sb_.bytes_used - pos));
     read_exact(pos, raw, 2, "metadata block header");
     uint16_t header = load_le16(raw);
@@ -263,7 +266,8 @@ cache::BlockPtr ImageImpl::data_block(uint64_t pos, uint32_t size_word, const ch
   return b;
 }
 
-std::vector<uint64_t> ImageImpl::load_pointer_array(uint64_t start, uint64_t count, size_t entry_size, const char* what) {
+std::vector<uint64_t> ImageImpl::load_pointer_array(uint64_t start, uint64_t count, size_t entry_size,
+                                                    const char* what) {
   uint64_t blocks = (count * entry_size + fmt::kMetadataBlockSize - 1) / fmt::kMetadataBlockSize;
   if (start == fmt::kTableAbsent || start >= sb_.bytes_used || blocks > (sb_.bytes_used - start) / 8)
     fail(std::string(what) + " lookup table at " + hex(start) + " runs past the end of the image");
@@ -272,7 +276,8 @@ std::vector<uint64_t> ImageImpl::load_pointer_array(uint64_t start, uint64_t cou
   std::vector<uint64_t> ptrs(static_cast<size_t>(blocks));
   for (size_t i = 0; i < ptrs.size(); ++i) {
     ptrs[i] = load_le64(&raw[i * 8]);
-    if (ptrs[i] >= sb_.bytes_used) fail(std::string(what) + " block pointer " + hex(ptrs[i]) + " lies outside the image");
+    if (ptrs[i] >= sb_.bytes_used)
+      fail(std::string(what) + " block pointer " + hex(ptrs[i]) + " lies outside the image");
   }
   return ptrs;
 }
@@ -294,9 +299,8 @@ ImageImpl::Fragment ImageImpl::fragment_entry(uint32_t index) {
   if (index >= sb_.fragment_count)
     fail("fragment index " + std::to_string(index) + " is outside the fragment table (" +
          std::to_string(sb_.fragment_count) + " fragments)");
-  fragment_once_([&] {
-    fragment_ptrs_ = load_pointer_array(sb_.fragment_table_start, sb_.fragment_count, 16, "fragment table");
-  });
+  fragment_once_(
+      [&] { fragment_ptrs_ = load_pointer_array(sb_.fragment_table_start, sb_.fragment_count, 16, "fragment table"); });
   uint8_t e[16];
   read_table_entry(fragment_ptrs_, index, 16, e, "fragment table");
   return {load_le64(e), load_le32(e + 8)};
@@ -305,9 +309,7 @@ ImageImpl::Fragment ImageImpl::fragment_entry(uint32_t index) {
 std::optional<InodeRef> ImageImpl::inode_ref_by_number(uint32_t n) {
   if (!has_export_table()) return std::nullopt;
   if (n == 0 || n > sb_.inode_count) return std::nullopt;
-  export_once_([&] {
-    export_ptrs_ = load_pointer_array(sb_.export_table_start, sb_.inode_count, 8, "export table");
-  });
+  export_once_([&] { export_ptrs_ = load_pointer_array(sb_.export_table_start, sb_.inode_count, 8, "export table"); });
   uint8_t e[8];
   read_table_entry(export_ptrs_, n - 1, 8, e, "export table");
   return load_le64(e);
@@ -322,7 +324,8 @@ std::optional<Manifest> ImageImpl::manifest() {
     while (len) {
       ssize_t n = ::pread(fd_, out, len, off_t(pos));
       if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) fail("reading the manifest trailer: " + std::string(n < 0 ? strerror(errno) : "unexpected end of file"));
+      if (n <= 0)
+        fail("reading the manifest trailer: " + std::string(n < 0 ? strerror(errno) : "unexpected end of file"));
       out += n, pos += uint64_t(n), len -= size_t(n);
     }
   };

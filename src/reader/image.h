@@ -91,21 +91,21 @@ struct Inode {
   uint32_t xattr_index = 0xFFFFFFFF;  // fmt::kNoXattr when none
 
   // Regular files.
-  uint64_t blocks_start = 0;           // absolute position of the first data block (image-relative)
+  uint64_t blocks_start = 0;             // absolute position of the first data block (image-relative)
   uint32_t fragment_index = 0xFFFFFFFF;  // fmt::kNoFragment when the file has no tail fragment
   uint32_t fragment_offset = 0;
   uint64_t sparse_bytes = 0;
   // A short list (at most kLoadedBlockList blocks) is held whole; a longer one is read a window
   // at a time through block_index, so memory never follows the count a file claims.
   static constexpr uint64_t kLoadedBlockList = 4096;
-  std::vector<uint32_t> block_sizes;    // raw size words (bit 24: stored uncompressed; 0: sparse)
-  std::vector<uint64_t> block_offsets;  // image-relative start of each block (prefix sums)
+  std::vector<uint32_t> block_sizes;        // raw size words (bit 24: stored uncompressed; 0: sparse)
+  std::vector<uint64_t> block_offsets;      // image-relative start of each block (prefix sums)
   std::shared_ptr<BlockIndex> block_index;  // lists longer than kLoadedBlockList
   // false after read_inode(ref, /*with_blocks=*/false); true when block_location answers without
   // reading the inode again (the list above, or block_index).
   bool blocks_loaded = false;
-  uint64_t block_list_pos = 0;          // where the size words are: metadata block (image-relative)
-  uint32_t block_list_offset = 0;       // and offset in it
+  uint64_t block_list_pos = 0;     // where the size words are: metadata block (image-relative)
+  uint32_t block_list_offset = 0;  // and offset in it
 
   // Directories.
   uint32_t dir_block_start = 0;  // relative to the directory table

@@ -90,8 +90,8 @@ class ImageImpl final : public Image {
   // returns its decompressed size.
   size_t decode_data_block(uint64_t pos, uint32_t size_word, uint8_t* out, const char* what);
   // Entry `index` of a table made of metadata blocks located by a pointer array.
-  void read_table_entry(const std::vector<uint64_t>& pointers, uint64_t index, size_t entry_size,
-                        void* dst, const char* what);
+  void read_table_entry(const std::vector<uint64_t>& pointers, uint64_t index, size_t entry_size, void* dst,
+                        const char* what);
   // Loads the u64 pointer array for a table of `count` entries of entry_size at `start`.
   std::vector<uint64_t> load_pointer_array(uint64_t start, uint64_t count, size_t entry_size, const char* what);
 
@@ -117,7 +117,7 @@ class ImageImpl final : public Image {
   uint64_t offset_;
   int fd_ = -1;
   uint64_t file_size_ = 0;
-  uint64_t serial_;  // distinguishes images for thread-local codecs
+  uint64_t serial_;              // distinguishes images for thread-local codecs
   void (*before_block_load_)();  // ImageOptions::before_block_load
   Superblock sb_;
   CodecConfig codec_cfg_;

@@ -129,10 +129,11 @@ Inode ImageImpl::read_inode(InodeRef ref, bool want_blocks) {
         ino.blocks_loaded = true;
       } else if (want_blocks || nblocks == 0) {
         ino.block_sizes.reserve(size_t(nblocks));
-        stream_block_words(r, 0, ino.blocks_start, nblocks, [&](const uint32_t* words, const uint64_t* offsets, size_t n) {
-          ino.block_sizes.insert(ino.block_sizes.end(), words, words + n);
-          ino.block_offsets.insert(ino.block_offsets.end(), offsets, offsets + n);
-        });
+        stream_block_words(r, 0, ino.blocks_start, nblocks,
+                           [&](const uint32_t* words, const uint64_t* offsets, size_t n) {
+                             ino.block_sizes.insert(ino.block_sizes.end(), words, words + n);
+                             ino.block_offsets.insert(ino.block_offsets.end(), offsets, offsets + n);
+                           });
         ino.blocks_loaded = true;
       }
       break;

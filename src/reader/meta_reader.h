@@ -49,9 +49,21 @@ class MetaReader {
       n -= take;
     }
   }
-  uint16_t u16() { uint8_t b[2]; read(b, 2); return load_le16(b); }
-  uint32_t u32() { uint8_t b[4]; read(b, 4); return load_le32(b); }
-  uint64_t u64() { uint8_t b[8]; read(b, 8); return load_le64(b); }
+  uint16_t u16() {
+    uint8_t b[2];
+    read(b, 2);
+    return load_le16(b);
+  }
+  uint32_t u32() {
+    uint8_t b[4];
+    read(b, 4);
+    return load_le32(b);
+  }
+  uint64_t u64() {
+    uint8_t b[8];
+    read(b, 8);
+    return load_le64(b);
+  }
 
   // Drops the block held (it is fetched again from the cache on the next read).
   void release() { cur_.reset(); }

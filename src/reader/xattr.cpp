@@ -6,8 +6,8 @@ namespace sqar::reader {
 
 namespace {
 constexpr uint32_t kMaxXattrsPerInode = 65536;
-constexpr uint32_t kMaxXattrValue = 65536;         // Linux XATTR_SIZE_MAX
-constexpr uint64_t kMaxXattrNameBytes = 65536;     // Linux XATTR_LIST_MAX: names + NULs of one inode
+constexpr uint32_t kMaxXattrValue = 65536;      // Linux XATTR_SIZE_MAX
+constexpr uint64_t kMaxXattrNameBytes = 65536;  // Linux XATTR_LIST_MAX: names + NULs of one inode
 // Out-of-line values let one stored value stand for any number of keys, so the bytes an inode
 // decodes to are not bounded by the image size: cap them (64 values of the largest size).
 constexpr uint64_t kMaxXattrValueBytes = 4u << 20;
@@ -43,14 +43,15 @@ std::vector<std::pair<std::string, std::string>> ImageImpl::xattrs(const Inode& 
   read_table_entry(xattr_ptrs_, inode.xattr_index, 16, e, "xattr id table");
   const uint64_t ref = load_le64(e);
   const uint32_t count = load_le32(e + 8);
-  if (count > kMaxXattrsPerInode) fail("inode " + std::to_string(inode.inode_number) + " claims " + std::to_string(count) + " xattrs");
+  if (count > kMaxXattrsPerInode)
+    fail("inode " + std::to_string(inode.inode_number) + " claims " + std::to_string(count) + " xattrs");
   const uint32_t off = uint32_t(ref & 0xffff);
   if (off >= fmt::kMetadataBlockSize || (ref >> 16) >= sb_.bytes_used - xattr_kv_start_)
     fail("xattr reference " + hex(ref) + " is invalid");
   MetaReader r(*this, xattr_kv_start_ + (ref >> 16), off, "xattrs");
   const auto too_large = [&](const char* what, uint64_t limit) {
-    r.fail("inode " + std::to_string(inode.inode_number) + ": its xattr " + what + " exceed " +
-           std::to_string(limit) + " bytes");
+    r.fail("inode " + std::to_string(inode.inode_number) + ": its xattr " + what + " exceed " + std::to_string(limit) +
+           " bytes");
   };
   uint64_t name_bytes = 0, value_bytes = 0;
   for (uint32_t i = 0; i < count; ++i) {

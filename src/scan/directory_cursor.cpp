@@ -62,8 +62,7 @@ int DirectoryCursor::open(const std::string& base, std::string_view rel, bool re
   size_t keep = 1;
   for (size_t i = levels_.size(); i-- > 1;) {
     const size_t end = levels_[i].end;
-    if (rel.size() >= end && rel_.compare(0, end, rel.substr(0, end)) == 0 &&
-        (rel.size() == end || rel[end] == '/')) {
+    if (rel.size() >= end && rel_.compare(0, end, rel.substr(0, end)) == 0 && (rel.size() == end || rel[end] == '/')) {
       keep = i + 1;
       break;
     }

@@ -35,7 +35,7 @@ class DirectoryCursor {
  private:
   struct Level {
     size_t end;  // rel_.substr(0, end) is open as fd (0: the base itself)
-    int fd;  // -1 while closed by trim()
+    int fd;      // -1 while closed by trim()
     bool readable;
   };
   void close_above(size_t keep);

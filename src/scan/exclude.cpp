@@ -79,8 +79,9 @@ void ExcludeList::map_source_paths(const std::vector<std::pair<std::string, std:
         continue;
       const std::string rest = p.glob.substr(disk.size());
       p.glob = image.empty() ? rest : image + "/" + rest;
-      if (note) note("--exclude '" + p.written + "' names a path below SOURCE " + disk + ": taken as '/" + p.glob +
-                     (p.dir_only ? "/" : "") + "' in the image");
+      if (note)
+        note("--exclude '" + p.written + "' names a path below SOURCE " + disk + ": taken as '/" + p.glob +
+             (p.dir_only ? "/" : "") + "' in the image");
       break;
     }
   }
@@ -90,8 +91,7 @@ bool ExcludeList::excluded(std::string_view relative_path, std::string_view name
   const std::string rel(relative_path), base(name);
   for (const auto& p : patterns_) {
     if (p.dir_only && !is_dir) continue;
-    if (p.anchored ? path_pattern_match(p.glob, rel)
-                   : fnmatch(p.glob.c_str(), base.c_str(), 0) == 0) {
+    if (p.anchored ? path_pattern_match(p.glob, rel) : fnmatch(p.glob.c_str(), base.c_str(), 0) == 0) {
       if (!p.hit.set.load(std::memory_order_relaxed)) p.hit.set.store(true, std::memory_order_relaxed);
       return true;
     }

@@ -46,8 +46,8 @@ class ExcludeList {
   struct Pattern {
     std::string glob;
     std::string written;  // as the user gave it, for messages
-    bool anchored;   // contains a '/': match the relative path
-    bool rooted;     // was written with a leading '/' (or './')
+    bool anchored;        // contains a '/': match the relative path
+    bool rooted;          // was written with a leading '/' (or './')
     bool dir_only;
     Hit hit;
   };

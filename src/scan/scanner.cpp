@@ -9,8 +9,8 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdlib>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -53,7 +53,8 @@ using PathFn = std::function<std::string()>;
 Xattrs read_xattrs(int dirfd, const char* name, const PathFn& path_of, const ScanOptions& opt) {
   XattrList found;
   std::string failed_key;
-  if (int err = read_xattrs_at(dirfd, name, found, failed_key)) throw_errno(xattr_error_subject(path_of(), failed_key), err);
+  if (int err = read_xattrs_at(dirfd, name, found, failed_key))
+    throw_errno(xattr_error_subject(path_of(), failed_key), err);
   if (!found.unstorable.empty()) warn_unstorable_xattrs(found, path_of(), opt.warn);
   return std::move(found.stored);
 }
@@ -91,7 +92,13 @@ bool describe_entry(int dirfd, const std::string& dir_path, const std::string& r
     if (opt.excludes.excluded(child_rel, name, S_ISDIR(e.st.st_mode))) return false;
   }
   switch (e.st.st_mode & S_IFMT) {
-    case S_IFREG: case S_IFDIR: case S_IFLNK: case S_IFCHR: case S_IFBLK: case S_IFIFO: case S_IFSOCK: break;
+    case S_IFREG:
+    case S_IFDIR:
+    case S_IFLNK:
+    case S_IFCHR:
+    case S_IFBLK:
+    case S_IFIFO:
+    case S_IFSOCK: break;
     default:
       if (opt.warn) opt.warn(path() + ": unsupported file type, skipped");
       return false;
@@ -209,7 +216,9 @@ class Scanner {
       source_dev_.push_back(st.st_dev);
       tree_.source_dirs.push_back(src);
       fill_metadata(tree_.nodes[0], st, 0);
-      if (opt_.xattrs) store_xattrs(0, read_xattrs(AT_FDCWD, src.c_str(), [&] { return src; }, opt_));
+      if (opt_.xattrs)
+        store_xattrs(0, read_xattrs(
+                            AT_FDCWD, src.c_str(), [&] { return src; }, opt_));
       DirTask task{0, 0, src, "", {}, {}, false};
       DirectoryCursor cursor;
       list_directory(task, opt_, cursor, src);
@@ -222,8 +231,8 @@ class Scanner {
     for (const auto& src : opt_.sources) {
       struct stat st;  // a missing SOURCE is an error, not an entry that vanished
       if (lstat(src.c_str(), &st) != 0) throw_errno(src, errno);
-      if (struct stat target; S_ISLNK(st.st_mode) && stat(src.c_str(), &target) == 0 && S_ISDIR(target.st_mode) &&
-                              opt_.warn)
+      if (struct stat target;
+          S_ISLNK(st.st_mode) && stat(src.c_str(), &target) == 0 && S_ISDIR(target.st_mode) && opt_.warn)
         opt_.warn(src + ": a symlink to a directory: the image holds the symlink, not the directory; write '" + src +
                   "/' to pack the directory it points to");
       auto [parent, name] = split_source(src);
@@ -252,7 +261,7 @@ class Scanner {
   // new as the newest SOURCE (not the time of the build, so the same sources give the same
   // image; --mtime and SOURCE_DATE_EPOCH apply to it as to every entry).
   void made_up_root(int64_t mtime) {
-    struct stat st{};
+    struct stat st {};
     st.st_mode = S_IFDIR | 0755;
     st.st_uid = geteuid();
     st.st_gid = getegid();
@@ -471,8 +480,7 @@ class Scanner {
       for (size_t i = 1; i < unstorable_time_nodes_.size(); ++i)
         names += (names.empty() ? "" : ", ") + tree_.path_of(unstorable_time_nodes_[i]);
       const uint64_t unnamed = unstorable_times_ - unstorable_time_nodes_.size();
-      if (unnamed)
-        names += " and " + std::to_string(unnamed) + (unnamed == 1 ? " more entry" : " more entries");
+      if (unnamed) names += " and " + std::to_string(unnamed) + (unnamed == 1 ? " more entry" : " more entries");
       more = (names.rfind(" and ", 0) == 0 ? " (" + names.substr(1) : " (also " + names) + ")";
     }
     const bool early = first_unstorable_seconds_ < 0;
@@ -524,7 +532,8 @@ std::pair<std::string, std::string> split_source(const std::string& src) {
     std::free(real);
     slash = path.find_last_of('/');
   }
-  if (path == "/") throw Error(src + ": the file system root has no name to store it under; pass it as the only SOURCE");
+  if (path == "/")
+    throw Error(src + ": the file system root has no name to store it under; pass it as the only SOURCE");
   if (slash == std::string::npos) return {".", path};
   return {slash == 0 ? "/" : path.substr(0, slash), path.substr(slash + 1)};
 }

@@ -37,7 +37,7 @@ struct ScanOptions {
   // --mtime replaces them all anyway.
   bool warn_unstorable_times = true;
   std::atomic<uint64_t>* entries_seen = nullptr;  // progress counter, may be null
-  unsigned* listers_peak = nullptr;  // receives the most listers that worked at once, may be null
+  unsigned* listers_peak = nullptr;               // receives the most listers that worked at once, may be null
 };
 
 // Throws sqar::Error naming the path and the cause on the first fatal problem.

@@ -46,8 +46,8 @@ struct Node {
   uint32_t parent = kNoNode;
   mode_t mode = 0;  // includes S_IFMT
   uint32_t uid = 0, gid = 0;
-  uint32_t mtime = 0;  // SquashFS stores 32-bit unsigned times; the scan clamps
-  uint32_t rdev = 0;   // devices: Linux "new" encoding (fmt::encode_dev)
+  uint32_t mtime = 0;              // SquashFS stores 32-bit unsigned times; the scan clamps
+  uint32_t rdev = 0;               // devices: Linux "new" encoding (fmt::encode_dev)
   uint32_t link_target = kNoNode;  // a hard link: index of the node that owns the inode
   uint32_t link_count = 1;         // owner of a hard-linked inode: entries that name it
   uint32_t file_index = kNoNode;   // regular-file inode owners: index into Tree::files
@@ -60,13 +60,13 @@ static_assert(sizeof(Node) == 56, "Node grew: it is multiplied by 10^5..10^7 ent
 struct Tree {
   // Chunked, not a vector: growing it never copies, so the scan does not briefly hold the
   // tree twice (that doubled peak RSS on 270k entries); see ChunkedArray for why not a deque.
-  ChunkedArray<Node> nodes;      // nodes[0] is the root directory
-  std::string names{'\0'};       // all entry names, each followed by a NUL; offset 0 is ""
+  ChunkedArray<Node> nodes;  // nodes[0] is the root directory
+  std::string names{'\0'};   // all entry names, each followed by a NUL; offset 0 is ""
 
   std::vector<std::string> source_dirs;  // per SOURCE: the directory its entries are found in
   std::unordered_map<uint32_t, std::string> symlink_targets;
   std::unordered_map<uint32_t, Xattrs> xattrs;
-  std::vector<uint32_t> files;   // regular-file inode owners in image (depth-first, sorted) order
+  std::vector<uint32_t> files;  // regular-file inode owners in image (depth-first, sorted) order
   uint64_t total_file_bytes = 0;
 
   // A plain index range rather than std::views::iota, which clang 14 (the fuzz build) cannot

@@ -139,7 +139,8 @@ std::string xattr_error_subject(const std::string& path, const std::string& fail
 void warn_unstorable_xattrs(const XattrList& found, const std::string& path,
                             const std::function<void(const std::string&)>& warn) {
   if (!warn) return;
-  for (const std::string& key : found.unstorable) warn(path + ": xattr " + key + " cannot be stored in SquashFS, skipped");
+  for (const std::string& key : found.unstorable)
+    warn(path + ": xattr " + key + " cannot be stored in SquashFS, skipped");
 }
 
 }  // namespace sqar

@@ -10,15 +10,16 @@
 namespace sqar {
 namespace {
 
-constexpr uint64_t kChunk = uint64_t(1) << 20;      // memory is allocated a chunk at a time
-constexpr size_t kSpillBuffer = size_t(1) << 20;    // spill writes are gathered to this size
+constexpr uint64_t kChunk = uint64_t(1) << 20;    // memory is allocated a chunk at a time
+constexpr size_t kSpillBuffer = size_t(1) << 20;  // spill writes are gathered to this size
 constexpr size_t kZeros = 64 << 10;
 const uint8_t kZeroBlock[kZeros] = {};
 
 }  // namespace
 
 ContentStore::ContentStore(std::string scratch_dir, uint64_t memory_limit, bool keep_duplicates)
-    : scratch_dir_(std::move(scratch_dir)), memory_limit_(memory_limit / kChunk * kChunk),
+    : scratch_dir_(std::move(scratch_dir)),
+      memory_limit_(memory_limit / kChunk * kChunk),
       keep_duplicates_(keep_duplicates) {}
 
 ContentStore::~ContentStore() = default;
@@ -108,7 +109,8 @@ uint32_t ContentStore::finish(uint64_t size) {
   if (member_extents_.size() == 1 && member_extents_[0].offset == 0 && member_extents_[0].len == size) {
     c.where = member_extents_[0].where;
   } else if (size) {  // holes: the extents, possibly none (all hole)
-    if (extents_.size() + member_extents_.size() > UINT32_MAX) throw Error("more than 2^32 data extents in sparse members");
+    if (extents_.size() + member_extents_.size() > UINT32_MAX)
+      throw Error("more than 2^32 data extents in sparse members");
     c.first_extent = uint32_t(extents_.size());
     c.extent_count = uint32_t(member_extents_.size());
     extents_.insert(extents_.end(), member_extents_.begin(), member_extents_.end());
@@ -158,7 +160,8 @@ int ContentStore::read(uint32_t node, uint64_t offset, uint64_t len, uint8_t* ou
     const Extent* first = extents_.data() + c.first_extent;
     const Extent* last = first + c.extent_count;
     // The first extent that ends after `offset`.
-    const Extent* e = std::upper_bound(first, last, offset, [](uint64_t off, const Extent& x) { return off < x.offset + x.len; });
+    const Extent* e =
+        std::upper_bound(first, last, offset, [](uint64_t off, const Extent& x) { return off < x.offset + x.len; });
     for (; e != last && e->offset < offset + len; ++e) {
       const uint64_t from = std::max(e->offset, offset), to = std::min(e->offset + e->len, offset + len);
       read_store(e->where + (from - e->offset), out + (from - offset), size_t(to - from));

@@ -17,7 +17,7 @@
 namespace sqar {
 namespace {
 
-constexpr size_t kMaxNameLength = 255;     // SquashFS's and Linux's NAME_MAX
+constexpr size_t kMaxNameLength = 255;      // SquashFS's and Linux's NAME_MAX
 constexpr size_t kMaxSymlinkLength = 4096;  // the kernel refuses longer targets (PAGE_SIZE)
 // The kernel's limits for one inode's attributes (XATTR_SIZE_MAX, XATTR_LIST_MAX); the image
 // reader bounds them the same way (docs/architecture.md).
@@ -62,7 +62,9 @@ const char* type_name(mode_t mode) {
 class Ingest {
  public:
   Ingest(archive* a, std::string name, const TarIngestOptions& opt)
-      : a_(a), name_(std::move(name)), opt_(opt),
+      : a_(a),
+        name_(std::move(name)),
+        opt_(opt),
         store_(std::make_unique<ContentStore>(opt.scratch_dir, opt.memory_limit, opt.keep_duplicates)) {
     inodes_.emplace_back();  // the root's, until a member names the root
     names_.emplace_back();
@@ -197,7 +199,8 @@ class Ingest {
     const char* hardlink = archive_entry_hardlink(e);
     if (!hardlink) hardlink = archive_entry_hardlink_utf8(e);
     mode_t type = archive_entry_filetype(e);
-    if (hardlink) type = 0;
+    if (hardlink)
+      type = 0;
     else if (type != AE_IFREG && type != AE_IFDIR && type != AE_IFLNK && type != AE_IFCHR && type != AE_IFBLK &&
              type != AE_IFIFO && type != AE_IFSOCK)
       fail(member, "unsupported member type");
@@ -227,7 +230,8 @@ class Ingest {
     uint32_t inode;
     if (hardlink) {
       std::string target;
-      if (!normalize_member_path(hardlink, target, why)) fail(member, "hard link to " + std::string(hardlink) + ": " + why);
+      if (!normalize_member_path(hardlink, target, why))
+        fail(member, "hard link to " + std::string(hardlink) + ": " + why);
       const uint32_t t = target.empty() ? kRoot : find(target);
       if (t == kNoNode) fail(member, "hard link to " + std::string(hardlink) + ", which no earlier member names");
       if (is_dir(t)) fail(member, "hard link to the directory " + std::string(hardlink));
@@ -269,8 +273,8 @@ class Ingest {
 
   // Gives PATH (below `parent`, named `base`) to `inode`; an earlier member of that path is
   // replaced, as tar -x replaces it.
-  void place(uint32_t parent, std::string_view base, const std::string& path, const std::string& member,
-             uint32_t inode, bool excluded) {
+  void place(uint32_t parent, std::string_view base, const std::string& path, const std::string& member, uint32_t inode,
+             bool excluded) {
     if (auto it = lookup_.find(key(parent, base)); it != lookup_.end()) {
       Name& old = names_[it->second];
       if (!old.implicit && !old.excluded && !excluded)
@@ -291,8 +295,9 @@ class Ingest {
     uint64_t max_size = (uint64_t(1) << 32) * opt_.block_size;
     if (opt_.max_member_size) max_size = std::min(max_size, opt_.max_member_size);
     if (claimed > 0 && uint64_t(claimed) > max_size)
-      fail(member, "size " + std::to_string(claimed) + " exceeds " + std::to_string(max_size) + " bytes (2^32 blocks of " +
-                       std::to_string(opt_.block_size) + " bytes; a larger block size (-b) allows more)");
+      fail(member, "size " + std::to_string(claimed) + " exceeds " + std::to_string(max_size) +
+                       " bytes (2^32 blocks of " + std::to_string(opt_.block_size) +
+                       " bytes; a larger block size (-b) allows more)");
     const uint64_t limit = claimed >= 0 ? uint64_t(claimed) : max_size;
     store_->begin();
     uint64_t pos = 0;
@@ -417,7 +422,8 @@ class Ingest {
     collect_file_owners(t);
     for (uint32_t f : t.files) store_->bind(f, inodes_[node_inode[f]].content);
     if (unstorable_times_)
-      warn(t.path_of(first_unstorable_) + ": modification time cannot be stored in SquashFS (before 1970 or after "
+      warn(t.path_of(first_unstorable_) +
+           ": modification time cannot be stored in SquashFS (before 1970 or after "
            "2106), stored as the nearest it can hold" +
            (unstorable_times_ > 1 ? " (and " + std::to_string(unstorable_times_ - 1) + " more entries)" : "") +
            ". --mtime sets one time for all entries");

@@ -85,8 +85,8 @@ FinishResult finish_image(const Tree& tree, const DataResult& data, ImageFile& o
     out.append(blob.data(), blob.size());
     // Digests of the stored data, read back from the page cache: what append and merge check
     // copied blocks against (format/data_digests.h).
-    const auto digests = compute_data_digests(
-        [&](uint64_t off, void* buf, size_t len) { out.read_at(off, buf, len); }, data_end);
+    const auto digests =
+        compute_data_digests([&](uint64_t off, void* buf, size_t len) { out.read_at(off, buf, len); }, data_end);
     blob = encode_data_digests(digests);
     out.append(blob.data(), blob.size());
   }

@@ -4,6 +4,7 @@
 #include <libgen.h>
 #include <limits.h>
 #include <signal.h>
+#include <sqfs/error.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -13,7 +14,6 @@
 #include <cstring>
 
 #include "common/error.h"
-#include <sqfs/error.h>
 
 namespace sqar {
 
@@ -70,9 +70,7 @@ int view_write_at(sqfs_file_t* f, sqfs_u64 off, const void* buf, size_t len) {
     return SQFS_ERROR_IO;
   }
 }
-sqfs_u64 view_get_size(const sqfs_file_t* f) {
-  return owner_of(const_cast<sqfs_file_t*>(f))->position();
-}
+sqfs_u64 view_get_size(const sqfs_file_t* f) { return owner_of(const_cast<sqfs_file_t*>(f))->position(); }
 int view_truncate(sqfs_file_t* f, sqfs_u64 size) {
   try {
     owner_of(f)->truncate(size);
@@ -280,7 +278,8 @@ std::string base_name_of(const std::string& path) {
 // "already exists" when another process made IMAGE while this one was writing it: without
 // --force an existing IMAGE is never replaced, however late it appeared.
 [[noreturn]] void throw_commit_error(const std::string& image, int err) {
-  if (err == EEXIST) throw Error(image + ": already exists, made while this image was written (use --force to overwrite it)");
+  if (err == EEXIST)
+    throw Error(image + ": already exists, made while this image was written (use --force to overwrite it)");
   throw_errno(image, err);
 }
 }  // namespace

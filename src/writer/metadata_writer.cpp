@@ -34,7 +34,6 @@ struct FreeDeleter {
 };
 using InodePtr = std::unique_ptr<sqfs_inode_generic_t, FreeDeleter>;
 
-
 InodePtr alloc_inode(size_t payload) {
   auto* p = static_cast<sqfs_inode_generic_t*>(std::calloc(1, sizeof(sqfs_inode_generic_t) + payload));
   if (!p) throw std::bad_alloc();
@@ -47,8 +46,7 @@ class MetadataWriter {
  public:
   MetadataWriter(const Tree& tree, const DataResult& data, ImageFile& out, sqfs_super_t& super,
                  const MetadataOptions& opt)
-      : tree_(tree), data_(data), out_(out), super_(super), opt_(opt), codec_(opt.codec),
-        scratch_(out.directory()) {}
+      : tree_(tree), data_(data), out_(out), super_(super), opt_(opt), codec_(opt.codec), scratch_(out.directory()) {}
 
   MetadataResult run() {
     sqfs_file_t* file = out_.as_sqfs_file();
@@ -56,7 +54,8 @@ class MetadataWriter {
     inode_writer_.reset(sqfs_meta_writer_create(file, cmp, 0));
     dir_meta_.reset(sqfs_meta_writer_create(scratch_.as_sqfs_file(), cmp, 0));
     if (!inode_writer_ || !dir_meta_) throw std::bad_alloc();
-    dir_writer_.reset(sqfs_dir_writer_create(dir_meta_.get(), opt_.exportable ? SQFS_DIR_WRITER_CREATE_EXPORT_TABLE : 0));
+    dir_writer_.reset(
+        sqfs_dir_writer_create(dir_meta_.get(), opt_.exportable ? SQFS_DIR_WRITER_CREATE_EXPORT_TABLE : 0));
     ids_.reset(sqfs_id_table_create(0));
     xattrs_.reset(sqfs_xattr_writer_create(0));
     if (!dir_writer_ || !ids_ || !xattrs_) throw std::bad_alloc();
@@ -205,8 +204,8 @@ class MetadataWriter {
     // unless an input image stored it as a short block (PrestoredData::stored_tail_files).
     const bool tail_block = tail != 0 && loc.fragment == fmt::kNoFragment;
     const uint32_t data_owner = loc.same_as == kNoNode ? n.file_index : loc.same_as;  // a duplicate has its data
-    const bool stored_tail = tail_block && std::binary_search(data_.stored_tail_files.begin(),
-                                                              data_.stored_tail_files.end(), data_owner);
+    const bool stored_tail =
+        tail_block && std::binary_search(data_.stored_tail_files.begin(), data_.stored_tail_files.end(), data_owner);
     const bool sparse_tail = tail_block && !stored_tail;
     const size_t nblocks = full_blocks + (tail_block ? 1 : 0);
     InodePtr ino = alloc_inode(nblocks * sizeof(uint32_t));

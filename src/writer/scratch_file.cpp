@@ -72,9 +72,7 @@ int ScratchFile::write_at(sqfs_file_t* f, sqfs_u64 off, const void* buf, size_t 
   return 0;
 }
 
-sqfs_u64 ScratchFile::get_size(const sqfs_file_t* f) {
-  return reinterpret_cast<const View*>(f)->owner->size_;
-}
+sqfs_u64 ScratchFile::get_size(const sqfs_file_t* f) { return reinterpret_cast<const View*>(f)->owner->size_; }
 
 int ScratchFile::truncate(sqfs_file_t* f, sqfs_u64 size) {
   ScratchFile* self = reinterpret_cast<View*>(f)->owner;

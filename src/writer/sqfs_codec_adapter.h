@@ -17,8 +17,7 @@ class SqfsCodecAdapter {
     sqfs_compressor_t base;
     SqfsCodecAdapter* owner;
   };
-  static sqfs_s32 do_block(sqfs_compressor_t* cmp, const sqfs_u8* in, sqfs_u32 size, sqfs_u8* out,
-                           sqfs_u32 outsize);
+  static sqfs_s32 do_block(sqfs_compressor_t* cmp, const sqfs_u8* in, sqfs_u32 size, sqfs_u8* out, sqfs_u32 outsize);
   static void get_configuration(const sqfs_compressor_t* cmp, sqfs_compressor_config_t* cfg);
   static int write_options(sqfs_compressor_t*, sqfs_file_t*) { return 0; }  // written by the image writer
   static int read_options(sqfs_compressor_t*, sqfs_file_t*) { return 0; }

@@ -1,11 +1,12 @@
 #include "codec/codec.h"
-#include "pipeline/incompressible.h"
 
 #include <gtest/gtest.h>
 #include <zlib.h>
 
 #include <random>
 #include <string>
+
+#include "pipeline/incompressible.h"
 
 namespace sqar {
 namespace {
@@ -59,8 +60,7 @@ TEST_P(CodecRoundTrip, RejectsGarbageWithoutCrashing) {
   size_t n = codec->compress(in.data(), in.size(), packed.data(), packed.size());
   ASSERT_GT(n, 0u);
   // Truncated input and a too-small output buffer must fail cleanly.
-  EXPECT_FALSE(codec->decompress(packed.data(), n / 2, out.data(), out.size()).has_value() &&
-               out == in);
+  EXPECT_FALSE(codec->decompress(packed.data(), n / 2, out.data(), out.size()).has_value() && out == in);
   EXPECT_FALSE(codec->decompress(packed.data(), n, out.data(), 100).has_value());
   auto garbage = random_block(4096, 3);
   auto r = codec->decompress(garbage.data(), garbage.size(), out.data(), out.size());

@@ -1,5 +1,7 @@
 // The stored-data digests trailer (src/format/data_digests.h): chunks at fixed image offsets
 // without the superblock, a round trip, and damaged or out-of-range trailers refused.
+#include "format/data_digests.h"
+
 #include <gtest/gtest.h>
 #include <xxhash.h>
 
@@ -8,7 +10,6 @@
 
 #include "common/endian.h"
 #include "common/error.h"
-#include "format/data_digests.h"
 
 namespace {
 
@@ -51,9 +52,9 @@ TEST(DataDigests, RoundTripAndDamage) {
   // a flipped digest
   auto bad = blob;
   bad[sqar::kDataDigestHeaderSize + 3] ^= 1;
-  EXPECT_THROW(sqar::decode_data_digests(*h, bad.data() + sqar::kDataDigestHeaderSize,
-                                         bad.size() - sqar::kDataDigestHeaderSize),
-               sqar::Error);
+  EXPECT_THROW(
+      sqar::decode_data_digests(*h, bad.data() + sqar::kDataDigestHeaderSize, bad.size() - sqar::kDataDigestHeaderSize),
+      sqar::Error);
   // a flipped header field
   bad = blob;
   bad[20] ^= 1;

@@ -24,7 +24,8 @@ class DirectoryCursorTest : public ::testing::Test {
     char tmpl[] = "/tmp/sqar-cursor-XXXXXX";
     ASSERT_NE(mkdtemp(tmpl), nullptr);
     root_ = tmpl;
-    for (const char* d : {"a", "a/b", "a/b/c", "a/b/d", "a/e", "f", "f/g"}) ASSERT_EQ(mkdir((root_ + "/" + d).c_str(), 0755), 0);
+    for (const char* d : {"a", "a/b", "a/b/c", "a/b/d", "a/e", "f", "f/g"})
+      ASSERT_EQ(mkdir((root_ + "/" + d).c_str(), 0755), 0);
     ASSERT_EQ(symlink("a/b", (root_ + "/link").c_str()), 0);
   }
   void TearDown() override { std::system(("rm -rf " + root_).c_str()); }

@@ -1,7 +1,7 @@
 // ExcludeList: which patterns match names at any depth and which match the path from the root.
-#include <gtest/gtest.h>
-
 #include "scan/exclude.h"
+
+#include <gtest/gtest.h>
 
 namespace sqar {
 namespace {

@@ -1,6 +1,8 @@
 // The manifest trailer format (src/format/manifest.h): version 3 round trips, the fragment
 // digests bind each small file's inode to its content, versions 1 and 2 (written by earlier
 // builds) still decode, and damaged or inconsistent trailers are refused.
+#include "format/manifest.h"
+
 #include <gtest/gtest.h>
 #include <xxhash.h>
 
@@ -9,7 +11,6 @@
 
 #include "common/endian.h"
 #include "common/error.h"
-#include "format/manifest.h"
 
 namespace {
 
@@ -67,8 +68,8 @@ TEST(Manifest, EncoderRefusesInodeZeroAndRepeats) {
 TEST(Manifest, OnlyFilesWithoutAFullBlockAreCoveredByTheirFragmentDigest) {
   EXPECT_TRUE(sqar::covered_by_fragment_digest(100, 4096, 0));
   EXPECT_TRUE(sqar::covered_by_fragment_digest(4095, 4096, 7));
-  EXPECT_FALSE(sqar::covered_by_fragment_digest(4096, 4096, 7));  // a full block and no tail
-  EXPECT_FALSE(sqar::covered_by_fragment_digest(5000, 4096, 7));  // a full block and a tail
+  EXPECT_FALSE(sqar::covered_by_fragment_digest(4096, 4096, 7));          // a full block and no tail
+  EXPECT_FALSE(sqar::covered_by_fragment_digest(5000, 4096, 7));          // a full block and a tail
   EXPECT_FALSE(sqar::covered_by_fragment_digest(100, 4096, 0xFFFFFFFF));  // no fragment (zero tail)
 }
 

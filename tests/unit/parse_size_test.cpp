@@ -31,8 +31,8 @@ TEST(ParseSize, OverflowIsRefused) {
 }
 
 TEST(ParseSize, MalformedInputIsRefused) {
-  for (const char* s : {"", "K", "-1", "+1", " 1", "1 ", "1.5M", "0x10", "12X", "1KiBB", "1Ki", "1T", "1mB",
-                        "1kib", "M1", "1,024"})
+  for (const char* s :
+       {"", "K", "-1", "+1", " 1", "1 ", "1.5M", "0x10", "12X", "1KiBB", "1Ki", "1T", "1mB", "1kib", "M1", "1,024"})
     EXPECT_EQ(parse_size(s), std::nullopt) << '"' << s << '"';
 }
 

@@ -1,7 +1,7 @@
 // path_pattern_match: fnmatch rules within a component, "**" across components.
-#include <gtest/gtest.h>
-
 #include "common/path_pattern.h"
+
+#include <gtest/gtest.h>
 
 namespace sqar {
 namespace {

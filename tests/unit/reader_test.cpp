@@ -118,8 +118,8 @@ TEST_P(ReaderCompressor, ReadsMksquashfsImage) {
   bool devices = mknod((f.src / "chardev").c_str(), S_IFCHR | 0644, makedev(1, 3)) == 0 &&
                  mknod((f.src / "blockdev").c_str(), S_IFBLK | 0600, makedev(259, 70000)) == 0;
   (void)devices;
-  ASSERT_EQ(run("mksquashfs " + f.src.string() + " " + f.img.string() + " -noappend -quiet -no-progress -xattrs -comp " +
-                GetParam()),
+  ASSERT_EQ(run("mksquashfs " + f.src.string() + " " + f.img.string() +
+                " -noappend -quiet -no-progress -xattrs -comp " + GetParam()),
             0);
   auto image = Image::open(f.img);
   EXPECT_EQ(sqar::codec_name(image->super().compressor), GetParam());
@@ -132,8 +132,9 @@ TEST(Reader, VariantsWithoutFragmentsUncompressedAndAlwaysFragments) {
   if (!have_tool("mksquashfs")) GTEST_SKIP() << "mksquashfs is not installed";
   Fixture f;
   make_tree(f.src, false);
-  for (std::string opts : {"-no-fragments -no-xattrs", "-noI -noD -noF -noX -no-xattrs", "-always-use-fragments -no-xattrs",
-                           "-b 4096 -no-xattrs", "-b 1M -no-xattrs -comp zstd -Xcompression-level 3"}) {
+  for (std::string opts :
+       {"-no-fragments -no-xattrs", "-noI -noD -noF -noX -no-xattrs", "-always-use-fragments -no-xattrs",
+        "-b 4096 -no-xattrs", "-b 1M -no-xattrs -comp zstd -Xcompression-level 3"}) {
     SCOPED_TRACE(opts);
     ASSERT_EQ(run("mksquashfs " + f.src.string() + " " + f.img.string() + " -noappend -quiet -no-progress " + opts), 0);
     auto image = Image::open(f.img);
@@ -232,7 +233,8 @@ TEST(Reader, ConcurrentRandomReads) {
     contents.push_back(random_bytes(700000 + i * 1000, 100 + i, i % 2 == 0));
     write_file(f.src / ("f" + std::to_string(i)), contents.back());
   }
-  ASSERT_EQ(run("mksquashfs " + f.src.string() + " " + f.img.string() + " -noappend -quiet -no-progress -comp zstd"), 0);
+  ASSERT_EQ(run("mksquashfs " + f.src.string() + " " + f.img.string() + " -noappend -quiet -no-progress -comp zstd"),
+            0);
   // A small cache forces evictions while other threads hold blocks.
   auto image = Image::open(f.img, {.offset = 0, .cache_bytes = 300000});
   std::vector<Inode> inodes;

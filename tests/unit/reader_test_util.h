@@ -85,7 +85,8 @@ inline void make_tree(const fs::path& root, bool with_xattrs) {
   if (chown((root / "one").c_str(), 1234, 5678) != 0) {
   }
   // Large directory: listing spans many metadata blocks, so it gets a directory index.
-  for (int i = 0; i < 1500; ++i) write_file(root / "big" / ("file-with-a-longish-name-" + std::to_string(i)), std::to_string(i));
+  for (int i = 0; i < 1500; ++i)
+    write_file(root / "big" / ("file-with-a-longish-name-" + std::to_string(i)), std::to_string(i));
   if (with_xattrs) {
     setxattr((root / "small.txt").c_str(), "user.comment", "hi", 2, 0);
     std::string big(3000, 'v');

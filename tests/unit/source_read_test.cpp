@@ -2,8 +2,6 @@
 // goes pending (the kernel fetches it meanwhile) and finish() gives the same bytes; a file that
 // changes size between start() and finish() is still reported. Pages are evicted per file with
 // POSIX_FADV_DONTNEED, so nothing else on the machine is disturbed.
-#include "pipeline/source_reader.h"
-
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
@@ -13,6 +11,8 @@
 #include <random>
 #include <string>
 #include <vector>
+
+#include "pipeline/source_reader.h"
 
 namespace sqar {
 namespace {

@@ -40,7 +40,8 @@ TEST(ThreadPool, UsesOtherThreadsThanTheCaller) {
       EXPECT_NE(w, 0u);
       elsewhere.fetch_add(1);
     }
-    for (int spin = 0; spin < 2000 && elsewhere.load() == 0; ++spin) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    for (int spin = 0; spin < 2000 && elsewhere.load() == 0; ++spin)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
   });
   EXPECT_GT(elsewhere.load(), 0);
 }
@@ -110,7 +111,10 @@ TEST(OpsParallelFor, PropagatesErrorsAndCoversAllItems) {
     hits[i].fetch_add(1);
   });
   for (auto& h : hits) EXPECT_EQ(h.load(), 1);
-  EXPECT_THROW(ops::parallel_for(10, 2, [](size_t i, unsigned) { if (i == 3) throw std::runtime_error("x"); }),
+  EXPECT_THROW(ops::parallel_for(10, 2,
+                                 [](size_t i, unsigned) {
+                                   if (i == 3) throw std::runtime_error("x");
+                                 }),
                std::runtime_error);
 }
 
