@@ -66,6 +66,40 @@ def test_shards_equal_whole():
             assert int(st.st_mtime) == 1_650_000_200, "root attributes differ from the tree's"
 
 
+def test_example_slurm_driver():
+    """examples/shards.sbatch, run once per array task as sbatch --array would, then merged:
+    the image equals the tree, root file and root attributes included."""
+    need_root()
+    driver = os.path.join(os.environ.get("SQAR_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", "..")),
+                          "examples", "shards.sbatch")
+    with tempdir() as d:
+        t = f"{d}/tree"
+        make_full_tree(f"{t}/alpha")
+        for i in range(12):
+            write(f"{t}/beta/part{i}.dat", pseudo_random(1000 * i + 7, i))
+        write(f"{t}/gamma/copy.dat", pseudo_random(1000 * 5 + 7, 5))  # a duplicate across shards
+        write(f"{t}/README", b"the root's own file\n")
+        os.chmod(t, 0o750)
+        os.utime(t, (1_650_000_300, 1_650_000_300))
+        env = dict(os.environ, PATH=f"{os.path.dirname(SQAR)}:{os.environ['PATH']}", SLURM_CPUS_PER_TASK="2")
+        tasks = 1 + len([e for e in os.scandir(t) if e.is_dir()])
+        procs = [subprocess.Popen(["bash", driver, t, f"{d}/shards"], env=dict(env, SLURM_ARRAY_TASK_ID=str(k)),
+                                  stderr=subprocess.PIPE, text=True) for k in range(tasks)]
+        for p in procs:
+            assert p.wait() == 0, p.stderr.read()
+        shards = sorted(os.listdir(f"{d}/shards"))
+        assert len(shards) == tasks and shards[0] == "0-root.sqfs", shards
+        merge(*[f"{d}/shards/{x}" for x in shards], f"{d}/merged.sqfs")
+        unsquashfs_extract(f"{d}/merged.sqfs", f"{d}/merged")
+        compare_trees(t, f"{d}/merged", "unsquashfs of the shards the Slurm driver packed")
+        st = os.stat(f"{d}/merged")
+        assert st.st_mode & 0o777 == 0o750 and int(st.st_mtime) == 1_650_000_300, "root attributes are not the tree's"
+        p = subprocess.run(["bash", driver, t, f"{d}/shards"], env=dict(env, SLURM_ARRAY_TASK_ID=str(tasks)),
+                           capture_output=True, text=True)
+        assert p.returncode != 0 and "no top directory number" in p.stderr, p.stderr
+        log(f"ok: {tasks} array tasks merged into the tree")
+
+
 def test_conflicts_and_replace():
     with tempdir() as d:
         write(f"{d}/a/x", b"from a\n")
@@ -106,4 +140,4 @@ def test_block_size_mismatch():
 
 
 if __name__ == "__main__":
-    main([test_shards_equal_whole, test_conflicts_and_replace, test_damaged_shard, test_block_size_mismatch])
+    main([test_shards_equal_whole, test_example_slurm_driver, test_conflicts_and_replace, test_damaged_shard, test_block_size_mismatch])
