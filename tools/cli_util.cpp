@@ -1,5 +1,7 @@
 #include "cli_util.h"
 
+#include <getopt.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -17,6 +19,12 @@ int run_guarded(const char* cmd, const std::function<int()>& body, int error_cod
     std::fprintf(stderr, "sqar %s: %s\n", cmd, e.what());
     return error_code;
   }
+}
+
+void throw_getopt_error(int c, char** argv) {
+  const std::string arg = argv[optind - 1];
+  if (c == ':') throw UsageError("option '" + arg + "' needs a value");
+  throw UsageError("unknown option '" + arg + "'");
 }
 
 std::optional<int64_t> parse_int(const std::string& text) {

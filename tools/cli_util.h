@@ -19,6 +19,10 @@ class UsageError : public std::runtime_error {
 // gives 2; any other exception prints "sqar CMD: message" and gives error_code.
 int run_guarded(const char* cmd, const std::function<int()>& body, int error_code = 1);
 
+// The UsageError for what getopt_long returned instead of an option: ':' (an option without
+// its value) or '?' (an unknown option); both name the argument as typed.
+[[noreturn]] void throw_getopt_error(int c, char** argv);
+
 std::optional<int64_t> parse_int(const std::string& text);
 std::string human_bytes(uint64_t bytes);  // "1.2 GiB"
 // "1 file", "0 files", "2 files": a count with its noun in the right number.

@@ -264,8 +264,7 @@ int cat_main(int argc, char** argv) {
         case kOffset: offset = parse_offset_arg(optarg); break;
         case kNoVerify: verify = false; break;
         case 'h': std::fputs(kHelp, stdout); return 0;
-        case ':': throw UsageError(std::string("option '") + argv[optind - 1] + "' needs a value");
-        default: throw UsageError(std::string("unknown option '") + argv[optind - 1] + "'");
+        default: throw_getopt_error(c, argv);
       }
     }
     if (argc - optind < 2) throw UsageError("need IMAGE and at least one PATTERN");

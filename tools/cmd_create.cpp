@@ -363,8 +363,7 @@ int run_create(int argc, char** argv) {
         opt.tar_memory = *v;
         break;
       }
-      case ':': throw UsageError(std::string("option '") + argv[optind - 1] + "' needs a value");
-      default: throw UsageError(std::string("unknown option '") + argv[optind - 1] + "'");
+      default: throw_getopt_error(c, argv);
     }
   }
   if (!opt.tar.empty()) {

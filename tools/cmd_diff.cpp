@@ -86,8 +86,7 @@ int diff_main(int argc, char** argv) {
             case 'j': opt.jobs = parse_jobs_arg(optarg); break;
             case kOffset: offset = parse_offset_arg(optarg); break;
             case 'h': std::fputs(kHelp, stdout); return 0;
-            case ':': throw UsageError(std::string("option '") + argv[optind - 1] + "' needs a value");
-            default: throw UsageError(std::string("unknown option '") + argv[optind - 1] + "'");
+            default: throw_getopt_error(c, argv);
           }
         }
         if (argc - optind != 2) throw UsageError("need IMAGE and DIR");

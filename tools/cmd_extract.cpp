@@ -131,8 +131,7 @@ int extract_main(int argc, char** argv) {
         case kProgress: force_progress = true; break;
         case kTar: tar_out = optarg; break;
         case 'h': std::fputs(kHelp, stdout); return 0;
-        case ':': throw UsageError(std::string("option '") + argv[optind - 1] + "' needs a value");
-        default: throw UsageError(std::string("unknown option '") + argv[optind - 1] + "'");
+        default: throw_getopt_error(c, argv);
       }
     }
     if (optind >= argc) throw UsageError("missing IMAGE");

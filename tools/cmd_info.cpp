@@ -120,8 +120,7 @@ int info_main(int argc, char** argv) {
         case kJson: json = true; break;
         case kOffset: offset = parse_offset_arg(optarg); break;
         case 'h': std::fputs(kHelp, stdout); return 0;
-        case ':': throw UsageError(std::string("option '") + argv[optind - 1] + "' needs a value");
-        default: throw UsageError(std::string("unknown option '") + argv[optind - 1] + "'");
+        default: throw_getopt_error(c, argv);
       }
     }
     if (argc - optind != 1) throw UsageError("need exactly one IMAGE");

@@ -139,8 +139,7 @@ int run(int argc, char** argv, bool append) {
     // Options of the other command are unknown here.
     const bool append_only = c == 'c' || c == 'l' || c == 'b' || c == kExclude || c == kOneFs || c == kNoXattrs ||
                              c == kSkipUnreadable || c == kStrict || c == kKeepAsDirectory;
-    if ((append_only && !append) || (c == 'f' && append))
-      throw UsageError(std::string("unknown option '") + argv[optind - 1] + "'");
+    if ((append_only && !append) || (c == 'f' && append)) throw_getopt_error('?', argv);
     switch (c) {
       case 'r': opt.replace = true; break;
       case 'f': opt.force = true; break;
@@ -178,8 +177,7 @@ int run(int argc, char** argv, bool append) {
       case kStrict: opt.strict = true; break;
       case kKeepAsDirectory: opt.keep_as_directory = true; break;
       case kJson: json = true; break;
-      case ':': throw UsageError(std::string("option '") + argv[optind - 1] + "' needs a value");
-      default: throw UsageError(std::string("unknown option '") + argv[optind - 1] + "'");
+      default: throw_getopt_error(c, argv);
     }
   }
   if (argc - optind < 2)
