@@ -16,19 +16,24 @@ namespace sqar {
 
 class FirstError {
  public:
-  // Registers a stage's wake-up (it takes the stage's lock and notifies its waiters). Called
-  // before any thread starts.
-  void on_failure(std::function<void()> wake) { wakers_.push_back(std::move(wake)); }
+  // Registers a stage's wake-up (it takes the stage's lock and notifies its waiters).
+  void on_failure(std::function<void()> wake) {
+    std::lock_guard lk(mu_);
+    wakers_.push_back(std::move(wake));
+  }
 
   // Keeps `message` if it is the first error and wakes every stage.
   void fail(const std::string& message) {
+    std::vector<std::function<void()>> wakers;
     {
       std::lock_guard lk(mu_);
       if (failed_) return;
       message_ = message;
       failed_ = true;
+      wakers = wakers_;
     }
-    for (auto& wake : wakers_) wake();
+    // Called without mu_: a stage may hold its own lock while it asks for the message.
+    for (auto& wake : wakers) wake();
   }
 
   // Runs f, turning an exception into fail(): the body of every stage thread.
