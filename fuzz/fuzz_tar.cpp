@@ -1,13 +1,17 @@
 // Fuzzes the tar ingest of `sqar create --tar` (src/tarin/): libarchive's tar readers and
 // filters as sqar drives them, the gzip check (archive_input), member names and links into
 // the Tree, and the content store. Byte 0 selects options: bit 0 spills all content to the
-// scratch file, bit 1 keeps duplicates, bit 2 excludes "*.o" and "/d/". Whatever is accepted
+// scratch file, bit 1 keeps duplicates, bit 2 excludes "*.o" and "/d/", bit 3 leaves tar header
+// checksums as they are (by default each ustar header's checksum is recomputed, so a mutated
+// name, size or type reaches the ingest instead of failing libarchive's check). Whatever is accepted
 // must give a well-formed tree (sorted, unique, valid names; links to owners) whose files read
 // back with the hash the ingest computed.
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -48,6 +52,20 @@ void check_tree(const sqar::Tree& t, const sqar::ContentStore& store) {
   }
 }
 
+// Recomputes the checksum of every 512-byte block that carries the ustar magic (offset 257):
+// the sum of the header's bytes with the checksum field (148..155) counted as spaces, written as
+// six octal digits, NUL, space. Compressed inputs have no such blocks and stay as they are.
+void repair_header_checksums(std::vector<uint8_t>& archive) {
+  for (size_t at = 0; at + 512 <= archive.size(); at += 512) {
+    uint8_t* h = archive.data() + at;
+    if (std::memcmp(h + 257, "ustar", 5) != 0) continue;
+    unsigned sum = 0;
+    for (size_t i = 0; i < 512; ++i) sum += i >= 148 && i < 156 ? ' ' : h[i];
+    std::snprintf(reinterpret_cast<char*>(h + 148), 8, "%06o", sum & 0777777);
+    h[155] = ' ';
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -55,7 +73,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // The ingest opens its archive by path: the input goes to one memfd, reopened per run.
   static const int fd = memfd_create("sqar-fuzz-tar", MFD_CLOEXEC);
   if (fd < 0) std::abort();
-  if (ftruncate(fd, 0) != 0 || pwrite(fd, data + 1, size - 1, 0) != ssize_t(size - 1)) std::abort();
+  std::vector<uint8_t> archive(data + 1, data + size);
+  if (!(data[0] & 8)) repair_header_checksums(archive);
+  if (ftruncate(fd, 0) != 0 || pwrite(fd, archive.data(), archive.size(), 0) != ssize_t(archive.size())) std::abort();
   sqar::TarIngestOptions opt;
   opt.archive = "/proc/self/fd/" + std::to_string(fd);
   opt.scratch_dir = "/tmp";

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Seeds for fuzz_tar: archives of a tiny tree (hard links, symlinks, a fifo, a sparse file,
-# xattrs, a duplicate, a long name) by GNU tar (pax, gnu, ustar) and bsdtar (pax), plain and
+# with two data regions, xattrs, a duplicate, a long name) by GNU tar (pax, gnu, ustar) and bsdtar (pax), plain and
 # gzip/zstd/xz-compressed, each behind the harness's option byte. Called by make_corpus.sh.
 # Usage: fuzz/make_tar_seeds.sh OUTDIR
 set -euo pipefail
@@ -16,7 +16,10 @@ printf 'object' >"$src/x/y.o"
 ln "$src/a.txt" "$src/d/e/hard"
 ln -s ../a.txt "$src/d/link"
 mkfifo "$src/fifo"
-truncate -s 9000 "$src/sparse"; printf 'z' | dd of="$src/sparse" bs=1 seek=5000 conv=notrunc status=none
+# Two data regions between holes, so the content store's multi-extent reads are reached.
+truncate -s 20000 "$src/sparse"
+printf 'z' | dd of="$src/sparse" bs=1 seek=5000 conv=notrunc status=none
+printf 'y' | dd of="$src/sparse" bs=1 seek=15000 conv=notrunc status=none
 printf 'long' >"$src/d/$(printf 'n%.0s' {1..120})"
 setfattr -n user.seed -v value "$src/a.txt" 2>/dev/null || true
 touch -d @1600000000 "$src"/* "$src"/d/*
