@@ -1,7 +1,8 @@
 // ThreadPool: a fixed set of worker threads for parallel loops over independent items.
 //
-// The commands that work item by item (extract, verify, diff, the --reuse index) share this one
-// pool instead of each starting its own threads. Long-lived roles (the builder's pipeline
+// The loops over a known count of items (extract, verify, diff, the --reuse index, create's
+// hashing pass of large files that share a size) share this one pool instead of each starting
+// its own threads. Long-lived roles (the builder's pipeline
 // stages, the scanner's directory listers, sqarfs's listeners) keep dedicated threads: they
 // wait on their own queues and are not loops over a known count.
 #pragma once

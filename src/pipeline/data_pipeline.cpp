@@ -81,9 +81,8 @@ class DataPipeline final : public UnitReader {
     compressor.close(stats_);
     errors_.throw_if_failed();
     out_.flush();
-    written_bytes_ = writer.bytes_written();
     for (const auto& [file, size] : cut_) tree_.nodes[tree_.files[file]].size = size;
-    return finish();
+    return finish(writer.bytes_written());
   }
 
  private:
@@ -524,7 +523,7 @@ class DataPipeline final : public UnitReader {
 
   void submit(std::unique_ptr<BlockJob> job) { compressor_->submit(std::move(job)); }
 
-  DataResult finish() {
+  DataResult finish(uint64_t data_bytes_written) {
     DataResult r;
     for (size_t i = 0; i < locs_.size(); ++i) {
       stats_.bytes_in += node_of(uint32_t(i)).size;
@@ -541,7 +540,7 @@ class DataPipeline final : public UnitReader {
     stats_.blocks_sparse += sparse_tails_;
     stats_.files = locs_.size();
     stats_.fragments = fragments_.size();
-    stats_.data_bytes_written = written_bytes_;
+    stats_.data_bytes_written = data_bytes_written;
     r.files = std::move(locs_);
     r.fragments = std::move(fragments_);
     r.block_sizes = std::move(block_sizes_);
@@ -589,7 +588,6 @@ class DataPipeline final : public UnitReader {
   OrderedCompressor* compressor_ = nullptr;  // while the sequencer runs
   uint64_t byte_budget_ = 0;                 // read but not yet sequenced
   std::vector<FragmentLocation> fragments_;  // BlockWriter's during the run
-  uint64_t written_bytes_ = 0;
 };
 
 }  // namespace

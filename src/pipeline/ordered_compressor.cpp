@@ -36,9 +36,10 @@ void OrderedCompressor::join() {
 void OrderedCompressor::submit(std::unique_ptr<BlockJob> job) {
   std::unique_lock lk(mu_);
   space_cv_.wait(lk, [&] { return errors_.failed() || jobs_.size() < max_jobs_; });
-  lk.unlock();
-  errors_.throw_if_failed();
-  lk.lock();
+  if (errors_.failed()) {
+    lk.unlock();
+    errors_.throw_if_failed();
+  }
   to_compress_.push_back(job.get());
   jobs_.push_back(std::move(job));
   lk.unlock();
