@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib  # noqa: E402
 import run  # noqa: E402  (data sets)
 
-CONFIGS = {"zstd-15": ("zstd", 15), "zstd-3": ("zstd", 3), "gzip-9": ("gzip", 9), "xz-6": ("xz", 6)}
+CONFIGS = {label: (codec, level) for label, codec, level in run.CONFIGS}  # as bench/run.py names them
 
 
 def main():
