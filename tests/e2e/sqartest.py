@@ -29,6 +29,10 @@ from expected_skips import unexpected_in_ci
 
 SQAR = os.environ.get("SQAR", "sqar")
 SQARFS = os.environ.get("SQARFS", "sqarfs")
+# A prefix that runs a command as nobody. setpriv changes the ids keeping its capabilities
+# until the exec, so the binary is found even when the build lies below a directory only root
+# may enter (a clone under `mktemp -d` is 0700); dropping the ids in a preexec_fn would not.
+AS_NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
 SKIP = 77
 # The exitcode= that scripts/test.sh gives ASan, UBSan and TSan: sqar's own codes are 0, 1 and 2.
 SANITIZER_EXIT_CODE = 86

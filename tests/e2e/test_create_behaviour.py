@@ -11,8 +11,8 @@ import stat
 import subprocess
 import time
 
-from sqartest import (SQAR, check_sanitizers, compare_trees, dir_without_o_tmpfile, image_in_progress, kernel_mount,
-                      kernel_reports_holes, leftovers, log, main, make_full_tree, mksquashfs, need_root,
+from sqartest import (AS_NOBODY, SQAR, check_sanitizers, compare_trees, dir_without_o_tmpfile, image_in_progress,
+                      kernel_mount, kernel_reports_holes, leftovers, log, main, make_full_tree, mksquashfs, need_root,
                       o_tmpfile_works, pseudo_random, run, sqar_create, tempdir, unsquashfs_extract, write, xattrs_of)
 
 
@@ -174,11 +174,10 @@ def test_unreadable_file_names_path_and_cause():
         write(f"{d}/src/ok", b"fine")
         write(f"{d}/src/secret", b"hidden", 0o000)
         os.chmod(f"{d}/src", 0o755)
-        nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
-        p = run([*nobody, SQAR, "create", f"{d}/src", f"{d}/img"], check=False)
+        p = run([*AS_NOBODY, SQAR, "create", f"{d}/src", f"{d}/img"], check=False)
         assert p.returncode == 1 and f"{d}/src/secret" in p.stderr and "Permission denied" in p.stderr, p.stderr
         assert not os.path.exists(f"{d}/img") and not leftovers(f"{d}/img")
-        p = run([*nobody, SQAR, "create", "--skip-unreadable", f"{d}/src", f"{d}/img"], check=False)
+        p = run([*AS_NOBODY, SQAR, "create", "--skip-unreadable", f"{d}/src", f"{d}/img"], check=False)
         assert p.returncode == 0 and "warning" in p.stderr and "secret" in p.stderr, p.stderr
         listing = run(["unsquashfs", "-l", f"{d}/img"]).stdout
         assert "squashfs-root/ok" in listing and "secret" not in listing, listing

@@ -9,10 +9,7 @@ stores a single SOURCE directory under its own name (compared with mksquashfs
 import os
 import subprocess
 
-from sqartest import SQAR, log, main, mksquashfs, need_tool, run, tempdir, unsquashfs_extract, write
-
-NOBODY = 65534
-
+from sqartest import AS_NOBODY, SQAR, log, main, mksquashfs, need_tool, run, tempdir, unsquashfs_extract, write
 
 def log_tree(root):
     write(f"{root}/journal/system.journal", b"journal\n" * 100)
@@ -33,12 +30,6 @@ def listing(out):
     return sorted(paths)
 
 
-def as_nobody():
-    os.setgroups([])
-    os.setgid(NOBODY)
-    os.setuid(NOBODY)
-
-
 def test_unreadable_directory_suggests_skip_unreadable():
     with tempdir() as d:
         os.chmod(d, 0o777)  # reachable and writable by the unprivileged user
@@ -49,13 +40,13 @@ def test_unreadable_directory_suggests_skip_unreadable():
                 if n != "journal":
                     os.chmod(os.path.join(dirpath, n), 0o755)
         os.chmod(src, 0o755)
-        pre = as_nobody if os.geteuid() == 0 else None
-        p = run([SQAR, "create", "-q", src, f"{d}/img"], check=False, preexec_fn=pre)
+        nobody = AS_NOBODY if os.geteuid() == 0 else []
+        p = run([*nobody, SQAR, "create", "-q", src, f"{d}/img"], check=False)
         assert p.returncode == 1, f"exit {p.returncode}: {p.stderr}"
         assert f"{src}/journal: Permission denied" in p.stderr and "--skip-unreadable" in p.stderr, p.stderr
         assert not os.path.exists(f"{d}/img"), "a failed build left an image"
         log(f"ok: {p.stderr.strip()}")
-        p = run([SQAR, "create", "-q", "--skip-unreadable", src, f"{d}/img"], check=False, preexec_fn=pre)
+        p = run([*nobody, SQAR, "create", "-q", "--skip-unreadable", src, f"{d}/img"], check=False)
         assert p.returncode == 0, f"--skip-unreadable: exit {p.returncode}: {p.stderr}"
         os.chmod(f"{src}/journal", 0o755)
         unsquashfs_extract(f"{d}/img", f"{d}/out")
