@@ -19,6 +19,10 @@ namespace sqar {
 
 namespace {
 constexpr size_t kBufferSize = 1 << 20;
+// Writeback of what was appended starts every this many bytes, so that commit()'s fsync waits
+// for the last window only: an fsync of the whole file at the end took 77 ms of the 0.27 s of
+// writing a 156 MB tar (the disk idle until then, the CPU idle during it).
+constexpr uint64_t kWritebackWindow = 8 << 20;
 
 // The temp path for the signal handler: a fixed buffer, since the handler may not allocate.
 char g_pending_temp[PATH_MAX + 1];
@@ -164,6 +168,7 @@ void ImageFile::append(const void* data, size_t len) {
   if (len >= kBufferSize) {
     write_fully(flushed_, p, len);
     flushed_ += len;
+    start_writeback();
   } else {
     buffer_.insert(buffer_.end(), p, p + len);
   }
@@ -175,6 +180,15 @@ void ImageFile::flush() {
   write_fully(flushed_, buffer_.data(), buffer_.size());
   flushed_ += buffer_.size();
   buffer_.clear();
+  start_writeback();
+}
+
+void ImageFile::start_writeback() {
+  if (flushed_ < writeback_from_ + kWritebackWindow) return;
+  // Only starts the writes (no wait, no flush of the disk's cache): commit() still fsyncs.
+  // A filesystem without writeback (tmpfs) or a kernel without the call just ignores it.
+  (void)sync_file_range(fd_, off_t(writeback_from_), off_t(flushed_ - writeback_from_), SYNC_FILE_RANGE_WRITE);
+  writeback_from_ = flushed_;
 }
 
 uint64_t ImageFile::append_from(int fd, const std::string& path, uint64_t offset, uint64_t len) {

@@ -53,6 +53,7 @@ class ImageFile {
 
  private:
   void write_fully(uint64_t offset, const uint8_t* data, size_t len);
+  void start_writeback();  // of the appended bytes not yet handed to writeback
   uint64_t append_range(int fd, const std::string& path, uint64_t offset, uint64_t len);
 
   std::string final_path_;
@@ -61,8 +62,9 @@ class ImageFile {
   bool overwrite_ = false;
   int fd_ = -1;
   bool committed_ = false;
-  uint64_t position_ = 0;  // logical end of file (buffered bytes included)
-  uint64_t flushed_ = 0;   // bytes already handed to the kernel
+  uint64_t position_ = 0;        // logical end of file (buffered bytes included)
+  uint64_t flushed_ = 0;         // bytes already handed to the kernel
+  uint64_t writeback_from_ = 0;  // appended bytes before this are being written back
   std::vector<uint8_t> buffer_;
   ImageFileSqfsView* view_ = nullptr;
 };
