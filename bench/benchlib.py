@@ -14,6 +14,19 @@ def timed(cmd, shell=False):
     return time.monotonic() - start
 
 
+PEERS_RUN = "/work/peers-sid-run.sh"  # made by ../shared/bench/newest-peers.sh
+
+
+def timed_chroot(binds, script, peers_run=PEERS_RUN):
+    """Wall seconds of `script` run with sh in the newest peers' chroot, taken inside it, so
+    the chroot's mount setup (~40 ms a call) is not counted; binds: host directories the
+    script uses, mounted at the same paths."""
+    wrapped = f"s=$(date +%s.%N); {{ {script}; }} >/dev/null 2>&1 || exit 9; e=$(date +%s.%N); echo $s $e"
+    env = dict(os.environ, CHROOT_BIND=" ".join(binds))
+    out = subprocess.run([peers_run, "sh", "-c", wrapped], check=True, stdout=subprocess.PIPE, env=env).stdout.split()
+    return float(out[-1]) - float(out[-2])
+
+
 def interleaved(cases, runs, before_each=None):
     """{name: [seconds per round]} for cases {name: fn returning seconds}, one round after
     another; before_each(name) runs untimed before each case (removing the last output)."""

@@ -20,8 +20,9 @@ import sys
 import tempfile
 import time
 
+from benchlib import PEERS_RUN, timed_chroot
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-CHROOT = "/work/peers-sid-run.sh"
 
 
 def sh(cmd, **kw):
@@ -32,14 +33,6 @@ def timed_host(cmd):
     start = time.monotonic()
     sh(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return time.monotonic() - start
-
-
-def timed_chroot(work, script):
-    """Runs `script` with sh in the chroot; the time is taken inside it."""
-    wrapped = f"s=$(date +%s.%N); {script} >/dev/null 2>&1 || exit 9; e=$(date +%s.%N); echo $s $e"
-    env = dict(os.environ, CHROOT_BIND=work)
-    out = sh([CHROOT, "sh", "-c", wrapped], stdout=subprocess.PIPE, env=env).stdout.decode().split()
-    return float(out[-1]) - float(out[-2])
 
 
 def main():
@@ -53,6 +46,8 @@ def main():
     ap.add_argument("--sets", default="ports,log")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
+    if not os.path.exists(PEERS_RUN):
+        sys.exit(f"{PEERS_RUN} is missing: build the newest peers with ../shared/bench/newest-peers.sh")
     sqar = os.path.abspath(args.sqar)
     work = os.path.abspath(args.work or tempfile.mkdtemp(prefix="sqar-bench-tarin-"))
     data = os.path.join(work, "data")
@@ -77,9 +72,9 @@ def main():
         return {
             "sqar": lambda: timed_host([sqar, "create", "-q", "-f", "-c", "zstd", "-l", str(lv), "-b", "128K", "--tar",
                                         archive, img]),
-            "sqfstar": lambda: timed_chroot(work, f"rm -f {img!r}; {feed} sqfstar -quiet -no-progress -comp zstd "
+            "sqfstar": lambda: timed_chroot([work], f"rm -f {img!r}; {feed} sqfstar -quiet -no-progress -comp zstd "
                                                   f"-Xcompression-level {lv} -b 131072 {img!r} {redirect}"),
-            "tar2sqfs": lambda: timed_chroot(work, f"tar2sqfs -q -f -e -j 2 -c zstd -X level={lv} -b 131072 "
+            "tar2sqfs": lambda: timed_chroot([work], f"tar2sqfs -q -f -e -j 2 -c zstd -X level={lv} -b 131072 "
                                                    f"{img!r} < {archive!r}"),
         }
 

@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """`sqar extract --tar` against the peers that turn an image into a tar: sqfs2tar
-(squashfs-tools-ng) and `unsquashfs` followed by `tar -c`. One image of the ports set (made by
+(squashfs-tools-ng) and `unsquashfs` followed by `tar -c`. The peers are the newest, from the
+Debian sid chroot of ../shared/bench/newest-peers.sh (timed inside it), or with --host-peers the
+machine's own. One image of the ports set (made by
 sqar create, zstd), every tool writing an uncompressed tar into the work directory; runs
 interleaved round-robin so the noise of a shared machine hits all alike; medians printed and
 written as a Markdown table. Warm page cache (the image is read once before the runs).
@@ -19,7 +21,7 @@ import sys
 import statistics
 import tempfile
 
-from benchlib import interleaved, machine_line, medians, timed, write_report
+from benchlib import PEERS_RUN, interleaved, machine_line, medians, timed, timed_chroot, write_report
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -52,10 +54,14 @@ def main():
     ap.add_argument("--set", default="ports", choices=("ports", "log"))
     ap.add_argument("--comp", default="zstd")
     ap.add_argument("--also", default=None, help="another sqar binary timed alongside")
+    ap.add_argument("--host-peers", action="store_true", help="the machine's sqfs2tar and unsquashfs, not the newest")
     args = ap.parse_args()
-    for tool in ("sqfs2tar", "unsquashfs", "tar"):
-        if not shutil.which(tool):
-            sys.exit(f"{tool} is not installed")
+    if args.host_peers:
+        for tool in ("sqfs2tar", "unsquashfs", "tar"):
+            if not shutil.which(tool):
+                sys.exit(f"{tool} is not installed")
+    elif not os.path.exists(PEERS_RUN):
+        sys.exit(f"{PEERS_RUN} is missing: build the newest peers with ../shared/bench/newest-peers.sh (or --host-peers)")
     work = args.work or tempfile.mkdtemp(prefix="sqar-bench-tar-")
     data = os.path.join(work, "data")
     if not os.path.isdir(os.path.join(data, args.set)):
@@ -69,16 +75,27 @@ def main():
     names = ("sqar", "sqar (--also)", "sqfs2tar", "unsquashfs+tar") if args.also else ("sqar", "sqfs2tar", "unsquashfs+tar")
     out = {name: os.path.join(work, f"{name.split()[0] + ('-also' if '--also' in name else '')}.tar") for name in names}
     scratch = os.path.join(work, "unsquashfs-tree")
+    def peer(script):
+        if args.host_peers:
+            return timed(script, shell=True)
+        return timed_chroot([work], script)
+
     tools = {
         "sqar": lambda: timed([args.sqar, "extract", "--tar", out["sqar"], image]),
         "sqar (--also)": lambda: timed([args.also, "extract", "--tar", out["sqar (--also)"], image]),
-        "sqfs2tar": lambda: timed(f"sqfs2tar --no-skip {image!r} > {out['sqfs2tar']!r}", shell=True),
-        "unsquashfs+tar": lambda: timed(f"rm -rf {scratch!r} && unsquashfs -q -n -d {scratch!r} {image!r} >/dev/null "
-                                        f"&& tar -C {scratch!r} -cf {out['unsquashfs+tar']!r} .", shell=True),
+        "sqfs2tar": lambda: peer(f"sqfs2tar --no-skip {image!r} > {out['sqfs2tar']!r}"),
+        # The scratch tree is removed before the clock starts (as each tool's output is).
+        "unsquashfs+tar": lambda: peer(f"unsquashfs -q -n -d {scratch!r} {image!r} >/dev/null "
+                                       f"&& tar -C {scratch!r} -cf {out['unsquashfs+tar']!r} ."),
     }
     if not args.also:
         del tools["sqar (--also)"]
-    times = interleaved(tools, args.runs, lambda name: os.path.exists(out[name]) and os.unlink(out[name]))
+    def before_each(name):
+        if os.path.exists(out[name]):
+            os.unlink(out[name])
+        shutil.rmtree(scratch, ignore_errors=True)
+
+    times = interleaved(tools, args.runs, before_each)
 
     # Every archive must hold the same entries (sqar leaves out the root, the others hold './').
     ref = tar_names(out["unsquashfs+tar"])
@@ -87,12 +104,20 @@ def main():
         if got != ref:
             sys.exit(f"{name}: archive entries differ from unsquashfs+tar: {len(got ^ ref)} names")
     med = medians(times)
+    if args.host_peers:
+        peers_line = "Peers: this machine's sqfs2tar and unsquashfs (`--host-peers`)."
+    else:
+        versions = subprocess.run([PEERS_RUN, "dpkg-query", "-W", "squashfs-tools", "squashfs-tools-ng", "tar"],
+                                  check=True, stdout=subprocess.PIPE, text=True).stdout.split("\n")
+        peers_line = ("Peers, newest (Debian sid chroot, timed inside it): " +
+                      ", ".join(" ".join(v.split()) for v in versions if v.strip()) + ".")
     files = sum(len(f) for _, _, f in os.walk(src))
     lines = [
         f"# extract --tar, {args.set} set (scale {args.scale}: {files} files, {args.comp} image "
         f"{os.path.getsize(image) / 1e6:.1f} MB)",
         "",
         machine_line(),
+        peers_line,
         f"Medians of {args.runs} interleaved runs, warm page cache, uncompressed tar written to the",
         "same filesystem as the image. All archives hold the same entries (checked).",
         "",
