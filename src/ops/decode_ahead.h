@@ -179,17 +179,23 @@ class DecodeAheadQueue {
   // The block handed out last is no longer needed: its slot may take block job + slots.
   void release_taken() {
     if (!holding_) return;
-    bool wake_producer;
+    bool wake_producer, wake_worker;
     {
       std::lock_guard lock(mu_);
       holding_ = false;
       ++taken_;
       wake_producer = producer_waiting_ && has_room_again();
+      // One slot came free: a waiting worker can use it if a block is there to claim. Waking
+      // one regardless cost a futex call and a context switch per block taken, mostly for
+      // nothing on small-file images (99k entries: 7% of the consumer's time in wake-ups).
+      wake_worker = idle_workers_ > 0 && claimable();
     }
-    // One slot came free: one worker can use it.
-    work_ready_.notify_one();
+    if (wake_worker) work_ready_.notify_one();
     if (wake_producer) room_.notify_one();
   }
+
+  // A queued block not yet claimed whose slot is free.
+  bool claimable() { return next_claim() && q_[claim_item_ - popped_].first_job + claim_block_ < taken_ + slots_; }
 
   // Moves the claim cursor to the next block not yet claimed; false when none is queued.
   bool next_claim() {
@@ -202,11 +208,13 @@ class DecodeAheadQueue {
   void work() {
     for (;;) {
       std::unique_lock lock(mu_);
+      ++idle_workers_;
       work_ready_.wait(lock, [&] {
         if (stopped_) return true;
         if (!next_claim()) return closed_;
-        return q_[claim_item_ - popped_].first_job + claim_block_ < taken_ + slots_;
+        return claimable();
       });
+      --idle_workers_;
       if (stopped_ || !next_claim()) return;
       // The entry cannot be popped meanwhile: the consumer waits for this block first.
       const Entry& e = q_[claim_item_ - popped_];
@@ -241,7 +249,8 @@ class DecodeAheadQueue {
   bool holding_ = false;  // consumer side only
   bool producer_waiting_ = false, consumer_waiting_ = false;
   bool closed_ = false, stopped_ = false;
-  std::exception_ptr error_;  // the producer's, given to close()
+  unsigned idle_workers_ = 0;  // workers waiting for a block to claim
+  std::exception_ptr error_;   // the producer's, given to close()
   std::vector<Slot> ring_;
   std::vector<uint8_t> bytes_;
   std::vector<std::thread> workers_;
