@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
+#include <new>
+#include <vector>
 
 #include "common/endian.h"
 #include "common/error.h"
@@ -33,14 +36,23 @@ DataDigests compute_data_digests(const std::function<void(uint64_t, void*, size_
   d.data_end = data_end;
   const uint64_t n = digest_count(data_end, chunk_log);
   d.digests.resize(size_t(n));
-  std::vector<uint8_t> buf(size_t(d.chunk_size()));
-  for (size_t i = 0; i < n; ++i) {
-    const uint64_t begin = d.chunk_begin(i), end = d.chunk_end(i);
-    const size_t len = end > begin ? size_t(end - begin) : 0;
-    if (len) read(begin, buf.data(), len);
-    d.digests[i] = XXH3_64bits(buf.data(), len);
-  }
+  for (size_t i = 0; i < n; ++i) d.digests[i] = chunk_digest(read, d.chunk_begin(i), d.chunk_end(i));
   return d;
+}
+
+uint64_t chunk_digest(const std::function<void(uint64_t, void*, size_t)>& read, uint64_t begin, uint64_t end) {
+  constexpr size_t kPiece = 128 << 10;
+  thread_local std::vector<uint8_t> buf(kPiece);
+  std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state(XXH3_createState(), XXH3_freeState);
+  if (!state) throw std::bad_alloc();
+  XXH3_64bits_reset(state.get());
+  for (uint64_t at = begin; at < end;) {
+    const size_t n = size_t(std::min<uint64_t>(kPiece, end - at));
+    read(at, buf.data(), n);
+    XXH3_64bits_update(state.get(), buf.data(), n);
+    at += n;
+  }
+  return XXH3_64bits_digest(state.get());
 }
 
 std::vector<uint8_t> encode_data_digests(const DataDigests& d) {

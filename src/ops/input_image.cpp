@@ -335,13 +335,11 @@ void check_stored_bytes(int fd, const std::string& path, const DataDigests& d, u
   if (begin >= end) return;
   if (end > d.data_end) throw Error(path + ": bytes up to " + std::to_string(end) + " lie beyond the data digests");
   checked.resize(d.digests.size(), 0);
-  std::vector<uint8_t> buf;
   for (size_t i = size_t(begin >> d.chunk_log); i <= size_t((end - 1) >> d.chunk_log); ++i) {
     if (checked[i]) continue;
     const uint64_t b = d.chunk_begin(i), e = d.chunk_end(i);
-    buf.resize(size_t(e - b));
-    pread_fully(fd, path, b, buf.data(), buf.size());
-    if (XXH3_64bits(buf.data(), buf.size()) != d.digests[i])
+    const auto read = [&](uint64_t at, void* buf, size_t n) { pread_fully(fd, path, at, buf, n); };
+    if (chunk_digest(read, b, e) != d.digests[i])
       throw Error(path + ": stored data bytes " + std::to_string(b) + ".." + std::to_string(e) +
                   " do not match the data digests trailer: damaged");
     checked[i] = 1;

@@ -36,6 +36,17 @@ TEST(DataDigests, ChunksCoverTheDataButNotTheSuperblock) {
   EXPECT_NE(digest(img, img.size(), 12).digests[1], d.digests[1]);
 }
 
+// Chunks of 1 MiB are read and hashed in smaller pieces: the digest must be the one-shot
+// XXH3-64 of the whole chunk, whatever its length and offset.
+TEST(DataDigests, PiecewiseHashEqualsTheWholeChunksHash) {
+  const auto img = image_bytes((3 << 20) + 777);
+  const auto d = digest(img, img.size(), 20);
+  ASSERT_EQ(d.digests.size(), 4u);
+  EXPECT_EQ(d.digests[0], XXH3_64bits(img.data() + 96, (1 << 20) - 96));
+  EXPECT_EQ(d.digests[1], XXH3_64bits(img.data() + (1 << 20), 1 << 20));
+  EXPECT_EQ(d.digests[3], XXH3_64bits(img.data() + (3 << 20), 777));
+}
+
 TEST(DataDigests, RoundTripAndDamage) {
   const auto img = image_bytes(5 << 20);
   const auto d = digest(img, img.size() - 1000, sqar::kDataDigestChunkLog);
