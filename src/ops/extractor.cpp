@@ -18,6 +18,7 @@
 
 #include "common/error.h"
 #include "common/path_pattern.h"
+#include "format/squashfs.h"
 #include "ops/entry_meta.h"
 #include "ops/manifest_check.h"
 #include "ops/parallel.h"
@@ -42,6 +43,10 @@ struct InodeSummary {
   uint32_t rdev_major = 0, rdev_minor = 0;
   uint32_t xattr_index = 0xFFFFFFFF;
   FileKind kind = FileKind::regular;
+  // Regular files: where the stored content starts in the image (the first full block, or the
+  // tail's fragment block), and whether another kept file's full blocks start there too.
+  uint64_t data_pos = 0;
+  bool shares_blocks = false;
 
   explicit InodeSummary(const Inode& i)
       : ref(i.ref),
@@ -141,6 +146,7 @@ class Extractor::Impl {
     img_.walk([&](const std::string& path, const Inode& inode) {
       if (check_ && inode.is_regular() && learned.insert(inode.inode_number).second) check_->learn(inode);
       Item it{InodeSummary(inode)};
+      if (inode.is_regular()) it.inode.data_pos = data_position(inode);
       if (!path.empty()) {
         auto [parent, name] = split_parent(path);
         while (!open_dirs.empty() && open_paths.back() != parent) {
@@ -181,6 +187,7 @@ class Extractor::Impl {
       // inodes (a file and a symlink); each is then made as its own inode says, as diff sees it.
       if (!fresh && items_[size_t(pos->second)].inode.ref == it.inode.ref) it.link_to = pos->second;
     }
+    mark_shared_blocks();
     if (opt_.progress) {
       uint64_t bytes = 0;
       uint64_t entries = 0;
@@ -191,6 +198,35 @@ class Extractor::Impl {
       opt_.progress->bytes_total = bytes;
       opt_.progress->entries_total = entries - 1;  // the root is kept, but not an entry
     }
+  }
+
+  // The image position a file's content starts at: its first full block, or its tail's
+  // fragment block. Ordering the work by it makes files that share stored data (duplicates,
+  // and tails in one fragment block) meet while that data is still cached.
+  uint64_t data_position(const Inode& inode) {
+    if (inode.size == 0) return 0;
+    const uint64_t bs = img_.super().block_size;
+    const bool has_tail = inode.fragment_index != fmt::kNoFragment;
+    if ((has_tail ? inode.size / bs : (inode.size + bs - 1) / bs) > 0) return inode.blocks_start;
+    try {
+      return img_.fragment_location(inode.fragment_index).position;
+    } catch (const std::exception&) {
+      return 0;  // a damaged fragment table: reading the file reports it
+    }
+  }
+
+  // Files whose full blocks start where another kept file's do hold the same stored data:
+  // theirs is read through the data cache, so the copy written next finds it decoded.
+  void mark_shared_blocks() {
+    const uint64_t bs = img_.super().block_size;
+    std::unordered_map<uint64_t, uint32_t> files_at;
+    auto candidate = [&](const Item& it) {
+      return it.keep && it.link_to < 0 && it.inode.is_regular() && it.inode.size >= bs && it.inode.data_pos != 0;
+    };
+    for (const Item& it : items_)
+      if (candidate(it)) ++files_at[it.inode.data_pos];
+    for (Item& it : items_)
+      if (candidate(it)) it.inode.shares_blocks = files_at[it.inode.data_pos] > 1;
   }
 
   void open_root() {
@@ -418,6 +454,7 @@ class Extractor::Impl {
       for (size_t k = first[d]; k < first[d + 1] && items_[kids[k]].inode.is_dir(); ++k) tasks.push_back({kids[k]});
       if (tasks.size() > start) batches.push_back({start, tasks.size(), d});
     }
+    const size_t first_entry_batch = batches.size();
     for (size_t d : walk_dirs) {
       size_t start = tasks.size();
       auto close_batch = [&] {
@@ -445,6 +482,7 @@ class Extractor::Impl {
       }
       close_batch();
     }
+    order_by_stored_data(batches, first_entry_batch, tasks);
     for (const Batch& batch : batches) {
       DirState& st = dir_state_[size_t(items_[batch.dir].dir_slot)];
       ++st.batches_left;
@@ -510,6 +548,33 @@ class Extractor::Impl {
     });
   }
 
+  // Entry batches in the order of the stored data they read (the smallest position among their
+  // files; batches without content keep their place after the one before them). For an image
+  // written in walk order this is walk order. Where files share data (mksquashfs and sqar store
+  // a duplicate once, and the copies of a tree lie far apart in walk order), their batches meet,
+  // and the data is decoded once for all of them: three copies of /usr/include decoded each
+  // fragment block three times in walk order. Every batch still comes after those making
+  // directories, so a batch's wait for its directory always ends.
+  void order_by_stored_data(std::vector<Batch>& batches, size_t from, const std::vector<Task>& tasks) const {
+    std::vector<std::pair<uint64_t, size_t>> keyed;  // (position, walk-order index)
+    keyed.reserve(batches.size() - from);
+    uint64_t key = 0;
+    for (size_t b = from; b < batches.size(); ++b) {
+      uint64_t least = UINT64_MAX;
+      for (size_t t = batches[b].begin; t < batches[b].end; ++t) {
+        const InodeSummary& ino = items_[tasks[t].item].inode;
+        if (ino.is_regular() && ino.data_pos != 0) least = std::min(least, ino.data_pos);
+      }
+      if (least != UINT64_MAX) key = least;
+      keyed.push_back({key, b});
+    }
+    std::sort(keyed.begin(), keyed.end());
+    std::vector<Batch> ordered(batches.begin(), batches.begin() + ptrdiff_t(from));
+    ordered.reserve(batches.size());
+    for (const auto& [pos, b] : keyed) ordered.push_back(batches[b]);
+    batches = std::move(ordered);
+  }
+
   // Without root, a directory we could not open (and so not reach its subdirectories
   // through) once its final mode is set gets that mode at the very end.
   bool needs_late_finish(const InodeSummary& ino) const { return euid_ != 0 && (ino.mode & 0500) != 0500; }
@@ -553,7 +618,7 @@ class Extractor::Impl {
     std::string why;
     if (!sf.failed) {
       try {
-        write_content(fd, *sf.inode, t.from, t.to);
+        write_content(fd, *sf.inode, t.from, t.to, /*shared=*/false);
       } catch (const std::exception& e) {
         report = !sf.failed.exchange(true);
         why = e.what();
@@ -590,7 +655,7 @@ class Extractor::Impl {
         if (ino.size > 0) {
           const Inode full = img_.read_inode(ino.ref);
           StreamHasher hasher;
-          if (write_content(fd, full, 0, ino.size, check_ ? &hasher : nullptr) < ino.size &&
+          if (write_content(fd, full, 0, ino.size, ino.shares_blocks, check_ ? &hasher : nullptr) < ino.size &&
               ::ftruncate(fd, off_t(ino.size)) != 0)
             sys_fail("truncate");
           if (check_) check_content(dfd, fd, it, full, &hasher);
@@ -627,10 +692,11 @@ class Extractor::Impl {
   }
 
   // Bytes [from, to) of the file (from is block-aligned). Blocks are decompressed straight
-  // into a per-thread buffer: each is read once, so the shared cache would only add
-  // allocations (page faults were 6% of extracting the log set) and evictions.
+  // into a per-thread buffer: a block no other file shares is read once, so the shared cache
+  // would only add allocations (page faults were 6% of extracting the log set) and evictions.
   // Returns where the last byte written ends (a shorter file needs the final ftruncate).
-  uint64_t write_content(int fd, const Inode& ino, uint64_t from, uint64_t to, StreamHasher* hasher = nullptr) {
+  uint64_t write_content(int fd, const Inode& ino, uint64_t from, uint64_t to, bool shared,
+                         StreamHasher* hasher = nullptr) {
     const uint64_t bs = img_.super().block_size;
     thread_local std::vector<uint8_t> buf;
     if (buf.size() < bs) buf.resize(bs);
@@ -646,13 +712,25 @@ class Extractor::Impl {
         if (opt_.progress) opt_.progress->bytes_done.fetch_add(n, std::memory_order_relaxed);
         continue;
       }
-      size_t n = img_.read_block(ino, index, buf.data());
+      // Tails (fragment blocks are cached anyway) and blocks another file shares are written
+      // from the data cache, where the next file sharing them finds them, without a copy; the
+      // rest are decoded straight into the buffer.
+      reader::Chunk chunk;
+      const uint8_t* data = buf.data();
+      size_t n;
+      if (shared || index >= nblocks) {
+        chunk = img_.read_chunk(ino, off, size_t(bs));
+        data = chunk.data;
+        n = chunk.len;
+      } else {
+        n = img_.read_block(ino, index, buf.data());
+      }
       if (n == 0) throw Error("content ends before the file size");
-      if (hasher) hasher->update(buf.data(), n);
+      if (hasher) hasher->update(data, n);
       if (opt_.progress) opt_.progress->bytes_done.fetch_add(n, std::memory_order_relaxed);
       // All-zero runs (sparse blocks included) become holes: the final ftruncate sets the size.
-      if (!all_zero(buf.data(), n)) {
-        pwrite_all(fd, buf.data(), n, off);
+      if (!all_zero(data, n)) {
+        pwrite_all(fd, data, n, off);
         written_end = off + n;
       }
     }

@@ -27,17 +27,22 @@ struct Problem {
   std::string path, message;
 };
 
+// Packs the contents of src into a new image at image_path.
+void pack(const fs::path& src, const std::string& image_path) {
+  CreateOptions opt;
+  opt.scan.sources = {src.string() + "/"};
+  opt.image = image_path;
+  opt.threads = 2;
+  create_image(opt);
+}
+
 class OpsEnginesTest : public ::testing::Test {
  protected:
   void SetUp() override {
     src_ = dir_.path() / "src";
     testutil::make_tree(src_, false);
     image_ = (dir_.path() / "img.sqfs").string();
-    CreateOptions opt;
-    opt.scan.sources = {src_.string() + "/"};
-    opt.image = image_;
-    opt.threads = 2;
-    create_image(opt);
+    pack(src_, image_);
   }
   std::unique_ptr<reader::Image> open() { return reader::Image::open(image_, {}); }
 
@@ -83,6 +88,47 @@ TEST_F(OpsEnginesTest, ExtractReproducesTheTree) {
     ASSERT_EQ(::stat((out / "sub/linked2").c_str(), &b), 0);
     EXPECT_EQ(a.st_ino, b.st_ino) << "hard links must stay one inode";
   }
+}
+
+// Copies of a subtree lie far apart in walk order, but their files share stored data (a
+// duplicate is stored once). Extract meets them while that data is cached: every fragment
+// block and every shared full block is decoded once, though the cache is smaller than what
+// lies between the copies in walk order.
+TEST(ExtractOrder, SharedDataIsDecodedOnceAcrossCopiesOfASubtree) {
+  TempDir dir;
+  const fs::path src = dir.path() / "src";
+  for (const char* copy : {"a1", "a3"}) {
+    fs::create_directories(src / copy);
+    testutil::write_file(src / copy / "big", testutil::random_bytes(3 * 131072 + 777, 7, true));
+    for (int i = 0; i < 10; ++i)
+      testutil::write_file(src / copy / ("t" + std::to_string(i)), testutil::random_bytes(3000, 100 + i, true));
+  }
+  // Between the copies: tails filling ~4 MB of fragment blocks, twice the cache below.
+  fs::create_directories(src / "a2");
+  for (int i = 0; i < 40; ++i)
+    testutil::write_file(src / "a2" / ("u" + std::to_string(i)), testutil::random_bytes(100000, 200 + i, true));
+  const std::string image_path = (dir.path() / "img.sqfs").string();
+  pack(src, image_path);
+
+  reader::ImageOptions iopt;
+  iopt.cache_bytes = 2u << 20;
+  auto image = reader::Image::open(image_path, iopt);
+  ops::ExtractOptions opt;
+  opt.dest = (dir.path() / "out").string();
+  opt.jobs = 1;  // one thread: the order of loads is the order of the batches
+  std::vector<std::string> problems;
+  opt.problems = [&](ops::Severity, const std::string& p, const std::string& m) { problems.push_back(p + ": " + m); };
+  EXPECT_EQ(ops::Extractor(*image, opt).run(), 0u);
+  EXPECT_TRUE(problems.empty()) << ::testing::PrintToString(problems);
+  for (auto it = fs::recursive_directory_iterator(src); it != fs::recursive_directory_iterator(); ++it) {
+    if (!it->is_regular_file()) continue;
+    EXPECT_EQ(testutil::read_host_file(dir.path() / "out" / fs::relative(it->path(), src)),
+              testutil::read_host_file(it->path()))
+        << it->path();
+  }
+  const uint64_t shared_full_blocks = 3;  // big's, stored once for a1 and a3
+  ASSERT_GT(image->super().fragment_count, 20u) << "a2's tails must not fit in the cache";
+  EXPECT_EQ(image->cache_stats().data_misses, image->super().fragment_count + shared_full_blocks);
 }
 
 TEST_F(OpsEnginesTest, ExtractSelectsByGlobAndReportsExistingEntriesOnce) {
