@@ -164,11 +164,12 @@ class Ingest {
   }
 
   // The directory `comp` below `parent`, made with defaults when no member named it yet.
-  uint32_t directory(uint32_t parent, std::string_view comp, const std::string& rel, const Inode& like,
+  // `rel` is its path (a prefix of the member's).
+  uint32_t directory(uint32_t parent, std::string_view comp, std::string_view rel, const Inode& like,
                      const std::string& member) {
     if (auto it = lookup_.find(key(parent, comp)); it != lookup_.end()) {
       if (!is_dir(it->second))
-        fail(member, rel + " is a " + std::string(type_name(inodes_[names_[it->second].inode].mode)) +
+        fail(member, std::string(rel) + " is a " + std::string(type_name(inodes_[names_[it->second].inode].mode)) +
                          " (an earlier member), not a directory");
       return it->second;
     }
@@ -220,12 +221,25 @@ class Ingest {
       add_xattrs(e, 0, member);
       return;
     }
-    // Walk down to the parent, making the directories no member has named yet.
+    // Walk down to the parent, making the directories no member has named yet. Members come
+    // directory by directory, so the last member's parent is usually this one's too: reused
+    // while it is still that path's live directory, it saves a lookup per component.
+    const size_t last_slash = path.rfind('/');
+    const std::string_view parent_path =
+        std::string_view(path).substr(0, last_slash == std::string::npos ? 0 : last_slash);
     uint32_t parent = kRoot;
-    size_t pos = 0;
-    for (size_t slash; (slash = path.find('/', pos)) != std::string::npos; pos = slash + 1)
-      parent = directory(parent, std::string_view(path).substr(pos, slash - pos), path.substr(0, slash), meta, member);
-    const std::string_view base = std::string_view(path).substr(pos);
+    if (!parent_path.empty() && parent_path == last_parent_path_ && !names_[last_parent_].removed &&
+        is_dir(last_parent_)) {
+      parent = last_parent_;
+    } else {
+      size_t pos = 0;
+      for (size_t slash; (slash = path.find('/', pos)) != std::string::npos; pos = slash + 1)
+        parent = directory(parent, std::string_view(path).substr(pos, slash - pos),
+                           std::string_view(path).substr(0, slash), meta, member);
+      last_parent_path_ = parent_path;
+      last_parent_ = parent;
+    }
+    const std::string_view base = std::string_view(path).substr(last_slash == std::string::npos ? 0 : last_slash + 1);
 
     uint32_t inode;
     if (hardlink) {
@@ -441,6 +455,8 @@ class Ingest {
   std::unordered_map<uint32_t, std::string> symlinks_;
   std::unordered_map<uint32_t, Xattrs> xattrs_;
   std::string last_member_;
+  std::string last_parent_path_;  // the last member's parent directory, and its name
+  uint32_t last_parent_ = kRoot;
   bool root_named_ = false, first_member_seen_ = false, warned_absolute_ = false, warned_acl_ = false;
   uint64_t unstorable_times_ = 0;
   uint32_t first_unstorable_ = 0;

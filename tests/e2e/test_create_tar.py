@@ -186,6 +186,15 @@ def reg(name, data=b"x", **kw):
     return i, data
 
 
+def dir_(name, **kw):
+    i = tarfile.TarInfo(name)
+    i.type = tarfile.DIRTYPE
+    i.mtime = 1_700_000_000
+    for k, v in kw.items():
+        setattr(i, k, v)
+    return i, None
+
+
 def link(name, target):
     i = tarfile.TarInfo(name)
     i.type = tarfile.LNKTYPE
@@ -233,6 +242,10 @@ def test_names_stay_inside_the_root():
         expect_failure(d, tar_bytes([reg("d/" + "n" * 256)]), "n" * 256, "longer than 255",
                        what="a 256-byte name")
         expect_failure(d, tar_bytes([reg("f"), reg("f/g")]), "f/g", "not a directory", what="a file used as a directory")
+        # The directory of the member before is replaced by a file: the next member of that
+        # directory must not be placed in the replaced one.
+        expect_failure(d, tar_bytes([reg("p/q/x"), reg("p/q"), reg("p/q/y")]), "p/q/y", "not a directory",
+                       what="a member below a directory a file replaced")
 
 
 def test_links_duplicates_and_implicit_directories():
@@ -254,6 +267,11 @@ def test_links_duplicates_and_implicit_directories():
             assert (st.st_mode & 0o7777, st.st_uid, st.st_gid, int(st.st_mtime)) == (0o755, 42, 43, 1_650_000_000), \
                 (p, oct(st.st_mode), st.st_uid, st.st_gid, st.st_mtime)
         log("ok: implicit parents are 0755 with the member's owner and time")
+        # A directory named again between members below it keeps what came before.
+        out, _ = unpack(d, tar_bytes([reg("r/s/x", b"x"), dir_("r/s", mode=0o700), reg("r/s/y", b"y")]))
+        assert read(f"{out}/r/s/x") == b"x" and read(f"{out}/r/s/y") == b"y"
+        assert os.lstat(f"{out}/r/s").st_mode & 0o7777 == 0o700
+        log("ok: a directory named again between its members keeps them all")
 
 
 def test_damaged_streams():
