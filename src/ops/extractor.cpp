@@ -482,7 +482,7 @@ class Extractor::Impl {
       }
       close_batch();
     }
-    order_by_stored_data(batches, first_entry_batch, tasks);
+    const std::vector<Claim> claims = order_by_stored_data(batches, first_entry_batch, tasks);
     for (const Batch& batch : batches) {
       DirState& st = dir_state_[size_t(items_[batch.dir].dir_slot)];
       ++st.batches_left;
@@ -503,7 +503,7 @@ class Extractor::Impl {
     unsigned jobs = std::max(1u, opt_.jobs);
     std::vector<std::unique_ptr<DirStack>> stacks;
     for (unsigned w = 0; w < jobs; ++w) stacks.push_back(std::make_unique<DirStack>(root_fd_));
-    parallel_for(batches.size(), jobs, [&](size_t b, unsigned w) {
+    auto run_batch = [&](size_t b, unsigned w) {
       const Batch& batch = batches[b];
       const Item& dir = items_[batch.dir];
       DirState& dstate = dir_state_[size_t(dir.dir_slot)];
@@ -545,17 +545,31 @@ class Extractor::Impl {
       // touch its mtime): finish it here, saving an open and a close per directory later.
       if (dstate.batches_left.fetch_sub(1, std::memory_order_acq_rel) == 1 && !dstate.finish_at_end)
         finish_dir(dfd, dir);
+    };
+    parallel_for(claims.size(), jobs, [&](size_t c, unsigned w) {
+      for (size_t b = claims[c].begin; b < claims[c].end; ++b) run_batch(b, w);
     });
   }
+
+  // Batches a thread takes at once (a range of the batch list).
+  struct Claim {
+    size_t begin, end;
+  };
 
   // Entry batches in the order of the stored data they read (the smallest position among their
   // files; batches without content keep their place after the one before them). For an image
   // written in walk order this is walk order. Where files share data (mksquashfs and sqar store
   // a duplicate once, and the copies of a tree lie far apart in walk order), their batches meet,
   // and the data is decoded once for all of them: three copies of /usr/include decoded each
-  // fragment block three times in walk order. Every batch still comes after those making
+  // fragment block three times in walk order.
+  //
+  // Batches starting at the same position (the same directory in each copy) form one claim, so
+  // one thread writes them one after the other from the cache; given to two threads at once,
+  // one waited for the other to decode the block both needed. Ranges of a big file stay one
+  // claim each, to be written in parallel. Every claim still comes after those making
   // directories, so a batch's wait for its directory always ends.
-  void order_by_stored_data(std::vector<Batch>& batches, size_t from, const std::vector<Task>& tasks) const {
+  std::vector<Claim> order_by_stored_data(std::vector<Batch>& batches, size_t from,
+                                          const std::vector<Task>& tasks) const {
     std::vector<std::pair<uint64_t, size_t>> keyed;  // (position, walk-order index)
     keyed.reserve(batches.size() - from);
     uint64_t key = 0;
@@ -571,8 +585,21 @@ class Extractor::Impl {
     std::sort(keyed.begin(), keyed.end());
     std::vector<Batch> ordered(batches.begin(), batches.begin() + ptrdiff_t(from));
     ordered.reserve(batches.size());
-    for (const auto& [pos, b] : keyed) ordered.push_back(batches[b]);
+    std::vector<Claim> claims;
+    for (size_t b = 0; b < from; ++b) claims.push_back({b, b + 1});
+    auto is_range = [&](size_t b) { return tasks[batches[b].begin].shared != nullptr; };
+    for (size_t k = 0; k < keyed.size(); ++k) {
+      const size_t b = keyed[k].second;
+      const bool joins =
+          k > 0 && keyed[k - 1].first == keyed[k].first && !is_range(b) && !is_range(keyed[k - 1].second);
+      if (joins)
+        ++claims.back().end;
+      else
+        claims.push_back({ordered.size(), ordered.size() + 1});
+      ordered.push_back(batches[b]);
+    }
     batches = std::move(ordered);
+    return claims;
   }
 
   // Without root, a directory we could not open (and so not reach its subdirectories
