@@ -79,6 +79,11 @@ def test_example_slurm_driver():
             write(f"{t}/beta/part{i}.dat", pseudo_random(1000 * i + 7, i))
         write(f"{t}/gamma/copy.dat", pseudo_random(1000 * 5 + 7, 5))  # a duplicate across shards
         write(f"{t}/README", b"the root's own file\n")
+        # Top directory names that are patterns or break lines: "b[e]ta" as a pattern matches
+        # beta, not itself, and would land in the root's shard as well as its own.
+        write(f"{t}/b[e]ta/odd.dat", b"brackets\n")
+        write(f"{t}/star*/odd.dat", b"star\n")
+        write(f"{t}/new\nline/odd.dat", b"newline\n")
         os.chmod(t, 0o750)
         os.utime(t, (1_650_000_300, 1_650_000_300))
         env = dict(os.environ, PATH=f"{os.path.dirname(SQAR)}:{os.environ['PATH']}", SLURM_CPUS_PER_TASK="2")
