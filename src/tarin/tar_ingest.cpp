@@ -223,13 +223,13 @@ class Ingest {
     }
     // Walk down to the parent, making the directories no member has named yet. Members come
     // directory by directory, so the last member's parent is usually this one's too: reused
-    // while it is still that path's live directory, it saves a lookup per component.
+    // until a member replaces any name (that directory or one above it), it saves a lookup
+    // per component.
     const size_t last_slash = path.rfind('/');
     const std::string_view parent_path =
         std::string_view(path).substr(0, last_slash == std::string::npos ? 0 : last_slash);
     uint32_t parent = kRoot;
-    if (!parent_path.empty() && parent_path == last_parent_path_ && !names_[last_parent_].removed &&
-        is_dir(last_parent_)) {
+    if (!parent_path.empty() && parent_path == last_parent_path_) {
       parent = last_parent_;
     } else {
       size_t pos = 0;
@@ -297,6 +297,7 @@ class Ingest {
         warn(name_ + ": member " + member + " replaces the directory " + path + " that earlier members were in");
       old.removed = true;
       lookup_.erase(it);
+      last_parent_path_.clear();  // the replaced name may be the cached parent or above it
     }
     add_name(parent, base, inode, excluded);
   }

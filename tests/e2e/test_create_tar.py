@@ -246,6 +246,8 @@ def test_names_stay_inside_the_root():
         # directory must not be placed in the replaced one.
         expect_failure(d, tar_bytes([reg("p/q/x"), reg("p/q"), reg("p/q/y")]), "p/q/y", "not a directory",
                        what="a member below a directory a file replaced")
+        expect_failure(d, tar_bytes([reg("m/n/x"), reg("m"), reg("m/n/y")]), "m/n/y", "m is a file",
+                       what="a member below a directory whose parent a file replaced")
 
 
 def test_links_duplicates_and_implicit_directories():
