@@ -436,10 +436,12 @@ class Extractor::Impl {
     // Two passes over the directories. First their subdirectories, level by level (walk order
     // within a level): a batch's directory was made a whole level earlier, so threads rarely
     // wait for each other (depth-first order had the other thread wait for almost every new
-    // directory). Then every other entry in walk order, which is the order of the image's
-    // fragment blocks: each is decompressed once and a small data cache holds what the
-    // threads are working in (entries level by level swept all fragments once per level, so
-    // all of them stayed cached: 25 MB on the ports image).
+    // directory). Then every other entry, in batches of one directory taken in walk order and
+    // then put in the order of the stored data they read (order_by_stored_data): for an image
+    // written in walk order that is the order of its fragment blocks, so each is decompressed
+    // once and a small data cache holds what the threads are working in (entries level by
+    // level swept all fragments once per level, so all of them stayed cached: 25 MB on the
+    // ports image).
     std::vector<uint32_t> depth(items_.size(), 0);
     std::vector<size_t> walk_dirs;
     for (size_t i = 0; i < items_.size(); ++i) {
