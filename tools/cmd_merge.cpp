@@ -50,8 +50,9 @@ const char kMergeHelp[] =
     "\n"
     "Write OUT, an image whose root holds the union of the IMAGEs' roots (directories present in\n"
     "several are merged). Stored data blocks are copied as they are, never decompressed; a\n"
-    "file whose content an earlier IMAGE holds is not copied again. All IMAGEs must use one\n"
-    "compressor and block size. Shards packed on several machines are joined this way.\n"
+    "file whose content an earlier IMAGE holds is not copied again. OUT takes the first IMAGE's\n"
+    "compressor and block size; a later IMAGE with others is decoded and compressed again, with\n"
+    "a warning. Shards packed on several machines are joined this way.\n"
     "\n"
     "  -r, --replace           a name in several IMAGEs: the last one wins (without it, an error)\n"
     "  -f, --force             overwrite OUT if it exists\n"
@@ -62,7 +63,8 @@ const char kMergeHelp[] =
     "  -h, --help              show this help\n"
     "\n"
     "Copied blocks are checked against each IMAGE's stored-data digests (or decoded, for images\n"
-    "without them); a damaged IMAGE is an error naming it and the bytes.\n"
+    "without them); recoded IMAGEs are decoded whole and checked against their manifest first. A\n"
+    "damaged IMAGE is an error naming it and the bytes.\n"
     "Exit status: 0 when OUT was written, 1 when it was not, 2 on bad usage.\n";
 
 void on_signal(int sig) {
@@ -78,18 +80,20 @@ void print_stats(const char* cmd, const ops::MergeOptions& opt, const ops::Merge
     std::printf(
         "{\"command\":\"%s\",\"image\":\"%s\",\"entries\":%llu,\"files\":%llu,\"copied_bytes\":%llu,"
         "\"shared_bytes\":%llu,\"checked_bytes\":%llu,\"decoded_bytes\":%llu,\"duplicate_files\":%llu,"
-        "\"duplicate_bytes\":%llu,\"new_bytes_in\":%llu,\"dedup_files\":%llu,\"dedup_bytes\":%llu,"
+        "\"duplicate_bytes\":%llu,\"recoded_inputs\":%llu,\"recoded_files\":%llu,\"recoded_bytes\":%llu,"
+        "\"new_bytes_in\":%llu,\"dedup_files\":%llu,\"dedup_bytes\":%llu,"
         "\"blocks_compressed\":%llu,\"blocks_stored_raw\":%llu,\"fragments\":%llu,\"image_bytes\":%llu,"
         "\"file_bytes\":%llu,\"seconds\":%.3f,\"load_seconds\":%.3f,\"copy_seconds\":%.3f,"
         "\"data_seconds\":%.3f,\"finish_seconds\":%.3f}\n",
         cmd, json_escape(out).c_str(), (unsigned long long)s.entries, (unsigned long long)s.files,
         (unsigned long long)s.copied_bytes, (unsigned long long)s.shared_bytes, (unsigned long long)s.checked_bytes,
         (unsigned long long)s.decoded_bytes, (unsigned long long)s.duplicate_files,
-        (unsigned long long)s.duplicate_bytes, (unsigned long long)d.codec_input_bytes,
-        (unsigned long long)d.dedup_files, (unsigned long long)d.dedup_bytes, (unsigned long long)d.blocks_compressed,
-        (unsigned long long)(d.blocks_raw + d.blocks_incompressible), (unsigned long long)d.fragments,
-        (unsigned long long)s.image_bytes, (unsigned long long)s.file_bytes, s.seconds, s.load_seconds, s.copy_seconds,
-        s.data_seconds, s.finish_seconds);
+        (unsigned long long)s.duplicate_bytes, (unsigned long long)s.recoded_inputs,
+        (unsigned long long)s.recoded_files, (unsigned long long)s.recoded_bytes,
+        (unsigned long long)d.codec_input_bytes, (unsigned long long)d.dedup_files, (unsigned long long)d.dedup_bytes,
+        (unsigned long long)d.blocks_compressed, (unsigned long long)(d.blocks_raw + d.blocks_incompressible),
+        (unsigned long long)d.fragments, (unsigned long long)s.image_bytes, (unsigned long long)s.file_bytes, s.seconds,
+        s.load_seconds, s.copy_seconds, s.data_seconds, s.finish_seconds);
     return;
   }
   std::fprintf(stderr, "%s: %s, %s; image %s\n", out.c_str(), counted(s.entries, "entry", "entries").c_str(),
@@ -101,6 +105,11 @@ void print_stats(const char* cmd, const ops::MergeOptions& opt, const ops::Merge
   if (s.duplicate_files)
     std::fprintf(stderr, "  %s (%s) held by an earlier input, not copied\n",
                  counted(s.duplicate_files, "file", "files").c_str(), human_bytes(s.duplicate_bytes).c_str());
+  if (s.recoded_inputs)
+    std::fprintf(stderr,
+                 "  recoded: %s (%s) of %s with another compressor or block size, decoded and compressed again\n",
+                 counted(s.recoded_files, "file", "files").c_str(), human_bytes(s.recoded_bytes).c_str(),
+                 counted(s.recoded_inputs, "input", "inputs").c_str());
   std::fprintf(stderr, "  new: %s compressed, %s stored as duplicates; blocks: %llu compressed, %llu stored raw\n",
                human_bytes(d.codec_input_bytes).c_str(), counted(d.dedup_files, "file", "files").c_str(),
                (unsigned long long)d.blocks_compressed, (unsigned long long)(d.blocks_raw + d.blocks_incompressible));

@@ -156,6 +156,7 @@ class Loader {
                     std::to_string(in_.fragments.size()));
     }
     in_.files.push_back(loc);
+    in_.file_refs.push_back(ino.ref);
     in_.stored_tail.push_back(stored_tail);
     inodes_.push_back(ino);
   }
@@ -197,7 +198,7 @@ class Loader {
     if (manifest_)
       for (const auto& e : manifest_->files) entry.emplace(e.inode_number, e.hash);
     const uint32_t bs = in_.image->super().block_size;
-    const bool decode_all = !in_.digests;
+    const bool decode_all = !in_.digests || in_.recode;
     // One decode per stored content: files sharing data share the result.
     std::unordered_map<DataKey, uint32_t, DataKeyHasher> groups;
     std::vector<uint32_t> group_of(in_.files.size());
@@ -346,7 +347,7 @@ void check_stored_bytes(int fd, const std::string& path, const DataDigests& d, u
   }
 }
 
-InputImage load_input_image(const std::string& path, unsigned threads) {
+InputImage open_input_image(const std::string& path) {
   InputImage in;
   in.path = path;
   reader::ImageOptions small;
@@ -354,8 +355,17 @@ InputImage load_input_image(const std::string& path, unsigned threads) {
   in.image = reader::Image::open(path, small);
   if (in.image->offset() != 0) throw Error(path + ": an image inside a larger file cannot be an input");
   if (::stat(path.c_str(), &in.st) != 0) throw Error(errno_message(path, errno));
-  Loader(in, threads).run();
   return in;
+}
+
+void load_input_image(InputImage& in, unsigned threads) { Loader(in, threads).run(); }
+
+void check_input_unchanged(const InputImage& in, int fd) {
+  struct stat now;
+  if (fstat(fd, &now) != 0) throw Error(errno_message(in.path, errno));
+  if (now.st_ino != in.st.st_ino || now.st_size != in.st.st_size || now.st_mtim.tv_sec != in.st.st_mtim.tv_sec ||
+      now.st_mtim.tv_nsec != in.st.st_mtim.tv_nsec)
+    throw Error(in.path + ": changed while it was being read");
 }
 
 }  // namespace sqar::ops

@@ -27,17 +27,30 @@ struct InputImage {
   std::vector<uint32_t> words;       // every file's block size words
   std::vector<uint8_t> stored_tail;  // per file: its list ends with a stored partial block
   std::vector<reader::Image::StoredBlock> fragments;
-  std::optional<DataDigests> digests;  // stored-data digests trailer, when the image has one
-  uint64_t data_end = 0;               // data blocks and fragment blocks lie in [96, data_end)
-  uint64_t decoded_bytes = 0;          // content decoded to hash or check it
+  std::optional<DataDigests> digests;       // stored-data digests trailer, when the image has one
+  std::vector<reader::InodeRef> file_refs;  // indexed like files: each file's inode
+  uint64_t data_end = 0;                    // data blocks and fragment blocks lie in [96, data_end)
+  uint64_t decoded_bytes = 0;               // content decoded to hash or check it
+  // Its data is decoded and compressed again (another compressor or block size than the
+  // output's) instead of copied. Set before load_input_image: it then decodes every file.
+  bool recode = false;
 };
 
-// Reads and checks an input image. Files the manifest trailer names get its hash; the others
-// (small files in fragment blocks; every file of an image without a manifest) are decoded and
-// hashed on `threads` threads. Without a stored-data digests trailer every file is decoded and
-// checked against the manifest, so no damaged byte can be copied unchecked. Throws sqar::Error
-// naming the image and what is damaged.
-InputImage load_input_image(const std::string& path, unsigned threads);
+// Opens an input image and reads its superblock, so the caller can decide how to use it
+// (InputImage::recode) before loading it.
+InputImage open_input_image(const std::string& path);
+
+// Reads and checks an opened input image. Files the manifest trailer names get its hash; the
+// others (small files in fragment blocks; every file of an image without a manifest) are
+// decoded and hashed on `threads` threads. Without a stored-data digests trailer, or when the
+// image is to be recoded, every file is decoded and checked against the manifest, so no
+// damaged byte is copied or compressed again unchecked. Throws sqar::Error naming the image and
+// what is damaged.
+void load_input_image(InputImage& in, unsigned threads);
+
+// Throws when the image file is no longer the one opened (size, inode or mtime changed): what
+// was checked must be what was used.
+void check_input_unchanged(const InputImage& in, int fd);
 
 // The trailers after an image's filesystem: where the stored-data digests trailer starts, and
 // it when present. Throws on a damaged one.

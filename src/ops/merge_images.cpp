@@ -13,6 +13,7 @@
 #include "dedup/content_key.h"
 #include "format/squashfs.h"
 #include "ops/input_image.h"
+#include "ops/recoded_content.h"
 #include "ops/tree_union.h"
 #include "pipeline/prestored.h"
 #include "scan/scanner.h"
@@ -44,11 +45,12 @@ class Merger {
   MergeStats run() {
     const auto t0 = std::chrono::steady_clock::now();
     if (opt_.images.empty()) throw Error("no input image given");
-    for (const auto& p : opt_.images) inputs_.push_back(load_input_image(p, opt_.threads));
+    for (const auto& p : opt_.images) inputs_.push_back(open_input_image(p));
+    const CodecConfig codec = choose_codec();
+    for (auto& in : inputs_) load_input_image(in, opt_.threads);
     for (const auto& in : inputs_) stats_.decoded_bytes += in.decoded_bytes;
     auto since = [](auto t) { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count(); };
     stats_.load_seconds = since(t0);
-    const CodecConfig codec = choose_codec();
 
     ImageFile out(opt_.append ? opt_.images[0] : opt_.output, opt_.append || opt_.force);
     std::optional<Tree> scanned;
@@ -64,6 +66,7 @@ class Merger {
     // end), so its blocks keep their positions and the copy is aligned for extent sharing.
     for (uint32_t k = 0; k < inputs_.size(); ++k) copy_input(k, out);
     const PrestoredData pre = prestored(u);
+    const RecodedContent recoded = recoded_files(u);
     stats_.copy_seconds = since(t_copy);
     const auto t_data = std::chrono::steady_clock::now();
 
@@ -73,10 +76,13 @@ class Merger {
     data_opt.dedup = opt_.dedup;
     data_opt.skip_unreadable = opt_.skip_unreadable;
     data_opt.strict = opt_.strict;
-    data_opt.read_file_xattrs = opt_.xattrs;
+    data_opt.read_file_xattrs = opt_.xattrs && recoded.empty();  // recoded files keep their input's
     data_opt.warn = opt_.warn;
     data_opt.prestored = &pre;
+    if (!recoded.empty()) data_opt.content = &recoded;
     DataResult data = write_file_data(u.tree, out, data_opt);
+    for (const auto& in : inputs_)
+      if (in.recode) check_input_unchanged(in, in.image->file_descriptor());
     stats_.data_seconds = since(t_data);
     const auto t_finish = std::chrono::steady_clock::now();
 
@@ -100,19 +106,24 @@ class Merger {
   }
 
  private:
-  // Stored blocks are copied as they are, so every input must use one compressor and block
-  // size; new data is compressed the same way.
-  CodecConfig choose_codec() const {
+  // The output takes the first input's compressor and block size, as its stored bytes (and
+  // compressor options) lead the output. A later input that differs is recoded: its files
+  // are decoded and compressed again, with a warning, since its blocks cannot be copied.
+  CodecConfig choose_codec() {
     const InputImage& first = inputs_[0];
     CodecConfig codec = first.image->codec_config();
     codec.block_size = first.image->super().block_size;
-    for (const auto& in : inputs_)
-      if (in.image->super().compressor != codec.id || in.image->super().block_size != codec.block_size)
-        throw Error(in.path + " is " + settings(in) + " but " + first.path + " is " + settings(first) +
-                    ": blocks are copied as stored, so all inputs need one compressor and block size");
     if ((opt_.compressor && *opt_.compressor != codec.id) || (opt_.block_size && *opt_.block_size != codec.block_size))
       throw Error(first.path + " is " + settings(first) +
                   ": new data is stored the same way (recompressing the image is not supported)");
+    for (auto& in : inputs_) {
+      if (in.image->super().compressor == codec.id && in.image->super().block_size == codec.block_size) continue;
+      in.recode = true;
+      ++stats_.recoded_inputs;
+      if (opt_.warn)
+        opt_.warn(in.path + " is " + settings(in) + ", the output " + settings(first) +
+                  ": its data is decoded and compressed again, not copied");
+    }
     if (!codec_can_write(codec.id)) throw Error(std::string("cannot write ") + codec_name(codec.id) + " images");
     if (opt_.level >= 0) {
       auto [lo, hi] = level_range(codec.id);
@@ -150,7 +161,7 @@ class Merger {
     file_origin_.assign(u.tree.files.size(), {UINT32_MAX, 0});
     for (size_t i = 0; i < u.tree.files.size(); ++i) {
       const Origin o = u.origin[u.tree.files[i]];
-      if (o.input >= inputs_.size()) continue;  // a new file
+      if (o.input >= inputs_.size() || inputs_[o.input].recode) continue;  // stored by the pipeline
       const uint32_t f = inputs_[o.input].tree.nodes[o.node].file_index;
       file_origin_[i] = {o.input, f};
       used_[o.input][f] = true;
@@ -189,6 +200,7 @@ class Merger {
   // some of the tails in it belong to files stored by an earlier input).
   std::vector<Range> plan(uint32_t k) const {
     const InputImage& in = inputs_[k];
+    if (in.recode) return {};
     if (opt_.append && k == 0) return {{0, in.data_end}};
     std::vector<Range> r;
     for (uint32_t f = 0; f < in.files.size(); ++f) {
@@ -240,11 +252,7 @@ class Merger {
         stats_.copied_bytes += r.end - r.begin;
       }
       // What was checked must be what was copied: an input rewritten meanwhile is refused.
-      struct stat now;
-      if (fstat(fd, &now) != 0) throw Error(errno_message(in.path, errno));
-      if (now.st_ino != in.st.st_ino || now.st_size != in.st.st_size || now.st_mtim.tv_sec != in.st.st_mtim.tv_sec ||
-          now.st_mtim.tv_nsec != in.st.st_mtim.tv_nsec)
-        throw Error(in.path + ": changed while it was being copied");
+      check_input_unchanged(in, fd);
     } catch (...) {
       ::close(fd);
       throw;
@@ -269,6 +277,7 @@ class Merger {
     std::vector<uint32_t> fragment_base;
     for (uint32_t k = 0; k < inputs_.size(); ++k) {
       fragment_base.push_back(uint32_t(pre.fragments.size()));
+      if (inputs_[k].recode) continue;  // none of its fragment blocks is copied
       for (const auto& f : inputs_[k].fragments) {
         const uint64_t len = f.size_word & ~fmt::kDataUncompressed;
         pre.fragments.push_back({len ? relocate(k, f.position) : 0, f.size_word});
@@ -295,6 +304,24 @@ class Merger {
       if (in.stored_tail[of]) pre.stored_tail_files.push_back(i);
     }
     return pre;
+  }
+
+  // The files of recoded inputs, which the data pipeline reads through the reader.
+  RecodedContent recoded_files(const TreeUnion& u) {
+    RecodedContent content(inputs_);
+    for (uint32_t i = 0; i < u.tree.files.size(); ++i) {
+      const uint32_t node = u.tree.files[i];
+      const Origin o = u.origin[node];
+      if (o.input >= inputs_.size() || !inputs_[o.input].recode) continue;
+      const InputImage& in = inputs_[o.input];
+      content.add(node, o.input, in.tree.nodes[o.node].file_index);
+      ++stats_.recoded_files;
+      stats_.recoded_bytes += in.tree.nodes[o.node].size;
+    }
+    // The pipeline reads every file that is not prestored through one content source; only
+    // merge recodes, and it has no SOURCEs on disk.
+    if (!content.empty() && !opt_.sources.empty()) throw Error("internal error: recoded inputs beside SOURCEs on disk");
+    return content;
   }
 
   MergeOptions& opt_;

@@ -25,8 +25,8 @@ struct MergeOptions {
   bool force = false;    // merge: replace an existing OUT
   bool replace = false;  // a name in several inputs: the last one wins instead of an error
   unsigned threads = 0;
-  std::optional<CodecId> compressor;   // must match the inputs' (checked)
-  std::optional<uint32_t> block_size;  // must match the inputs' (checked)
+  std::optional<CodecId> compressor;   // must match the first input's (checked)
+  std::optional<uint32_t> block_size;  // must match the first input's (checked)
   int level = -1;                      // new data: -1 keeps IMAGE's level
   bool dedup = true;
   bool xattrs = true;
@@ -47,6 +47,9 @@ struct MergeStats {
   uint64_t decoded_bytes = 0;    // input content decoded (to hash it, or to check it without digests)
   uint64_t duplicate_files = 0;  // input files whose content an earlier input holds: not copied
   uint64_t duplicate_bytes = 0;
+  // Inputs with another compressor or block size than the output: their files decoded and
+  // compressed again (counted in `data` too).
+  uint64_t recoded_inputs = 0, recoded_files = 0, recoded_bytes = 0;
   DataStats data;  // new files (append); blocks_compressed counts only those
   uint64_t image_bytes = 0, file_bytes = 0;
   double seconds = 0;

@@ -17,8 +17,8 @@ class ContentSource {
   // The XXH3-128 of the node's whole content, computed while it came in: the pipeline takes
   // it instead of hashing the content a second time.
   virtual Hash128 hash(uint32_t node) const = 0;
-  // Byte comparison of two files' content (--verify-dedup).
-  virtual bool identical(uint32_t a, uint32_t b, uint64_t size) const = 0;
+  // Byte comparison of two files' content (--verify-dedup), through read() a piece at a time.
+  virtual bool identical(uint32_t a, uint32_t b, uint64_t size) const;
 };
 
 }  // namespace sqar

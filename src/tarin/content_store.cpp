@@ -172,14 +172,4 @@ int ContentStore::read(uint32_t node, uint64_t offset, uint64_t len, uint8_t* ou
   }
 }
 
-bool ContentStore::identical(uint32_t a, uint32_t b, uint64_t size) const {
-  std::vector<uint8_t> x(kChunk), y(kChunk);
-  for (uint64_t off = 0; off < size; off += kChunk) {
-    const uint64_t n = std::min(kChunk, size - off);
-    if (read(a, off, n, x.data()) != 0 || read(b, off, n, y.data()) != 0) return false;
-    if (std::memcmp(x.data(), y.data(), size_t(n)) != 0) return false;
-  }
-  return true;
-}
-
 }  // namespace sqar

@@ -45,7 +45,6 @@ class ContentStore final : public ContentSource {
 
   int read(uint32_t node, uint64_t offset, uint64_t len, uint8_t* out) const override;
   Hash128 hash(uint32_t node) const override { return contents_[content_of(node)].hash; }
-  bool identical(uint32_t a, uint32_t b, uint64_t size) const override;
 
   uint64_t memory_bytes() const { return std::min(end_, memory_limit_); }
   uint64_t spilled_bytes() const { return end_ > memory_limit_ ? end_ - memory_limit_ : 0; }

@@ -2,12 +2,14 @@
 """sqar merge: three shard images of one tree, built by parallel processes, merged. The result
 equals one image of the whole tree entry by entry (unsquashfs of both, and the kernel's mount
 against the tree), and a file present in two shards is stored once. Conflicting names,
---replace, a damaged shard, and shards with another block size are refused without output."""
+--replace and a damaged shard are refused without output. Shards with another compressor or
+block size are decoded and compressed again, with a warning."""
+import contextlib
 import json
 import os
 import subprocess
 
-from sqartest import (SQAR, compare_trees, kernel_mount, leftovers, log, main, make_full_tree, need_root,
+from sqartest import (SQAR, compare_trees, kernel_mount, leftovers, log, main, make_full_tree, mksquashfs, need_root,
                       pseudo_random, run, tempdir, unsquashfs_extract, write)
 
 BLOCK = 131072
@@ -25,6 +27,20 @@ def expect_refused(args, out, *words):
         assert w in p.stderr, f"message lacks {w!r}: {p.stderr}"
     assert not os.path.exists(out) and not leftovers(out), "a refused merge left output"
     log(f"ok: refused: {p.stderr.strip()}")
+
+
+@contextlib.contextmanager
+def equals_whole_tree(d, tree, what):
+    """d/merged.sqfs passes sqar verify, unsquashfs extracts it as it extracts one image of the
+    whole tree, and the kernel's mount of it (yielded) equals the tree."""
+    run([SQAR, "verify", f"{d}/merged.sqfs"])
+    run([SQAR, "create", "-q", tree, f"{d}/whole.sqfs"])
+    unsquashfs_extract(f"{d}/whole.sqfs", f"{d}/whole")
+    unsquashfs_extract(f"{d}/merged.sqfs", f"{d}/merged")
+    compare_trees(f"{d}/whole", f"{d}/merged", f"unsquashfs of {what}")
+    with kernel_mount(f"{d}/merged.sqfs", f"{d}/mnt") as mnt:
+        compare_trees(tree, mnt, f"kernel mount of {what}")
+        yield mnt
 
 
 def test_shards_equal_whole():
@@ -55,13 +71,7 @@ def test_shards_equal_whole():
         assert s["blocks_compressed"] == 0, s
         shard_bytes = sum(os.path.getsize(f"{d}/{n}.sqfs") for n in names)
         assert os.path.getsize(f"{d}/merged.sqfs") < shard_bytes - len(shared) // 2, "the shared file is stored twice"
-        run([SQAR, "verify", f"{d}/merged.sqfs"])
-        run([SQAR, "create", "-q", t, f"{d}/whole.sqfs"])
-        unsquashfs_extract(f"{d}/whole.sqfs", f"{d}/whole")
-        unsquashfs_extract(f"{d}/merged.sqfs", f"{d}/merged")
-        compare_trees(f"{d}/whole", f"{d}/merged", "unsquashfs of the merged shards")
-        with kernel_mount(f"{d}/merged.sqfs", f"{d}/mnt") as mnt:
-            compare_trees(t, mnt, "kernel mount of the merged shards")
+        with equals_whole_tree(d, t, "the merged shards") as mnt:
             st = os.stat(mnt)
             assert int(st.st_mtime) == 1_650_000_200, "root attributes differ from the tree's"
 
@@ -133,16 +143,60 @@ def test_damaged_shard():
             f.seek(96 + BLOCK + 10)
             f.write(bytes([b[0] ^ 1]))
         expect_refused([f"{d}/a.sqfs", f"{d}/b.sqfs"], f"{d}/out", f"{d}/b.sqfs", "damaged")
+        # A shard to be recoded (other block size): its raw-stored block still decodes, to
+        # other bytes; the check against its manifest refuses it before anything is compressed.
+        run([SQAR, "create", "-q", "-b", "64K", f"{d}/b", f"{d}/b64.sqfs"])
+        with open(f"{d}/b64.sqfs", "r+b") as f:
+            f.seek(96 + 10)
+            b = f.read(1)
+            f.seek(96 + 10)
+            f.write(bytes([b[0] ^ 1]))
+        expect_refused([f"{d}/a.sqfs", f"{d}/b64.sqfs"], f"{d}/out", f"{d}/b64.sqfs", "g:", "manifest")
 
 
-def test_block_size_mismatch():
+def test_other_settings_are_recoded():
+    """Shards with another compressor or block size than the first: one made by mksquashfs
+    (gzip, no manifest trailer) and one by sqar at 64 KiB blocks. Each gets one warning line
+    naming it; their files are decoded and compressed again as the first shard's (zstd, 128
+    KiB), content the first shard holds is stored once, and the result equals one image of
+    the whole tree (unsquashfs, the kernel's mount, sqar verify)."""
+    need_root()
     with tempdir() as d:
-        write(f"{d}/a/f", b"a\n")
-        write(f"{d}/b/g", b"b\n")
-        run([SQAR, "create", "-q", f"{d}/a", f"{d}/a.sqfs"])
-        run([SQAR, "create", "-q", "-b", "64K", f"{d}/b", f"{d}/b.sqfs"])
-        expect_refused([f"{d}/a.sqfs", f"{d}/b.sqfs"], f"{d}/out", "64 KiB", "one compressor and block size")
+        t = f"{d}/tree"
+        make_full_tree(f"{t}/one")
+        shared = pseudo_random(3 * BLOCK + 77, 5)
+        write(f"{t}/one/shared.bin", shared)
+        for i in range(20):
+            write(f"{t}/two/file{i}", b"gzip shard %d\n" % i * (i + 1))
+        write(f"{t}/two/big.txt", b"".join(b"line %d of the gzip shard\n" % i for i in range(40000)))
+        os.symlink("big.txt", f"{t}/two/link")
+        write(f"{t}/three/shared-copy.bin", shared)  # content the zstd shard holds
+        with open(f"{t}/three/sparse", "wb") as f:   # a hole between two data blocks
+            f.write(pseudo_random(1000, 6))
+            f.seek(4 * BLOCK)
+            f.write(pseudo_random(BLOCK + 5, 7))
+        for n, when in (("two", 1_650_000_000), ("three", 1_650_000_100), ("", 1_650_000_200)):
+            os.utime(f"{t}/{n}" if n else t, (when, when))
+        others = {"one": ["two", "three"], "two": ["one", "three"], "three": ["one", "two"]}
+        run([SQAR, "create", "-q", *[a for m in others["one"] for a in ("--exclude", f"/{m}")], t, f"{d}/one.sqfs"])
+        mksquashfs(t, f"{d}/two.sqfs", "-comp", "gzip", "-e", *others["two"])
+        run([SQAR, "create", "-q", "-b", "64K", *[a for m in others["three"] for a in ("--exclude", f"/{m}")], t,
+             f"{d}/three.sqfs"])
+        p = run([SQAR, "merge", "--json", f"{d}/one.sqfs", f"{d}/two.sqfs", f"{d}/three.sqfs", f"{d}/merged.sqfs"])
+        s = json.loads(p.stdout)
+        warnings = [line for line in p.stderr.splitlines() if "decoded and compressed again" in line]
+        assert len(warnings) == 2, f"expected one warning per recoded shard: {p.stderr}"
+        assert f"{d}/two.sqfs is gzip" in warnings[0] and f"{d}/three.sqfs is zstd with 64 KiB" in warnings[1], warnings
+        recoded_files = sum(not os.path.islink(f"{t}/two/{n}") for n in os.listdir(f"{t}/two")) + 2
+        assert s["recoded_inputs"] == 2 and s["recoded_files"] == recoded_files, s
+        assert s["dedup_files"] >= 1 and s["dedup_bytes"] >= len(shared), f"shared-copy.bin stored again: {s}"
+        assert s["blocks_compressed"] > 0, s
+        info = run(["unsquashfs", "-s", f"{d}/merged.sqfs"]).stdout
+        assert "Compression zstd" in info and "Block size 131072" in info, info
+        with equals_whole_tree(d, t, "the merged, partly recoded shards"):
+            pass
 
 
 if __name__ == "__main__":
-    main([test_shards_equal_whole, test_example_slurm_driver, test_conflicts_and_replace, test_damaged_shard, test_block_size_mismatch])
+    main([test_shards_equal_whole, test_example_slurm_driver, test_conflicts_and_replace, test_damaged_shard,
+          test_other_settings_are_recoded])
