@@ -1,6 +1,7 @@
 // `sqar append` and `sqar merge`: images from images, their stored blocks copied as they are.
 #include <getopt.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <string>
@@ -18,9 +19,11 @@ namespace {
 
 const char kAppendHelp[] =
     "Usage: sqar append [OPTIONS] IMAGE SOURCE...\n"
+    "       sqar append --tar ARCHIVE|- [OPTIONS] IMAGE\n"
     "\n"
     "Add SOURCEs (directories and files, read as 'sqar create' reads them: one directory's\n"
-    "entries go into the root, several SOURCEs each under its own name) to IMAGE. IMAGE's data is\n"
+    "entries go into the root, several SOURCEs each under its own name), or the members of a tar\n"
+    "archive, to IMAGE. IMAGE's data is\n"
     "copied as stored, never decompressed; new files whose content IMAGE holds are stored as\n"
     "duplicates of it. The sources IMAGE was made from need not exist any more. The new image\n"
     "is written beside IMAGE and renamed over it when complete, so mounts of the old one keep\n"
@@ -32,6 +35,11 @@ const char kAppendHelp[] =
     "  -b, --block-size SIZE   must be IMAGE's\n"
     "  -l, --level N           compression level for the new data (default: IMAGE's)\n"
     "  -j, --threads N         worker threads (default: all cores)\n"
+    "      --tar ARCHIVE       add a tar archive's members ('-': standard input) instead of\n"
+    "                          SOURCEs, read once as 'sqar create --tar' reads them (any format\n"
+    "                          and compression libarchive reads)\n"
+    "      --tar-memory SIZE   with --tar: content kept in memory before the rest goes to an\n"
+    "                          unlinked scratch file beside IMAGE (default 256M)\n"
     "      --exclude GLOB      leave out matching new entries (repeatable)\n"
     "      --keep-as-directory store a single SOURCE directory under its own name\n"
     "      --one-file-system   do not descend into directories on other filesystems\n"
@@ -119,7 +127,18 @@ void print_stats(const char* cmd, const ops::MergeOptions& opt, const ops::Merge
 
 int run(int argc, char** argv, bool append) {
   const char* cmd = append ? "append" : "merge";
-  enum { kExclude = 256, kOneFs, kNoXattrs, kNoDedup, kSkipUnreadable, kStrict, kKeepAsDirectory, kJson };
+  enum {
+    kExclude = 256,
+    kOneFs,
+    kNoXattrs,
+    kNoDedup,
+    kSkipUnreadable,
+    kStrict,
+    kKeepAsDirectory,
+    kJson,
+    kTar,
+    kTarMemory
+  };
   static const option longopts[] = {{"replace", no_argument, nullptr, 'r'},
                                     {"force", no_argument, nullptr, 'f'},
                                     {"compressor", required_argument, nullptr, 'c'},
@@ -136,6 +155,8 @@ int run(int argc, char** argv, bool append) {
                                     {"strict", no_argument, nullptr, kStrict},
                                     {"keep-as-directory", no_argument, nullptr, kKeepAsDirectory},
                                     {"json", no_argument, nullptr, kJson},
+                                    {"tar", required_argument, nullptr, kTar},
+                                    {"tar-memory", required_argument, nullptr, kTarMemory},
                                     {nullptr, 0, nullptr, 0}};
   ops::MergeOptions opt;
   opt.append = append;
@@ -147,7 +168,8 @@ int run(int argc, char** argv, bool append) {
     const std::string arg = optarg ? optarg : "";
     // Options of the other command are unknown here.
     const bool append_only = c == 'c' || c == 'l' || c == 'b' || c == kExclude || c == kOneFs || c == kNoXattrs ||
-                             c == kSkipUnreadable || c == kStrict || c == kKeepAsDirectory;
+                             c == kSkipUnreadable || c == kStrict || c == kKeepAsDirectory || c == kTar ||
+                             c == kTarMemory;
     if ((append_only && !append) || (c == 'f' && append)) throw_getopt_error('?', argv);
     switch (c) {
       case 'r': opt.replace = true; break;
@@ -186,12 +208,33 @@ int run(int argc, char** argv, bool append) {
       case kStrict: opt.strict = true; break;
       case kKeepAsDirectory: opt.keep_as_directory = true; break;
       case kJson: json = true; break;
+      case kTar:
+        if (arg.empty()) throw UsageError("--tar needs an ARCHIVE ('-': standard input)");
+        opt.tar = arg;
+        break;
+      case kTarMemory: {
+        auto v = parse_size(arg);
+        if (!v) throw UsageError("invalid --tar-memory '" + arg + "'");
+        opt.tar_memory = *v;
+        break;
+      }
       default: throw_getopt_error(c, argv);
     }
   }
-  if (argc - optind < 2)
+  if (!opt.tar.empty()) {
+    if (argc - optind != 1) throw UsageError("with --tar, give only the IMAGE (the archive is the source)");
+    if (opt.tar == "-" && isatty(STDIN_FILENO))
+      throw UsageError(
+          "--tar -: standard input is a terminal, not an archive (pipe one in: tar -cf - DIR | sqar "
+          "append --tar - IMAGE)");
+    if (opt.one_file_system || opt.keep_as_directory || opt.skip_unreadable || opt.strict)
+      throw UsageError(
+          "--one-file-system, --keep-as-directory, --skip-unreadable and --strict are for SOURCE "
+          "directories, not --tar");
+    opt.images.push_back(argv[optind]);
+  } else if (argc - optind < 2) {
     throw UsageError(append ? "need IMAGE and at least one SOURCE" : "need at least one IMAGE and OUT");
-  if (append) {
+  } else if (append) {
     opt.images.push_back(argv[optind]);
     for (int i = optind + 1; i < argc; ++i) opt.sources.push_back(argv[i]);
   } else {

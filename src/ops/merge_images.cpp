@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <thread>
 #include <unordered_map>
 
@@ -14,9 +15,11 @@
 #include "format/squashfs.h"
 #include "ops/input_image.h"
 #include "ops/recoded_content.h"
+#include "ops/renumbered_content.h"
 #include "ops/tree_union.h"
 #include "pipeline/prestored.h"
 #include "scan/scanner.h"
+#include "tarin/tar_ingest.h"
 #include "writer/finish_image.h"
 #include "writer/image_file.h"
 
@@ -54,10 +57,15 @@ class Merger {
 
     ImageFile out(opt_.append ? opt_.images[0] : opt_.output, opt_.append || opt_.force);
     std::optional<Tree> scanned;
+    std::optional<TarInput> tar;
+    if (!opt_.sources.empty() && !opt_.tar.empty())
+      throw Error("--tar takes the place of SOURCEs; give one or the other");
     if (!opt_.sources.empty()) scanned = scan(out);
+    if (!opt_.tar.empty()) tar = read_tar(out, codec);
     std::vector<UnionInput> uin;
     for (const auto& in : inputs_) uin.push_back({&in.tree, in.path});
     if (scanned) uin.push_back({&*scanned, "the SOURCEs"});
+    if (tar) uin.push_back({&tar->tree, opt_.tar == "-" ? "the tar stream" : opt_.tar});
     TreeUnion u = union_trees(uin, opt_.replace);
 
     pick_owners(u);
@@ -67,6 +75,8 @@ class Merger {
     for (uint32_t k = 0; k < inputs_.size(); ++k) copy_input(k, out);
     const PrestoredData pre = prestored(u);
     const RecodedContent recoded = recoded_files(u);
+    std::optional<RenumberedContent> tar_content;
+    if (tar) tar_content.emplace(*tar->content, tar_nodes(u));
     stats_.copy_seconds = since(t_copy);
     const auto t_data = std::chrono::steady_clock::now();
 
@@ -76,10 +86,11 @@ class Merger {
     data_opt.dedup = opt_.dedup;
     data_opt.skip_unreadable = opt_.skip_unreadable;
     data_opt.strict = opt_.strict;
-    data_opt.read_file_xattrs = opt_.xattrs && recoded.empty();  // recoded files keep their input's
+    data_opt.read_file_xattrs = opt_.xattrs && scanned.has_value();  // the others' come with their tree
     data_opt.warn = opt_.warn;
     data_opt.prestored = &pre;
     if (!recoded.empty()) data_opt.content = &recoded;
+    if (tar_content) data_opt.content = &*tar_content;
     DataResult data = write_file_data(u.tree, out, data_opt);
     for (const auto& in : inputs_)
       if (in.recode) check_input_unchanged(in, in.image->file_descriptor());
@@ -151,6 +162,29 @@ class Merger {
     scan.skip_inodes.push_back(out.identity());
     for (const auto& in : inputs_) scan.skip_inodes.emplace_back(in.st.st_dev, in.st.st_ino);
     return scan_sources(scan);
+  }
+
+  // --tar: the stream's tree and content, read once; content beyond tar_memory spills to a
+  // scratch file beside IMAGE.
+  TarInput read_tar(const ImageFile& out, const CodecConfig& codec) const {
+    TarIngestOptions t;
+    t.archive = opt_.tar;
+    t.scratch_dir = std::filesystem::path(out.final_path()).parent_path().string();
+    if (t.scratch_dir.empty()) t.scratch_dir = ".";
+    t.memory_limit = opt_.tar_memory;
+    t.block_size = codec.block_size;
+    t.excludes = opt_.excludes;
+    t.xattrs = opt_.xattrs;
+    t.warn = opt_.warn;
+    return ingest_tar(t);
+  }
+
+  // For each node of the union that came from the tar stream, its node in the stream's tree.
+  std::vector<uint32_t> tar_nodes(const TreeUnion& u) const {
+    std::vector<uint32_t> map(u.tree.nodes.size(), UINT32_MAX);
+    for (uint32_t n = 0; n < u.tree.nodes.size(); ++n)
+      if (u.origin[n].input == inputs_.size()) map[n] = u.origin[n].node;
+    return map;
   }
 
   // Which input files the result uses, and for each content the first input that holds it:
@@ -320,7 +354,8 @@ class Merger {
     }
     // The pipeline reads every file that is not prestored through one content source; only
     // merge recodes, and it has no SOURCEs on disk.
-    if (!content.empty() && !opt_.sources.empty()) throw Error("internal error: recoded inputs beside SOURCEs on disk");
+    if (!content.empty() && (!opt_.sources.empty() || !opt_.tar.empty()))
+      throw Error("internal error: recoded inputs beside SOURCEs");
     return content;
   }
 

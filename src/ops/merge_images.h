@@ -20,6 +20,10 @@ struct MergeOptions {
   // Any source that yields a sqar::Tree whose regular files the data pipeline can read (a tar
   // stream spilled to a tree, say) plugs in beside them (docs/architecture.md).
   std::vector<std::string> sources;
+  // append --tar ARCHIVE ("-": standard input): the members of a tar stream (any format and
+  // compression libarchive reads) are the new entries, read once as create --tar reads them.
+  std::string tar;
+  uint64_t tar_memory = uint64_t(256) << 20;  // its content held in memory before it spills
   std::string output;
   bool append = false;
   bool force = false;    // merge: replace an existing OUT

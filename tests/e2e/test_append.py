@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """sqar append: an image of A, A deleted from disk, B appended, then C with a file identical to
-one of A's. The kernel's mount and unsquashfs show exactly A ∪ B ∪ C with all metadata; the
+one of A's, from directories and from tar streams (--tar). The kernel's mount and unsquashfs show exactly A ∪ B ∪ C with all metadata; the
 stats show A's data copied, never compressed, and C's duplicate stored as a duplicate. A mount
 of the old image keeps reading while append replaces it. Name conflicts, --replace, a damaged
 IMAGE (with and without stored-data digests), another compressor, an image made by mksquashfs,
@@ -73,6 +73,62 @@ def test_append_chain():
             compare_trees(f"{d}/expected", mnt, "kernel mount of the appended image")
         unsquashfs_extract(f"{d}/img", f"{d}/un")
         compare_trees(f"{d}/expected", f"{d}/un", "unsquashfs of the appended image")
+
+
+def test_append_tar_chain():
+    """The nightly case with archives: an image of A, A deleted, then B appended from a GNU tar
+    pax stream on standard input, then C from a bsdtar .tar.zst holding a file identical to one
+    of A's, a hard link, a symlink, a fifo, a device, a sparse file and an xattr. The kernel's
+    mount and unsquashfs show exactly A ∪ B ∪ C; A's data and C's duplicate are never compressed."""
+    need_root()
+    need_tool("bsdtar")
+    with tempdir() as d:
+        a = make_full_tree(f"{d}/A")
+        os.makedirs(f"{d}/expected")
+        copy_into(a, f"{d}/expected")
+        run([SQAR, "create", "-q", a, f"{d}/img"])
+        shutil.rmtree(a)
+        write(f"{d}/B/logs/new.log", b"".join(b"tar line %d\n" % i for i in range(50000)))
+        write(f"{d}/B/logs/small", b"small\n")
+        os.utime(f"{d}/B/logs", (1_700_000_000, 1_700_000_000))
+        copy_into(f"{d}/B", f"{d}/expected")
+        tar = subprocess.Popen(["tar", "--format=posix", "--xattrs", "--xattrs-include=*", "--numeric-owner", "-C",
+                                f"{d}/B", "-cf", "-", "logs"], stdout=subprocess.PIPE)
+        p = run([SQAR, "append", "--json", "--tar", "-", f"{d}/img"], stdin=tar.stdout)
+        tar.stdout.close()
+        assert tar.wait() == 0
+        s = json.loads(p.stdout)
+        assert s["copied_bytes"] > 3 * BLOCK and s["checked_bytes"] == s["copied_bytes"], s
+        assert s["new_bytes_in"] <= os.path.getsize(f"{d}/B/logs/new.log") + 6, f"A's data was compressed: {s}"
+        c = f"{d}/C/nightly"
+        write(f"{c}/random-copy.bin", pseudo_random(3 * BLOCK + 77, 2))  # A's random.bin again
+        write(f"{c}/note", b"a note\n")
+        os.link(f"{c}/note", f"{c}/note-link")
+        os.symlink("note", f"{c}/note-symlink")
+        os.mkfifo(f"{c}/fifo")
+        os.mknod(f"{c}/null", 0o20644, os.makedev(1, 3))
+        with open(f"{c}/sparse", "wb") as f:
+            f.seek(5 * BLOCK)
+            f.write(b"end of a sparse file\n")
+        os.setxattr(f"{c}/note", "user.origin", b"nightly")
+        os.utime(c, (1_700_000_100, 1_700_000_100))
+        copy_into(f"{d}/C", f"{d}/expected")
+        run(["bsdtar", "--format", "pax", "--numeric-owner", "--zstd", "-C", f"{d}/C", "-cf", f"{d}/c.tar.zst",
+             "nightly"])
+        s = append(f"{d}/img", "--tar", f"{d}/c.tar.zst")
+        assert s["dedup_files"] == 1 and s["dedup_bytes"] == 3 * BLOCK + 77, f"the duplicate was stored again: {s}"
+        assert s["new_bytes_in"] < 4096, f"more than the small files went through the codec: {s}"
+        run([SQAR, "verify", f"{d}/img"])
+        with kernel_mount(f"{d}/img", f"{d}/mnt") as mnt:
+            compare_trees(f"{d}/expected", mnt, "kernel mount of the image appended from tar streams")
+        unsquashfs_extract(f"{d}/img", f"{d}/un")
+        compare_trees(f"{d}/expected", f"{d}/un", "unsquashfs of the image appended from tar streams")
+        # A name already in the image, and a damaged stream: refused, IMAGE unchanged.
+        expect_refused(f"{d}/img", ["--tar", f"{d}/c.tar.zst"], "nightly/", "in both", "--replace")
+        with open(f"{d}/c.tar.zst", "rb") as f:
+            data = f.read()
+        write(f"{d}/cut.tar.zst", data[: len(data) // 2])
+        expect_refused(f"{d}/img", ["--tar", f"{d}/cut.tar.zst"], f"{d}/cut.tar.zst")
 
 
 def test_old_mount_reads_during_append():
@@ -243,5 +299,5 @@ def test_enospc():
 
 
 if __name__ == "__main__":
-    main([test_append_chain, test_old_mount_reads_during_append, test_conflict_and_replace, test_damaged_image,
+    main([test_append_chain, test_append_tar_chain, test_old_mount_reads_during_append, test_conflict_and_replace, test_damaged_image,
           test_verify_checks_data_digests, test_other_compressor_refused, test_mksquashfs_image, test_signals_leave_image_unchanged, test_enospc])

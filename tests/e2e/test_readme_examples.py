@@ -85,6 +85,7 @@ def build_scratch(root):
     write(f"{root}/work/src/doc/README", b"release notes\n" * 100)
     run(["tar", "--zstd", "-C", f"{root}/work/src", "-cf", f"{root}/work/release-1.2.tar.zst", "."])
     write(f"{logs}/rotated/2026-11-24/app.log.2", app[: len(app) // 3])
+    write(f"{logs}/rotated/2026-11-25/app.log.3", app[: len(app) // 4])
     write(f"{root}/work/fixed/app.log.1", b"repaired\n")
     shared = pseudo_random(200_000, 3)
     for shard in ("a", "b", "c"):
@@ -164,6 +165,12 @@ def check_append(r, out):
     assert open(f"{got}/syslog.1", "rb").read() == open(f"{r}/var/log/archive/syslog.1", "rb").read()
 
 
+def check_append_tar(r, out):
+    got = extracted(r, "archive.sqfs")
+    assert sorted(os.listdir(got)) == ["2026-11-25", "app.log.1", "app.log.2", "syslog.1"], os.listdir(got)
+    compare_trees(f"{r}/var/log/rotated/2026-11-25", f"{got}/2026-11-25", "append --tar of a tar stream")
+
+
 def check_merge(r, out):
     compare_trees(f"{r}/data/tree", extracted(r, "all.sqfs"), "merge of the shards")
 
@@ -182,6 +189,7 @@ CHECKS = {
     "sqar extract --tar - logs.sqfs | ssh host tar -xpf - -C /srv": check_tar_stream,
     "sqar create --tar release-1.2.tar.zst release-1.2.sqfs": check_from_tar,
     "sqar append --replace archive.sqfs fixed/app.log.1": check_append,
+    "ssh host tar -C /var/log/rotated -cf - 2026-11-25 | sqar append --tar - archive.sqfs": check_append_tar,
     "sqar merge shard-*.sqfs all.sqfs": check_merge,
     "sqarfs logs.sqfs /mnt/logs": check_logs_mount,
     "sqarfs -o cache=512M,allow_other logs.sqfs /mnt/logs": check_logs_mount,
