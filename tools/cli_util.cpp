@@ -1,11 +1,14 @@
 #include "cli_util.h"
 
 #include <getopt.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+
+#include "common/parse_size.h"
 
 namespace sqar::cli {
 
@@ -108,6 +111,29 @@ std::string json_escape(const std::string& s) {
     i += len;
   }
   return out;
+}
+
+std::string parse_tar_archive(const std::string& arg) {
+  if (arg.empty()) throw UsageError("--tar needs an ARCHIVE ('-': standard input)");
+  return arg;
+}
+
+uint64_t parse_tar_memory(const std::string& arg) {
+  auto v = parse_size(arg);
+  if (!v) throw UsageError("invalid --tar-memory '" + arg + "'");
+  return *v;
+}
+
+void check_tar_usage(const std::string& tar, int operands, const char* cmd, bool source_dir_options) {
+  if (operands != 1) throw UsageError("with --tar, give only the IMAGE (the archive is the source)");
+  if (tar == "-" && isatty(STDIN_FILENO))
+    throw UsageError(
+        std::string("--tar -: standard input is a terminal, not an archive (pipe one in: tar -cf - DIR | sqar ") + cmd +
+        " --tar - IMAGE)");
+  if (source_dir_options)
+    throw UsageError(
+        "--one-file-system, --keep-as-directory, --skip-unreadable and --strict are for SOURCE "
+        "directories, not --tar");
 }
 
 }  // namespace sqar::cli

@@ -29,4 +29,11 @@ std::string human_bytes(uint64_t bytes);  // "1.2 GiB"
 std::string counted(uint64_t n, const char* singular, const char* plural);
 std::string json_escape(const std::string& s);
 
+// --tar ARCHIVE and --tar-memory SIZE, shared by create and append.
+std::string parse_tar_archive(const std::string& arg);
+uint64_t parse_tar_memory(const std::string& arg);
+// With --tar the archive is the source: `operands` must be the IMAGE alone, standard input
+// ("-") must not be a terminal, and no option for SOURCE directories may be set.
+void check_tar_usage(const std::string& tar, int operands, const char* cmd, bool source_dir_options);
+
 }  // namespace sqar::cli

@@ -353,29 +353,15 @@ int run_create(int argc, char** argv) {
       case kNoExport: opt.metadata.exportable = false; break;
       case kProgress: force_progress = true; break;
       case kJson: json = true; break;
-      case kTar:
-        if (arg.empty()) throw UsageError("--tar needs an ARCHIVE ('-': standard input)");
-        opt.tar = arg;
-        break;
-      case kTarMemory: {
-        auto v = parse_size(arg);
-        if (!v) throw UsageError("invalid --tar-memory '" + arg + "'");
-        opt.tar_memory = *v;
-        break;
-      }
+      case kTar: opt.tar = parse_tar_archive(arg); break;
+      case kTarMemory: opt.tar_memory = parse_tar_memory(arg); break;
       default: throw_getopt_error(c, argv);
     }
   }
   if (!opt.tar.empty()) {
-    if (argc - optind != 1) throw UsageError("with --tar, give only the IMAGE (the archive is the source)");
-    if (opt.tar == "-" && isatty(STDIN_FILENO))
-      throw UsageError(
-          "--tar -: standard input is a terminal, not an archive (pipe one in: tar -cf - DIR | sqar "
-          "create --tar - IMAGE)");
-    if (opt.scan.one_file_system || opt.scan.keep_as_directory || opt.scan.skip_unreadable || opt.data.strict)
-      throw UsageError(
-          "--one-file-system, --keep-as-directory, --skip-unreadable and --strict are for SOURCE "
-          "directories, not --tar");
+    check_tar_usage(
+        opt.tar, argc - optind, "create",
+        opt.scan.one_file_system || opt.scan.keep_as_directory || opt.scan.skip_unreadable || opt.data.strict);
   } else if (argc - optind < 2) {
     throw UsageError("need at least one SOURCE and the IMAGE");
   }

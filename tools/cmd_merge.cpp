@@ -1,7 +1,6 @@
 // `sqar append` and `sqar merge`: images from images, their stored blocks copied as they are.
 #include <getopt.h>
 #include <signal.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <string>
@@ -208,29 +207,14 @@ int run(int argc, char** argv, bool append) {
       case kStrict: opt.strict = true; break;
       case kKeepAsDirectory: opt.keep_as_directory = true; break;
       case kJson: json = true; break;
-      case kTar:
-        if (arg.empty()) throw UsageError("--tar needs an ARCHIVE ('-': standard input)");
-        opt.tar = arg;
-        break;
-      case kTarMemory: {
-        auto v = parse_size(arg);
-        if (!v) throw UsageError("invalid --tar-memory '" + arg + "'");
-        opt.tar_memory = *v;
-        break;
-      }
+      case kTar: opt.tar = parse_tar_archive(arg); break;
+      case kTarMemory: opt.tar_memory = parse_tar_memory(arg); break;
       default: throw_getopt_error(c, argv);
     }
   }
   if (!opt.tar.empty()) {
-    if (argc - optind != 1) throw UsageError("with --tar, give only the IMAGE (the archive is the source)");
-    if (opt.tar == "-" && isatty(STDIN_FILENO))
-      throw UsageError(
-          "--tar -: standard input is a terminal, not an archive (pipe one in: tar -cf - DIR | sqar "
-          "append --tar - IMAGE)");
-    if (opt.one_file_system || opt.keep_as_directory || opt.skip_unreadable || opt.strict)
-      throw UsageError(
-          "--one-file-system, --keep-as-directory, --skip-unreadable and --strict are for SOURCE "
-          "directories, not --tar");
+    check_tar_usage(opt.tar, argc - optind, "append",
+                    opt.one_file_system || opt.keep_as_directory || opt.skip_unreadable || opt.strict);
     opt.images.push_back(argv[optind]);
   } else if (argc - optind < 2) {
     throw UsageError(append ? "need IMAGE and at least one SOURCE" : "need at least one IMAGE and OUT");
