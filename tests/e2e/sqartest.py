@@ -411,13 +411,28 @@ def dir_without_o_tmpfile(lower, mnt):
     need_tool("bindfs")
     os.makedirs(lower, exist_ok=True)
     os.makedirs(mnt, exist_ok=True)
-    run(["bindfs", "--no-allow-other", lower, mnt])
+    # In the foreground, so that the daemon's exit can be awaited: fusermount -u returns before
+    # bindfs has closed `lower`, and a tmpfs under it would then be "busy" to umount.
+    daemon = subprocess.Popen(["bindfs", "-f", "--no-allow-other", lower, mnt],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
+        deadline = time.monotonic() + 30
+        while not is_mounted(mnt):
+            if daemon.poll() is not None:
+                raise AssertionError(f"bindfs {lower} {mnt} exited {daemon.returncode}: {daemon.stderr.read()}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"bindfs {lower} {mnt} did not mount within 30 s")
+            time.sleep(0.02)
         if o_tmpfile_works(mnt):
             skip(f"O_TMPFILE works on the FUSE mount {mnt} (bindfs): no filesystem here lacks it")
         yield mnt
     finally:
         unmount_fuse(mnt)
+        try:
+            daemon.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            daemon.kill()
+            daemon.wait()
 
 
 def unsquashfs_extract(image, dest):
