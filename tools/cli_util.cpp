@@ -39,6 +39,13 @@ std::optional<int64_t> parse_int(const std::string& text) {
   return int64_t(v);
 }
 
+uint32_t parse_block_size(const std::string& arg) {
+  auto v = parse_size(arg);
+  if (!v || *v < 4096 || *v > (1u << 20) || (*v & (*v - 1)))
+    throw UsageError("invalid block size '" + arg + "' (a power of two from 4K to 1M)");
+  return uint32_t(*v);
+}
+
 std::string counted(uint64_t n, const char* singular, const char* plural) {
   return std::to_string(n) + " " + (n == 1 ? singular : plural);
 }

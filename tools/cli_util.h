@@ -24,6 +24,8 @@ int run_guarded(const char* cmd, const std::function<int()>& body, int error_cod
 [[noreturn]] void throw_getopt_error(int c, char** argv);
 
 std::optional<int64_t> parse_int(const std::string& text);
+// -b SIZE: a power of two from 4K to 1M ("128K", "1M", "65536").
+uint32_t parse_block_size(const std::string& arg);
 std::string human_bytes(uint64_t bytes);  // "1.2 GiB"
 // "1 file", "0 files", "2 files": a count with its noun in the right number.
 std::string counted(uint64_t n, const char* singular, const char* plural);

@@ -11,7 +11,6 @@
 #include "cli_util.h"
 #include "command.h"
 #include "common/error.h"
-#include "common/parse_size.h"
 #include "reader/image.h"
 #include "status_line.h"
 #include "writer/create.h"
@@ -19,10 +18,6 @@
 
 namespace sqar::cli {
 namespace {
-
-// zstd level 9: smaller images than mksquashfs' default gzip-9 on logs and source trees at about
-// 2x its speed (numbers in docs/architecture.md).
-constexpr int kDefaultZstdLevel = 9;
 
 const char kHelp[] =
     "Usage: sqar create [OPTIONS] SOURCE... IMAGE\n"
@@ -300,14 +295,10 @@ int run_create(int argc, char** argv) {
         level_given = true;
         break;
       }
-      case 'b': {
-        auto v = parse_size(arg);
-        if (!v || *v < 4096 || *v > (1u << 20) || (*v & (*v - 1)))
-          throw UsageError("invalid block size '" + arg + "' (a power of two from 4K to 1M)");
-        opt.data.codec.block_size = uint32_t(*v);
+      case 'b':
+        opt.data.codec.block_size = parse_block_size(arg);
         block_given = true;
         break;
-      }
       case 'j': {
         auto v = parse_int(arg);
         if (!v || *v < 1 || *v > 1024) throw UsageError("invalid thread count '" + arg + "'");
@@ -376,8 +367,7 @@ int run_create(int argc, char** argv) {
         "or 'tar -C SOURCE -cf - .')");
   if (!opt.reuse.empty())
     take_open_settings_from(opt.reuse, opt.data.codec, compressor_given, level_given, block_given);
-  if (!level_given && opt.data.codec.id == CodecId::zstd) opt.data.codec.level = kDefaultZstdLevel;
-  if (opt.data.codec.level < 0) opt.data.codec.level = default_level(opt.data.codec.id);
+  if (!level_given) opt.data.codec.level = preferred_level(opt.data.codec.id);
   if (level_given) {
     const auto [lo, hi] = level_range(opt.data.codec.id);
     if (opt.data.codec.level < lo || opt.data.codec.level > hi)

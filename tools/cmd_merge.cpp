@@ -8,7 +8,6 @@
 #include "cli_util.h"
 #include "command.h"
 #include "common/error.h"
-#include "common/parse_size.h"
 #include "ops/merge_images.h"
 #include "status_line.h"
 #include "writer/image_file.h"
@@ -30,7 +29,7 @@ const char kAppendHelp[] =
     "\n"
     "  -r, --replace           a name IMAGE already has is replaced by the new entry (without it,\n"
     "                          that is an error; directories are merged either way)\n"
-    "  -c, --compressor NAME   must be IMAGE's (recompressing is not supported)\n"
+    "  -c, --compressor NAME   must be IMAGE's (IMAGE's data is never recompressed)\n"
     "  -b, --block-size SIZE   must be IMAGE's\n"
     "  -l, --level N           compression level for the new data (default: IMAGE's)\n"
     "  -j, --threads N         worker threads (default: all cores)\n"
@@ -58,11 +57,18 @@ const char kMergeHelp[] =
     "Write OUT, an image whose root holds the union of the IMAGEs' roots (directories present in\n"
     "several are merged). Stored data blocks are copied as they are, never decompressed; a\n"
     "file whose content an earlier IMAGE holds is not copied again. OUT takes the first IMAGE's\n"
-    "compressor and block size; a later IMAGE with others is decoded and compressed again, with\n"
-    "a warning. Shards packed on several machines are joined this way.\n"
+    "compressor and block size unless -c or -b choose others; an IMAGE stored another way is\n"
+    "decoded and compressed again, with a warning. Shards packed on several machines are joined\n"
+    "this way.\n"
     "\n"
     "  -r, --replace           a name in several IMAGEs: the last one wins (without it, an error)\n"
     "  -f, --force             overwrite OUT if it exists\n"
+    "  -c, --compressor NAME   OUT's compressor: gzip, xz, lzo, lz4 or zstd (default: the first\n"
+    "                          IMAGE's)\n"
+    "  -b, --block-size SIZE   OUT's block size, a power of two from 4K to 1M (default: the first\n"
+    "                          IMAGE's)\n"
+    "  -l, --level N           level for recoded data (default: the first IMAGE's when OUT keeps\n"
+    "                          its compressor, else create's default)\n"
     "  -j, --threads N         worker threads (default: all cores)\n"
     "      --no-dedup          copy every file's data, even content an earlier IMAGE holds\n"
     "      --json              summary as JSON on stdout\n"
@@ -163,19 +169,19 @@ int run(int argc, char** argv, bool append) {
   optind = 1;
   opterr = 0;
   int c;
-  while ((c = getopt_long(argc, argv, append ? ":rc:l:b:j:qh" : ":rfj:qh", longopts, nullptr)) != -1) {
+  while ((c = getopt_long(argc, argv, append ? ":rc:l:b:j:qh" : ":rfc:l:b:j:qh", longopts, nullptr)) != -1) {
     const std::string arg = optarg ? optarg : "";
     // Options of the other command are unknown here.
-    const bool append_only = c == 'c' || c == 'l' || c == 'b' || c == kExclude || c == kOneFs || c == kNoXattrs ||
-                             c == kSkipUnreadable || c == kStrict || c == kKeepAsDirectory || c == kTar ||
-                             c == kTarMemory;
+    const bool append_only = c == kExclude || c == kOneFs || c == kNoXattrs || c == kSkipUnreadable || c == kStrict ||
+                             c == kKeepAsDirectory || c == kTar || c == kTarMemory;
     if ((append_only && !append) || (c == 'f' && append)) throw_getopt_error('?', argv);
     switch (c) {
       case 'r': opt.replace = true; break;
       case 'f': opt.force = true; break;
       case 'c': {
         auto id = codec_from_name(arg);
-        if (!id) throw UsageError("unknown compressor '" + arg + "'");
+        if (!id || !codec_can_write(*id))
+          throw UsageError("unknown compressor '" + arg + "' (gzip, xz, lzo, lz4, zstd)");
         opt.compressor = *id;
         break;
       }
@@ -185,12 +191,7 @@ int run(int argc, char** argv, bool append) {
         opt.level = int(*v);
         break;
       }
-      case 'b': {
-        auto v = parse_size(arg);
-        if (!v) throw UsageError("invalid block size '" + arg + "'");
-        opt.block_size = uint32_t(*v);
-        break;
-      }
+      case 'b': opt.block_size = parse_block_size(arg); break;
       case 'j': {
         auto v = parse_int(arg);
         if (!v || *v < 1 || *v > 1024) throw UsageError("invalid thread count '" + arg + "'");

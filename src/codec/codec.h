@@ -44,7 +44,10 @@ std::unique_ptr<Codec> make_codec(const CodecConfig& cfg);
 // Names as users type them: "gzip", "xz", "lzo", "lz4", "zstd", "lzma".
 std::optional<CodecId> codec_from_name(const std::string& name);
 const char* codec_name(CodecId id);
+// The level an image without a compressor options block was written at (the format's default).
 int default_level(CodecId id);
+// The level sqar writes at when the user gives none: the format's default, but zstd 9.
+int preferred_level(CodecId id);
 // Valid level range for --level; {0,0} means the codec has no levels.
 std::pair<int, int> level_range(CodecId id);
 bool codec_can_write(CodecId id);

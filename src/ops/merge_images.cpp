@@ -22,6 +22,7 @@
 #include "tarin/tar_ingest.h"
 #include "writer/finish_image.h"
 #include "writer/image_file.h"
+#include "writer/image_header.h"
 
 namespace sqar::ops {
 namespace {
@@ -36,9 +37,12 @@ struct Range {
 // btrfs can share the extents (copy_file_range clones whole blocks only) instead of copying.
 constexpr uint64_t kAlignedCopyMin = 64 << 10;
 
+std::string settings(CodecId id, uint32_t block_size) {
+  return std::string(codec_name(id)) + " with " + std::to_string(block_size / 1024) + " KiB blocks";
+}
+
 std::string settings(const InputImage& in) {
-  return std::string(codec_name(in.image->super().compressor)) + " with " +
-         std::to_string(in.image->super().block_size / 1024) + " KiB blocks";
+  return settings(in.image->super().compressor, in.image->super().block_size);
 }
 
 class Merger {
@@ -71,7 +75,10 @@ class Merger {
     pick_owners(u);
     const auto t_copy = std::chrono::steady_clock::now();
     // The first input's bytes start at offset 0, superblock included (it is rewritten at the
-    // end), so its blocks keep their positions and the copy is aligned for extent sharing.
+    // end), so its blocks keep their positions and the copy is aligned for extent sharing. A
+    // recoded first input brings nothing: the output's own header takes its place.
+    uint16_t header_flags = inputs_[0].image->super().flags & fmt::kFlagCompressorOptions;
+    if (inputs_[0].recode) header_flags = write_image_header(out, codec);
     for (uint32_t k = 0; k < inputs_.size(); ++k) copy_input(k, out);
     const PrestoredData pre = prestored(u);
     const RecodedContent recoded = recoded_files(u);
@@ -100,8 +107,7 @@ class Merger {
     FinishOptions fin;
     fin.image = out.final_path();
     fin.codec = codec;
-    // The compressor options block, if any, came with the first input's bytes.
-    fin.flags = inputs_[0].image->super().flags & fmt::kFlagCompressorOptions;
+    fin.flags = header_flags;
     fin.dedup = opt_.dedup;
     fin.xattrs = true;  // the inputs keep theirs; --no-xattrs leaves out only the new entries' (scan)
     const FinishResult fr = finish_image(u.tree, data, out, fin);
@@ -117,23 +123,28 @@ class Merger {
   }
 
  private:
-  // The output takes the first input's compressor and block size, as its stored bytes (and
-  // compressor options) lead the output. A later input that differs is recoded: its files
-  // are decoded and compressed again, with a warning, since its blocks cannot be copied.
+  // The output takes the first input's compressor and block size, so that its stored bytes
+  // (and compressor options) lead the output, unless merge's -c or -b choose others. An input
+  // stored another way is recoded: its files are decoded and compressed again, with a warning,
+  // since its blocks cannot be copied. append never recodes IMAGE.
   CodecConfig choose_codec() {
     const InputImage& first = inputs_[0];
     CodecConfig codec = first.image->codec_config();
     codec.block_size = first.image->super().block_size;
-    if ((opt_.compressor && *opt_.compressor != codec.id) || (opt_.block_size && *opt_.block_size != codec.block_size))
+    const bool other_codec = opt_.compressor && *opt_.compressor != codec.id;
+    const bool other_block = opt_.block_size && *opt_.block_size != codec.block_size;
+    if (opt_.append && (other_codec || other_block))
       throw Error(first.path + " is " + settings(first) +
                   ": new data is stored the same way (recompressing the image is not supported)");
-    for (auto& in : inputs_) {
-      if (in.image->super().compressor == codec.id && in.image->super().block_size == codec.block_size) continue;
-      in.recode = true;
-      ++stats_.recoded_inputs;
-      if (opt_.warn)
-        opt_.warn(in.path + " is " + settings(in) + ", the output " + settings(first) +
-                  ": its data is decoded and compressed again, not copied");
+    if (other_codec) {
+      codec = CodecConfig{};
+      codec.id = *opt_.compressor;
+      codec.level = preferred_level(codec.id);
+      codec.block_size = first.image->super().block_size;
+    }
+    if (other_block) {
+      codec.block_size = *opt_.block_size;
+      codec.xz_dict_size = 0;  // the block size, as create chooses it
     }
     if (!codec_can_write(codec.id)) throw Error(std::string("cannot write ") + codec_name(codec.id) + " images");
     if (opt_.level >= 0) {
@@ -142,6 +153,15 @@ class Merger {
         throw Error(std::string(codec_name(codec.id)) + " level must be " + std::to_string(lo) + ".." +
                     std::to_string(hi) + ", got " + std::to_string(opt_.level));
       codec.level = opt_.level;
+    }
+    if (codec.id == CodecId::lz4 && (other_codec || opt_.level >= 0)) codec.lz4_hc = codec.level > 0;
+    for (auto& in : inputs_) {
+      if (in.image->super().compressor == codec.id && in.image->super().block_size == codec.block_size) continue;
+      in.recode = true;
+      ++stats_.recoded_inputs;
+      if (opt_.warn)
+        opt_.warn(in.path + " is " + settings(in) + ", the output " + settings(codec.id, codec.block_size) +
+                  ": its data is decoded and compressed again, not copied");
     }
     return codec;
   }

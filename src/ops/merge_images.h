@@ -29,9 +29,13 @@ struct MergeOptions {
   bool force = false;    // merge: replace an existing OUT
   bool replace = false;  // a name in several inputs: the last one wins instead of an error
   unsigned threads = 0;
-  std::optional<CodecId> compressor;   // must match the first input's (checked)
-  std::optional<uint32_t> block_size;  // must match the first input's (checked)
-  int level = -1;                      // new data: -1 keeps IMAGE's level
+  // The output's compressor and block size. merge: inputs stored another way, the first one
+  // included, are recoded (default: the first input's). append: must be IMAGE's (checked).
+  std::optional<CodecId> compressor;
+  std::optional<uint32_t> block_size;
+  // Level of new and recoded data: -1 keeps the first input's when the output keeps its
+  // compressor, else preferred_level().
+  int level = -1;
   bool dedup = true;
   bool xattrs = true;
   bool keep_as_directory = false;

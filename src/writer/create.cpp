@@ -9,13 +9,13 @@
 #include <filesystem>
 #include <thread>
 
-#include "common/endian.h"
 #include "common/error.h"
 #include "dedup/reuse_index.h"
 #include "format/squashfs.h"
 #include "tarin/tar_ingest.h"
 #include "writer/finish_image.h"
 #include "writer/image_file.h"
+#include "writer/image_header.h"
 
 namespace sqar {
 namespace {
@@ -160,18 +160,7 @@ CreateStats create_image(CreateOptions opt, CreateProgress* progress) {
   malloc_trim(0);
   auto since = [](auto t) { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count(); };
   stats.scan_seconds = since(t0);
-  // Superblock placeholder and the compressor options block come first; data follows.
-  std::vector<uint8_t> zeros(fmt::kSuperblockSize, 0);
-  out.append(zeros.data(), zeros.size());
-  uint16_t flags = 0;
-  const std::vector<uint8_t> codec_options = encode_codec_options(opt.data.codec);
-  if (!codec_options.empty()) {
-    uint8_t header[2];
-    store_le16(header, uint16_t(codec_options.size() | fmt::kMetadataUncompressed));
-    out.append(header, 2);
-    out.append(codec_options.data(), codec_options.size());
-    flags |= fmt::kFlagCompressorOptions;
-  }
+  const uint16_t flags = write_image_header(out, opt.data.codec);  // data follows
 
   if (progress) {
     progress->bytes_total = tree.total_file_bytes;

@@ -30,16 +30,17 @@ def expect_refused(args, out, *words):
 
 
 @contextlib.contextmanager
-def equals_whole_tree(d, tree, what):
+def equals_whole_tree(d, tree, what, block_size=BLOCK):
     """d/merged.sqfs passes sqar verify, unsquashfs extracts it as it extracts one image of the
-    whole tree, and the kernel's mount of it (yielded) equals the tree."""
+    whole tree, and the kernel's mount of it (yielded) equals the tree. Holes are compared in
+    whole blocks of d/merged.sqfs's block size, the unit an image can keep them in."""
     run([SQAR, "verify", f"{d}/merged.sqfs"])
     run([SQAR, "create", "-q", tree, f"{d}/whole.sqfs"])
     unsquashfs_extract(f"{d}/whole.sqfs", f"{d}/whole")
     unsquashfs_extract(f"{d}/merged.sqfs", f"{d}/merged")
-    compare_trees(f"{d}/whole", f"{d}/merged", f"unsquashfs of {what}")
+    compare_trees(f"{d}/whole", f"{d}/merged", f"unsquashfs of {what}", holes=block_size)
     with kernel_mount(f"{d}/merged.sqfs", f"{d}/mnt") as mnt:
-        compare_trees(tree, mnt, f"kernel mount of {what}")
+        compare_trees(tree, mnt, f"kernel mount of {what}", holes=block_size)
         yield mnt
 
 
@@ -154,41 +155,51 @@ def test_damaged_shard():
         expect_refused([f"{d}/a.sqfs", f"{d}/b64.sqfs"], f"{d}/out", f"{d}/b64.sqfs", "g:", "manifest")
 
 
+def make_mixed_shards(d):
+    """Three shards of d/tree: a sqar zstd one (128 KiB blocks), one by mksquashfs (gzip, no
+    manifest trailer) and a sqar zstd one at 64 KiB blocks holding a copy of a file of the first.
+    Returns the tree, the shard paths and the shared content."""
+    t = f"{d}/tree"
+    make_full_tree(f"{t}/one")
+    shared = pseudo_random(3 * BLOCK + 77, 5)
+    write(f"{t}/one/shared.bin", shared)
+    for i in range(20):
+        write(f"{t}/two/file{i}", b"gzip shard %d\n" % i * (i + 1))
+    write(f"{t}/two/big.txt", b"".join(b"line %d of the gzip shard\n" % i for i in range(40000)))
+    os.symlink("big.txt", f"{t}/two/link")
+    write(f"{t}/three/shared-copy.bin", shared)  # content the zstd shard holds
+    with open(f"{t}/three/sparse", "wb") as f:   # a hole between two data blocks
+        f.write(pseudo_random(1000, 6))
+        f.seek(4 * BLOCK)
+        f.write(pseudo_random(BLOCK + 5, 7))
+    for n, when in (("two", 1_650_000_000), ("three", 1_650_000_100), ("", 1_650_000_200)):
+        os.utime(f"{t}/{n}" if n else t, (when, when))
+    others = {"one": ["two", "three"], "two": ["one", "three"], "three": ["one", "two"]}
+    run([SQAR, "create", "-q", *[a for m in others["one"] for a in ("--exclude", f"/{m}")], t, f"{d}/one.sqfs"])
+    mksquashfs(t, f"{d}/two.sqfs", "-comp", "gzip", "-e", *others["two"])
+    run([SQAR, "create", "-q", "-b", "64K", *[a for m in others["three"] for a in ("--exclude", f"/{m}")], t,
+         f"{d}/three.sqfs"])
+    return t, [f"{d}/one.sqfs", f"{d}/two.sqfs", f"{d}/three.sqfs"], shared
+
+
+def files_in(directory):
+    return sum(not os.path.islink(f"{directory}/{n}") for n in os.listdir(directory))
+
+
 def test_other_settings_are_recoded():
-    """Shards with another compressor or block size than the first: one made by mksquashfs
-    (gzip, no manifest trailer) and one by sqar at 64 KiB blocks. Each gets one warning line
-    naming it; their files are decoded and compressed again as the first shard's (zstd, 128
-    KiB), content the first shard holds is stored once, and the result equals one image of
-    the whole tree (unsquashfs, the kernel's mount, sqar verify)."""
+    """Shards with another compressor or block size than the first are recoded. Each gets one
+    warning line naming it; their files are decoded and compressed again as the first shard's
+    (zstd, 128 KiB), content the first shard holds is stored once, and the result equals one
+    image of the whole tree (unsquashfs, the kernel's mount, sqar verify)."""
     need_root()
     with tempdir() as d:
-        t = f"{d}/tree"
-        make_full_tree(f"{t}/one")
-        shared = pseudo_random(3 * BLOCK + 77, 5)
-        write(f"{t}/one/shared.bin", shared)
-        for i in range(20):
-            write(f"{t}/two/file{i}", b"gzip shard %d\n" % i * (i + 1))
-        write(f"{t}/two/big.txt", b"".join(b"line %d of the gzip shard\n" % i for i in range(40000)))
-        os.symlink("big.txt", f"{t}/two/link")
-        write(f"{t}/three/shared-copy.bin", shared)  # content the zstd shard holds
-        with open(f"{t}/three/sparse", "wb") as f:   # a hole between two data blocks
-            f.write(pseudo_random(1000, 6))
-            f.seek(4 * BLOCK)
-            f.write(pseudo_random(BLOCK + 5, 7))
-        for n, when in (("two", 1_650_000_000), ("three", 1_650_000_100), ("", 1_650_000_200)):
-            os.utime(f"{t}/{n}" if n else t, (when, when))
-        others = {"one": ["two", "three"], "two": ["one", "three"], "three": ["one", "two"]}
-        run([SQAR, "create", "-q", *[a for m in others["one"] for a in ("--exclude", f"/{m}")], t, f"{d}/one.sqfs"])
-        mksquashfs(t, f"{d}/two.sqfs", "-comp", "gzip", "-e", *others["two"])
-        run([SQAR, "create", "-q", "-b", "64K", *[a for m in others["three"] for a in ("--exclude", f"/{m}")], t,
-             f"{d}/three.sqfs"])
-        p = run([SQAR, "merge", "--json", f"{d}/one.sqfs", f"{d}/two.sqfs", f"{d}/three.sqfs", f"{d}/merged.sqfs"])
+        t, shards, shared = make_mixed_shards(d)
+        p = run([SQAR, "merge", "--json", *shards, f"{d}/merged.sqfs"])
         s = json.loads(p.stdout)
         warnings = [line for line in p.stderr.splitlines() if "decoded and compressed again" in line]
         assert len(warnings) == 2, f"expected one warning per recoded shard: {p.stderr}"
         assert f"{d}/two.sqfs is gzip" in warnings[0] and f"{d}/three.sqfs is zstd with 64 KiB" in warnings[1], warnings
-        recoded_files = sum(not os.path.islink(f"{t}/two/{n}") for n in os.listdir(f"{t}/two")) + 2
-        assert s["recoded_inputs"] == 2 and s["recoded_files"] == recoded_files, s
+        assert s["recoded_inputs"] == 2 and s["recoded_files"] == files_in(f"{t}/two") + 2, s
         assert s["dedup_files"] >= 1 and s["dedup_bytes"] >= len(shared), f"shared-copy.bin stored again: {s}"
         assert s["blocks_compressed"] > 0, s
         info = run(["unsquashfs", "-s", f"{d}/merged.sqfs"]).stdout
@@ -197,6 +208,36 @@ def test_other_settings_are_recoded():
             pass
 
 
+def test_output_settings_are_chosen():
+    """-c and -b choose the output's settings, the first shard's included: with -c gzip the
+    mksquashfs gzip shard is copied and the two zstd ones are recoded; with -c lz4 -b 256K every
+    shard is. Either result equals one image of the whole tree and has the settings asked for."""
+    need_root()
+    with tempdir() as d:
+        t, shards, shared = make_mixed_shards(d)
+        for sub, args, recoded, header in (("gzip", ["-c", "gzip", "-l", "9"], ["one", "three"], ("gzip", 131072)),
+                                           ("lz4", ["-c", "lz4", "-b", "256K"], ["one", "two", "three"],
+                                            ("lz4", 262144))):
+            out = f"{d}/{sub}"
+            os.mkdir(out)
+            p = run([SQAR, "merge", "--json", *args, *shards, f"{out}/merged.sqfs"])
+            s = json.loads(p.stdout)
+            warnings = [line for line in p.stderr.splitlines() if "decoded and compressed again" in line]
+            assert [w.split(" is ")[0].split("warning: ")[1] for w in warnings] == [f"{d}/{n}.sqfs" for n in recoded], \
+                p.stderr
+            assert s["recoded_inputs"] == len(recoded), s
+            assert ("two" in recoded) == (s["copied_bytes"] == 0), f"the gzip shard copied or not as expected: {s}"
+            assert s["dedup_files"] >= 1 and s["dedup_bytes"] >= len(shared), f"shared-copy.bin stored again: {s}"
+            info = run(["unsquashfs", "-s", f"{out}/merged.sqfs"]).stdout
+            assert f"Compression {header[0]}" in info and f"Block size {header[1]}" in info, info
+            with equals_whole_tree(out, t, f"the shards merged with {' '.join(args)}", header[1]):
+                pass
+            log(f"ok: merge {' '.join(args)}: {', '.join(recoded)} recoded, {s['copied_bytes']} bytes copied")
+        expect_refused(["-c", "gzip", "-l", "13", *shards], f"{d}/bad.sqfs", "level")
+        p = run([SQAR, "append", "-c", "gzip", shards[0], t], check=False)
+        assert p.returncode == 1 and "recompressing the image is not supported" in p.stderr, p.stderr
+
+
 if __name__ == "__main__":
     main([test_shards_equal_whole, test_example_slurm_driver, test_conflicts_and_replace, test_damaged_shard,
-          test_other_settings_are_recoded])
+          test_other_settings_are_recoded, test_output_settings_are_chosen])

@@ -175,6 +175,14 @@ def check_merge(r, out):
     compare_trees(f"{r}/data/tree", extracted(r, "all.sqfs"), "merge of the shards")
 
 
+def check_merge_recoded(r, out):
+    image = f"{r}/work/all-gzip.sqfs"
+    info = run(["unsquashfs", "-s", image]).stdout
+    assert "Compression gzip" in info and "Block size 1048576" in info, info
+    compare_trees(f"{r}/data/tree", extracted(r, "all-gzip.sqfs"), "merge of the shards recoded to gzip",
+                  holes=1 << 20)
+
+
 def check_logs_mount(r, out):
     compare_trees(f"{r}/var/log", f"{r}/mnt/logs", "the README's mount")
 
@@ -191,6 +199,7 @@ CHECKS = {
     "sqar append --replace archive.sqfs fixed/app.log.1": check_append,
     "ssh host tar -C /var/log/rotated -cf - 2026-11-25 | sqar append --tar - archive.sqfs": check_append_tar,
     "sqar merge shard-*.sqfs all.sqfs": check_merge,
+    "sqar merge -c gzip -b 1M shard-*.sqfs all-gzip.sqfs": check_merge_recoded,
     "sqarfs logs.sqfs /mnt/logs": check_logs_mount,
     "sqarfs -o cache=512M,allow_other logs.sqfs /mnt/logs": check_logs_mount,
     "mount -t squashfs -o loop,ro logs.sqfs /mnt/logs": check_logs_mount,
