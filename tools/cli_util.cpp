@@ -46,6 +46,18 @@ uint32_t parse_block_size(const std::string& arg) {
   return uint32_t(*v);
 }
 
+uint32_t parse_owner_id(const std::string& arg) {
+  auto v = parse_int(arg);
+  if (!v || *v < 0 || *v > UINT32_MAX) throw UsageError("invalid id '" + arg + "'");
+  return uint32_t(*v);
+}
+
+uint32_t parse_mtime(const std::string& arg) {
+  auto v = parse_int(arg);
+  if (!v || *v < 0 || *v > UINT32_MAX) throw UsageError("invalid --mtime '" + arg + "' (seconds since 1970)");
+  return uint32_t(*v);
+}
+
 std::string counted(uint64_t n, const char* singular, const char* plural) {
   return std::to_string(n) + " " + (n == 1 ? singular : plural);
 }

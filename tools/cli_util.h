@@ -26,6 +26,9 @@ int run_guarded(const char* cmd, const std::function<int()>& body, int error_cod
 std::optional<int64_t> parse_int(const std::string& text);
 // -b SIZE: a power of two from 4K to 1M ("128K", "1M", "65536").
 uint32_t parse_block_size(const std::string& arg);
+// --uid N / --gid N: a numeric id; --mtime SECONDS: a time SquashFS can store (0..2^32-1).
+uint32_t parse_owner_id(const std::string& arg);
+uint32_t parse_mtime(const std::string& arg);
 std::string human_bytes(uint64_t bytes);  // "1.2 GiB"
 // "1 file", "0 files", "2 files": a count with its noun in the right number.
 std::string counted(uint64_t n, const char* singular, const char* plural);

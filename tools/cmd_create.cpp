@@ -320,19 +320,9 @@ int run_create(int argc, char** argv) {
         opt.metadata.uid = 0;
         opt.metadata.gid = 0;
         break;
-      case kUid:
-      case kGid: {
-        auto v = parse_int(arg);
-        if (!v || *v < 0 || *v > UINT32_MAX) throw UsageError("invalid id '" + arg + "'");
-        (c == kUid ? opt.metadata.uid : opt.metadata.gid) = uint32_t(*v);
-        break;
-      }
-      case kMtime: {
-        auto v = parse_int(arg);
-        if (!v || *v < 0 || *v > UINT32_MAX) throw UsageError("invalid --mtime '" + arg + "' (seconds since 1970)");
-        opt.metadata.mtime = *v;
-        break;
-      }
+      case kUid: opt.metadata.uid = parse_owner_id(arg); break;
+      case kGid: opt.metadata.gid = parse_owner_id(arg); break;
+      case kMtime: opt.metadata.mtime = parse_mtime(arg); break;
       case kSkipUnreadable: opt.scan.skip_unreadable = true; break;
       case kStrict: opt.data.strict = true; break;
       case kKeepAsDirectory: opt.scan.keep_as_directory = true; break;

@@ -42,6 +42,9 @@ const char kAppendHelp[] =
     "      --keep-as-directory store a single SOURCE directory under its own name\n"
     "      --one-file-system   do not descend into directories on other filesystems\n"
     "      --no-xattrs         do not store extended attributes of new entries\n"
+    "      --all-root          make every new entry owned by root (same as --uid 0 --gid 0)\n"
+    "      --uid N, --gid N    make every new entry owned by this user / group id\n"
+    "      --mtime SECONDS     set every new entry's time to SECONDS since the epoch\n"
     "      --no-dedup          do not share data between new files and IMAGE's\n"
     "      --skip-unreadable   leave out unreadable files with a warning\n"
     "      --strict            a file that changes while it is read is an error\n"
@@ -142,7 +145,11 @@ int run(int argc, char** argv, bool append) {
     kKeepAsDirectory,
     kJson,
     kTar,
-    kTarMemory
+    kTarMemory,
+    kAllRoot,
+    kUid,
+    kGid,
+    kMtime
   };
   static const option longopts[] = {{"replace", no_argument, nullptr, 'r'},
                                     {"force", no_argument, nullptr, 'f'},
@@ -162,19 +169,29 @@ int run(int argc, char** argv, bool append) {
                                     {"json", no_argument, nullptr, kJson},
                                     {"tar", required_argument, nullptr, kTar},
                                     {"tar-memory", required_argument, nullptr, kTarMemory},
+                                    {"all-root", no_argument, nullptr, kAllRoot},
+                                    {"uid", required_argument, nullptr, kUid},
+                                    {"gid", required_argument, nullptr, kGid},
+                                    {"mtime", required_argument, nullptr, kMtime},
                                     {nullptr, 0, nullptr, 0}};
   ops::MergeOptions opt;
   opt.append = append;
   bool quiet = false, json = false;
   optind = 1;
   opterr = 0;
-  int c;
-  while ((c = getopt_long(argc, argv, append ? ":rc:l:b:j:qh" : ":rfc:l:b:j:qh", longopts, nullptr)) != -1) {
+  int c, longindex = -1;
+  while ((c = getopt_long(argc, argv, append ? ":rc:l:b:j:qh" : ":rfc:l:b:j:qh", longopts, &longindex)) != -1) {
     const std::string arg = optarg ? optarg : "";
     // Options of the other command are unknown here.
     const bool append_only = c == kExclude || c == kOneFs || c == kNoXattrs || c == kSkipUnreadable || c == kStrict ||
-                             c == kKeepAsDirectory || c == kTar || c == kTarMemory;
-    if ((append_only && !append) || (c == 'f' && append)) throw_getopt_error('?', argv);
+                             c == kKeepAsDirectory || c == kTar || c == kTarMemory || c == kAllRoot || c == kUid ||
+                             c == kGid || c == kMtime;
+    if ((append_only && !append) || (c == 'f' && append)) {
+      // Named as typed: argv[optind - 1] would be the option's value when it takes one.
+      const std::string name = longindex >= 0 ? std::string("--") + longopts[longindex].name : std::string("-f");
+      throw UsageError("option '" + name + "' is for 'sqar " + (append ? "merge" : "append") + "', not '" + cmd + "'");
+    }
+    longindex = -1;
     switch (c) {
       case 'r': opt.replace = true; break;
       case 'f': opt.force = true; break;
@@ -210,6 +227,10 @@ int run(int argc, char** argv, bool append) {
       case kJson: json = true; break;
       case kTar: opt.tar = parse_tar_archive(arg); break;
       case kTarMemory: opt.tar_memory = parse_tar_memory(arg); break;
+      case kAllRoot: opt.uid = opt.gid = 0; break;
+      case kUid: opt.uid = parse_owner_id(arg); break;
+      case kGid: opt.gid = parse_owner_id(arg); break;
+      case kMtime: opt.mtime = parse_mtime(arg); break;
       default: throw_getopt_error(c, argv);
     }
   }

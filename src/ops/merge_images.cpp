@@ -64,8 +64,8 @@ class Merger {
     std::optional<TarInput> tar;
     if (!opt_.sources.empty() && !opt_.tar.empty())
       throw Error("--tar takes the place of SOURCEs; give one or the other");
-    if (!opt_.sources.empty()) scanned = scan(out);
-    if (!opt_.tar.empty()) tar = read_tar(out, codec);
+    if (!opt_.sources.empty()) restamp(*(scanned = scan(out)));
+    if (!opt_.tar.empty()) restamp((tar = read_tar(out, codec))->tree);
     std::vector<UnionInput> uin;
     for (const auto& in : inputs_) uin.push_back({&in.tree, in.path});
     if (scanned) uin.push_back({&*scanned, "the SOURCEs"});
@@ -178,6 +178,7 @@ class Merger {
     scan.threads = std::min(2 * opt_.threads, 16u);
     scan.max_threads = 16;
     scan.warn = opt_.warn;
+    scan.warn_unstorable_times = !opt_.mtime;
     // Neither the image being written nor an input may be packed into the result.
     scan.skip_inodes.push_back(out.identity());
     for (const auto& in : inputs_) scan.skip_inodes.emplace_back(in.st.st_dev, in.st.st_ino);
@@ -196,7 +197,19 @@ class Merger {
     t.excludes = opt_.excludes;
     t.xattrs = opt_.xattrs;
     t.warn = opt_.warn;
+    t.warn_unstorable_times = !opt_.mtime;
     return ingest_tar(t);
+  }
+
+  // --uid, --gid, --mtime: the new entries' owner and time. (The union's root is IMAGE's, so
+  // restamping the new tree's root changes nothing.)
+  void restamp(Tree& tree) const {
+    for (uint32_t i = 0; i < tree.nodes.size(); ++i) {
+      Node& n = tree.nodes[i];
+      if (opt_.uid) n.uid = *opt_.uid;
+      if (opt_.gid) n.gid = *opt_.gid;
+      if (opt_.mtime) n.mtime = *opt_.mtime;
+    }
   }
 
   // For each node of the union that came from the tar stream, its node in the stream's tree.

@@ -42,6 +42,8 @@ struct MergeOptions {
   bool one_file_system = false;
   bool skip_unreadable = false;
   bool strict = false;
+  // append: the owner and time every new entry gets (IMAGE's entries keep theirs).
+  std::optional<uint32_t> uid, gid, mtime;
   ExcludeList excludes;
   std::function<void(const std::string&)> warn;
   std::function<void(const std::string&)> note;

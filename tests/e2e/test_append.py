@@ -215,6 +215,36 @@ def test_damaged_image():
         assert size > digest_trailer
 
 
+def test_owner_and_time_of_new_entries():
+    """--all-root, --uid, --gid and --mtime restamp the appended entries, from directories and
+    from a tar stream, and leave IMAGE's entries as they were (kernel mount)."""
+    need_root()
+    with tempdir() as d:
+        write(f"{d}/A/a", b"old\n")
+        os.utime(f"{d}/A/a", (1_500_000_000, 1_500_000_000))
+        run([SQAR, "create", "-q", "--uid", "1000", "--gid", "1001", f"{d}/A", f"{d}/img"])
+        write(f"{d}/B/b/file", b"new\n")
+        os.symlink("file", f"{d}/B/b/link")
+        os.chown(f"{d}/B/b/file", 42, 43)
+        append(f"{d}/img", "--all-root", "--mtime", "1000000000", f"{d}/B")
+        write(f"{d}/C/c/member", b"from tar\n")
+        os.utime(f"{d}/C/c/member", (1_600_000_000, 1_600_000_000))
+        run(["tar", "-C", f"{d}/C", "-cf", f"{d}/c.tar", "c"])
+        append(f"{d}/img", "--tar", f"{d}/c.tar", "--uid", "5", "--gid", "6")
+        expected = {"a": (1000, 1001, 1_500_000_000), "b": (0, 0, 1_000_000_000), "b/file": (0, 0, 1_000_000_000),
+                    "b/link": (0, 0, 1_000_000_000), "c": (5, 6, None), "c/member": (5, 6, 1_600_000_000)}
+        with kernel_mount(f"{d}/img", f"{d}/mnt") as mnt:
+            for rel, (uid, gid, mtime) in expected.items():
+                st = os.lstat(f"{mnt}/{rel}")
+                got = (st.st_uid, st.st_gid, int(st.st_mtime) if mtime is not None else None)
+                assert got == (uid, gid, mtime), f"{rel}: owner and time {got}, expected {(uid, gid, mtime)}"
+        log(f"ok: appended entries restamped, IMAGE's kept: {expected}")
+        p = run([SQAR, "append", "--mtime", "-1", f"{d}/img", f"{d}/B"], check=False)
+        assert p.returncode == 2 and "--mtime" in p.stderr, p.stderr
+        p = run([SQAR, "merge", "--uid", "0", f"{d}/img", f"{d}/out"], check=False)
+        assert p.returncode == 2 and "--uid" in p.stderr, p.stderr
+
+
 def test_verify_checks_data_digests():
     """sqar verify checks the stored-data digests that append and merge rely on."""
     with tempdir() as d:
@@ -300,4 +330,5 @@ def test_enospc():
 
 if __name__ == "__main__":
     main([test_append_chain, test_append_tar_chain, test_old_mount_reads_during_append, test_conflict_and_replace, test_damaged_image,
+          test_owner_and_time_of_new_entries,
           test_verify_checks_data_digests, test_other_compressor_refused, test_mksquashfs_image, test_signals_leave_image_unchanged, test_enospc])
