@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <cstdio>
+#include <memory>
 #include <string>
 
 #include "cli_util.h"
@@ -49,7 +50,8 @@ const char kAppendHelp[] =
     "      --skip-unreadable   leave out unreadable files with a warning\n"
     "      --strict            a file that changes while it is read is an error\n"
     "      --json              summary as JSON on stdout\n"
-    "  -q, --quiet             no summary\n"
+    "  -q, --quiet             no progress bar and no summary\n"
+    "      --progress          show the progress bar even when stderr is not a terminal\n"
     "  -h, --help              show this help\n"
     "\n"
     "Exit status: 0 when the image was written, 1 when it was not (IMAGE unchanged), 2 on bad usage.\n";
@@ -75,7 +77,8 @@ const char kMergeHelp[] =
     "  -j, --threads N         worker threads (default: all cores)\n"
     "      --no-dedup          copy every file's data, even content an earlier IMAGE holds\n"
     "      --json              summary as JSON on stdout\n"
-    "  -q, --quiet             no summary\n"
+    "  -q, --quiet             no progress bar and no summary\n"
+    "      --progress          show the progress bar even when stderr is not a terminal\n"
     "  -h, --help              show this help\n"
     "\n"
     "Copied blocks are checked against each IMAGE's stored-data digests (or decoded, for images\n"
@@ -87,6 +90,18 @@ void on_signal(int sig) {
   remove_pending_temp_file_from_signal_handler();
   signal(sig, SIG_DFL);
   raise(sig);
+}
+
+// What the status line shows in each phase.
+std::string merge_status(const ops::MergeProgress& p, double secs) {
+  switch (p.phase.load()) {
+    case ops::MergePhase::loading: return "reading the input images...";
+    case ops::MergePhase::scanning: return "reading the new entries...";
+    case ops::MergePhase::copying: return "copying: " + progress_bar(p.bytes_done.load(), p.bytes_total.load(), secs);
+    case ops::MergePhase::data: return "new data: " + progress_bar(p.bytes_done.load(), p.bytes_total.load(), secs);
+    case ops::MergePhase::finishing: break;
+  }
+  return "writing tables...";
 }
 
 void print_stats(const char* cmd, const ops::MergeOptions& opt, const ops::MergeStats& s, bool json) {
@@ -149,7 +164,8 @@ int run(int argc, char** argv, bool append) {
     kAllRoot,
     kUid,
     kGid,
-    kMtime
+    kMtime,
+    kProgress
   };
   static const option longopts[] = {{"replace", no_argument, nullptr, 'r'},
                                     {"force", no_argument, nullptr, 'f'},
@@ -173,10 +189,11 @@ int run(int argc, char** argv, bool append) {
                                     {"uid", required_argument, nullptr, kUid},
                                     {"gid", required_argument, nullptr, kGid},
                                     {"mtime", required_argument, nullptr, kMtime},
+                                    {"progress", no_argument, nullptr, kProgress},
                                     {nullptr, 0, nullptr, 0}};
   ops::MergeOptions opt;
   opt.append = append;
-  bool quiet = false, json = false;
+  bool quiet = false, json = false, force_progress = false;
   optind = 1;
   opterr = 0;
   int c, longindex = -1;
@@ -225,6 +242,7 @@ int run(int argc, char** argv, bool append) {
       case kStrict: opt.strict = true; break;
       case kKeepAsDirectory: opt.keep_as_directory = true; break;
       case kJson: json = true; break;
+      case kProgress: force_progress = true; break;
       case kTar: opt.tar = parse_tar_archive(arg); break;
       case kTarMemory: opt.tar_memory = parse_tar_memory(arg); break;
       case kAllRoot: opt.uid = opt.gid = 0; break;
@@ -256,7 +274,14 @@ int run(int argc, char** argv, bool append) {
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM, SIGPROF, SIGXCPU})
     sigaction(sig, &sa, nullptr);
   signal(SIGXFSZ, SIG_IGN);
-  const ops::MergeStats stats = ops::merge_images(opt);
+  ops::MergeProgress progress;
+  ops::MergeStats stats;
+  {
+    std::unique_ptr<StatusLine> bar;
+    if (want_progress(quiet, force_progress))
+      bar = std::make_unique<StatusLine>([&progress](double secs) { return merge_status(progress, secs); });
+    stats = ops::merge_images(opt, &progress);
+  }
   if (json || !quiet) print_stats(cmd, opt, stats, json);
   return 0;
 }

@@ -36,6 +36,8 @@ struct Range {
 // Copies of at least this size are placed at the input's offset modulo 4096, so that XFS and
 // btrfs can share the extents (copy_file_range clones whole blocks only) instead of copying.
 constexpr uint64_t kAlignedCopyMin = 64 << 10;
+// Copies go in pieces of this size (a multiple of 4096, so extents stay shareable).
+constexpr uint64_t kCopyPiece = uint64_t(64) << 20;
 
 std::string settings(CodecId id, uint32_t block_size) {
   return std::string(codec_name(id)) + " with " + std::to_string(block_size / 1024) + " KiB blocks";
@@ -47,7 +49,7 @@ std::string settings(const InputImage& in) {
 
 class Merger {
  public:
-  explicit Merger(MergeOptions& opt) : opt_(opt) {}
+  Merger(MergeOptions& opt, MergeProgress* progress) : opt_(opt), progress_(progress) {}
 
   MergeStats run() {
     const auto t0 = std::chrono::steady_clock::now();
@@ -64,6 +66,7 @@ class Merger {
     std::optional<TarInput> tar;
     if (!opt_.sources.empty() && !opt_.tar.empty())
       throw Error("--tar takes the place of SOURCEs; give one or the other");
+    if (!opt_.sources.empty() || !opt_.tar.empty()) enter(MergePhase::scanning);
     if (!opt_.sources.empty()) restamp(*(scanned = scan(out)));
     if (!opt_.tar.empty()) restamp((tar = read_tar(out, codec))->tree);
     std::vector<UnionInput> uin;
@@ -79,6 +82,10 @@ class Merger {
     // recoded first input brings nothing: the output's own header takes its place.
     uint16_t header_flags = inputs_[0].image->super().flags & fmt::kFlagCompressorOptions;
     if (inputs_[0].recode) header_flags = write_image_header(out, codec);
+    uint64_t copy_total = 0;
+    for (uint32_t k = 0; k < inputs_.size(); ++k)
+      for (const Range& r : ranges_.emplace_back(plan(k))) copy_total += r.end - r.begin;
+    enter(MergePhase::copying, copy_total);
     for (uint32_t k = 0; k < inputs_.size(); ++k) copy_input(k, out);
     const PrestoredData pre = prestored(u);
     const RecodedContent recoded = recoded_files(u);
@@ -98,11 +105,19 @@ class Merger {
     data_opt.prestored = &pre;
     if (!recoded.empty()) data_opt.content = &recoded;
     if (tar_content) data_opt.content = &*tar_content;
+    if (progress_) {
+      uint64_t total = 0;  // what the pipeline reads: every file not copied
+      for (uint32_t i = 0; i < u.tree.files.size(); ++i)
+        if (!pre.stored[i]) total += u.tree.nodes[u.tree.files[i]].size;
+      enter(MergePhase::data, total);
+      data_opt.bytes_done = &progress_->bytes_done;
+    }
     DataResult data = write_file_data(u.tree, out, data_opt);
     for (const auto& in : inputs_)
       if (in.recode) check_input_unchanged(in, in.image->file_descriptor());
     stats_.data_seconds = since(t_data);
     const auto t_finish = std::chrono::steady_clock::now();
+    enter(MergePhase::finishing);
 
     FinishOptions fin;
     fin.image = out.final_path();
@@ -303,8 +318,7 @@ class Merger {
     if (fd < 0) throw Error(errno_message(in.path, errno));
     try {
       std::vector<uint8_t> checked;
-      ranges_.emplace_back(plan(k));
-      for (Range& r : ranges_.back()) {
+      for (Range& r : ranges_[k]) {
         if (in.digests) {
           check_stored_bytes(fd, in.path, *in.digests, r.begin, r.end, checked);
           stats_.checked_bytes += r.end - r.begin;
@@ -315,7 +329,12 @@ class Merger {
           out.append(zeros.data(), zeros.size());
         }
         r.dst = out.position();
-        stats_.shared_bytes += out.append_from(fd, in.path, r.begin, r.end - r.begin);
+        // In pieces, so that a progress display moves while a large region is copied.
+        for (uint64_t pos = r.begin; pos < r.end; pos += kCopyPiece) {
+          const uint64_t len = std::min(kCopyPiece, r.end - pos);
+          stats_.shared_bytes += out.append_from(fd, in.path, pos, len);
+          if (progress_) progress_->bytes_done += len;
+        }
         stats_.copied_bytes += r.end - r.begin;
       }
       // What was checked must be what was copied: an input rewritten meanwhile is refused.
@@ -392,7 +411,15 @@ class Merger {
     return content;
   }
 
+  void enter(MergePhase phase, uint64_t bytes_total = 0) const {
+    if (!progress_) return;
+    progress_->bytes_done = 0;
+    progress_->bytes_total = bytes_total;
+    progress_->phase = phase;
+  }
+
   MergeOptions& opt_;
+  MergeProgress* progress_;
   std::vector<InputImage> inputs_;
   std::vector<std::vector<bool>> used_;                            // per input file
   std::vector<std::vector<std::pair<uint32_t, uint32_t>>> owner_;  // per input file: whose data
@@ -403,9 +430,9 @@ class Merger {
 
 }  // namespace
 
-MergeStats merge_images(MergeOptions opt) {
+MergeStats merge_images(MergeOptions opt, MergeProgress* progress) {
   if (opt.threads == 0) opt.threads = std::max(1u, std::thread::hardware_concurrency());
-  return Merger(opt).run();
+  return Merger(opt, progress).run();
 }
 
 }  // namespace sqar::ops

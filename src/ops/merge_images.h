@@ -1,6 +1,7 @@
 // `sqar append` and `sqar merge`: a new image from existing images (their stored blocks copied,
 // never decoded and compressed again) and, for append, new SOURCEs packed as create packs them.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -68,6 +69,15 @@ struct MergeStats {
   double load_seconds = 0, copy_seconds = 0, data_seconds = 0, finish_seconds = 0;
 };
 
-MergeStats merge_images(MergeOptions opt);
+// What a progress display shows: the phase, and in the copying and data phases the bytes done
+// of the phase's total (stored bytes copied; content read for compression).
+enum class MergePhase { loading, scanning, copying, data, finishing };
+struct MergeProgress {
+  std::atomic<MergePhase> phase{MergePhase::loading};
+  std::atomic<uint64_t> bytes_done{0};
+  std::atomic<uint64_t> bytes_total{0};
+};
+
+MergeStats merge_images(MergeOptions opt, MergeProgress* progress = nullptr);
 
 }  // namespace sqar::ops

@@ -4,9 +4,11 @@ equals one image of the whole tree entry by entry (unsquashfs of both, and the k
 against the tree), and a file present in two shards is stored once. Conflicting names,
 --replace and a damaged shard are refused without output. Shards with another compressor or
 block size are decoded and compressed again, with a warning."""
+import base64
 import contextlib
 import json
 import os
+import re
 import subprocess
 
 from sqartest import (SQAR, compare_trees, kernel_mount, leftovers, log, main, make_full_tree, mksquashfs, need_root,
@@ -238,6 +240,25 @@ def test_output_settings_are_chosen():
         assert p.returncode == 1 and "recompressing the image is not supported" in p.stderr, p.stderr
 
 
+def test_progress_on_a_tty():
+    """On a terminal merge draws a status line per phase; -q draws nothing and prints nothing."""
+    with tempdir() as d:
+        write(f"{d}/a/text", base64.b64encode(pseudo_random(12 << 20, 5)))
+        write(f"{d}/b/small", b"small\n")
+        run([SQAR, "create", "-q", "-c", "lz4", f"{d}/a", f"{d}/a.sqfs"])
+        run([SQAR, "create", "-q", f"{d}/b", f"{d}/b.sqfs"])
+        # script(1) gives sqar a terminal; xz on one thread takes seconds for 16 MiB.
+        p = run(["script", "-qec", f"{SQAR} merge -j1 -c xz {d}/a.sqfs {d}/b.sqfs {d}/out.sqfs", "/dev/null"],
+                check=False)
+        assert p.returncode == 0, p.stdout
+        drawn = [part.replace("\x1b[K", "") for part in re.split(r"[\r\n]", p.stdout)]
+        assert any(t.startswith("new data: [") and "%" in t for t in drawn), f"no progress bar drawn: {p.stdout!r}"
+        quiet = run([SQAR, "merge", "-q", "-f", f"{d}/b.sqfs", f"{d}/a.sqfs", f"{d}/out.sqfs"])
+        assert quiet.stdout == "" and "warning" in quiet.stderr and "%" not in quiet.stderr, quiet.stderr
+        log("ok: a progress bar on a terminal, none with -q")
+
+
 if __name__ == "__main__":
     main([test_shards_equal_whole, test_example_slurm_driver, test_conflicts_and_replace, test_damaged_shard,
-          test_other_settings_are_recoded, test_output_settings_are_chosen])
+          test_other_settings_are_recoded, test_output_settings_are_chosen,
+          test_progress_on_a_tty])
