@@ -10,6 +10,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "common/endian.h"
 #include "common/error.h"
 #include "dedup/content_key.h"
 #include "format/squashfs.h"
@@ -87,6 +88,11 @@ class Merger {
       for (const Range& r : ranges_.emplace_back(plan(k))) copy_total += r.end - r.begin;
     enter(MergePhase::copying, copy_total);
     for (uint32_t k = 0; k < inputs_.size(); ++k) copy_input(k, out);
+    if (xz_dictionary_) {
+      uint8_t dict[4];
+      store_le32(dict, xz_dictionary_);
+      out.write_at(fmt::kSuperblockSize + 2, dict, sizeof dict);
+    }
     const PrestoredData pre = prestored(u);
     const RecodedContent recoded = recoded_files(u);
     std::optional<RenumberedContent> tar_content;
@@ -178,7 +184,50 @@ class Merger {
         opt_.warn(in.path + " is " + settings(in) + ", the output " + settings(codec.id, codec.block_size) +
                   ": its data is decoded and compressed again, not copied");
     }
+    if (codec.id == CodecId::xz && !first.recode) declare_xz_dictionary(codec);
     return codec;
+  }
+
+  // The kernel allocates the xz dictionary that the compressor options declare and refuses a
+  // block that needs a larger one (XZ_MEMLIMIT_ERROR, so EIO). A copied input compressed with a
+  // larger dictionary than the first input's therefore raises the declared size: the first
+  // input's options block is rewritten once it is copied (xz_dictionary_). Where that cannot
+  // be done (no uncompressed options block to rewrite, or a dictionary beyond the block size),
+  // such an input is recoded instead.
+  void declare_xz_dictionary(CodecConfig& codec) {
+    auto dictionary = [&](const InputImage& in) {
+      const uint32_t d = in.image->codec_config().xz_dict_size;
+      return d ? d : in.image->super().block_size;
+    };
+    const InputImage& first = inputs_[0];
+    const uint32_t declared = dictionary(first);
+    uint32_t needed = declared;
+    for (const auto& in : inputs_)
+      if (!in.recode) needed = std::max(needed, dictionary(in));
+    if (needed == declared) return;
+    if (needed <= codec.block_size && options_block_is_plain(first)) {
+      codec.xz_dict_size = needed;
+      xz_dictionary_ = needed;
+      return;
+    }
+    for (auto& in : inputs_) {
+      if (in.recode || dictionary(in) <= declared) continue;
+      in.recode = true;
+      ++stats_.recoded_inputs;
+      if (opt_.warn)
+        opt_.warn(in.path + " uses a " + std::to_string(dictionary(in) / 1024) + " KiB xz dictionary, more than the " +
+                  std::to_string(declared / 1024) + " KiB the output declares: its data is decoded and compressed " +
+                  "again, not copied");
+    }
+  }
+
+  // Whether the input has an uncompressed 8-byte compressor options block after its
+  // superblock, which the output (whose first bytes are the input's) can have rewritten.
+  static bool options_block_is_plain(const InputImage& in) {
+    if (!(in.image->super().flags & fmt::kFlagCompressorOptions)) return false;
+    uint8_t header[2];
+    if (::pread(in.image->file_descriptor(), header, 2, fmt::kSuperblockSize) != 2) return false;
+    return load_le16(header) == (8 | fmt::kMetadataUncompressed);
   }
 
   Tree scan(const ImageFile& out) const {
@@ -420,6 +469,7 @@ class Merger {
 
   MergeOptions& opt_;
   MergeProgress* progress_;
+  uint32_t xz_dictionary_ = 0;  // the dictionary size the first input's options block is given
   std::vector<InputImage> inputs_;
   std::vector<std::vector<bool>> used_;                            // per input file
   std::vector<std::vector<std::pair<uint32_t, uint32_t>>> owner_;  // per input file: whose data

@@ -11,8 +11,8 @@ import os
 import re
 import subprocess
 
-from sqartest import (SQAR, compare_trees, kernel_mount, leftovers, log, main, make_full_tree, mksquashfs, need_root,
-                      pseudo_random, run, tempdir, unsquashfs_extract, write)
+from sqartest import (SQAR, compare_trees, kernel_mount, kernel_supports, leftovers, log, main, make_full_tree,
+                      mksquashfs, need_root, pseudo_random, run, skip, tempdir, unsquashfs_extract, write)
 
 BLOCK = 131072
 
@@ -240,6 +240,42 @@ def test_output_settings_are_chosen():
         assert p.returncode == 1 and "recompressing the image is not supported" in p.stderr, p.stderr
 
 
+def test_xz_dictionary_is_declared_for_copied_blocks():
+    """The kernel allocates the xz dictionary the options block declares and fails (EIO) on a
+    block that needs more. A shard made with a smaller dictionary first (mksquashfs -Xdict-size
+    25%) and one made with the block size after it: the output declares the larger one, and
+    the copied blocks read back through the kernel. A shard declaring more than the block
+    size, which no options block of the output could declare, is recoded with a warning."""
+    need_root()
+    if not kernel_supports("xz"):
+        skip("this kernel's squashfs has no xz")
+    with tempdir() as d:
+        write(f"{d}/t/a/text", b"".join(b"small dictionary line %d\n" % i for i in range(60000)))
+        write(f"{d}/t/b/data", pseudo_random(3 * BLOCK, 8) + b"repeat " * 90000)
+        write(f"{d}/t/c/more", b"".join(b"declared too large %d\n" % i for i in range(50000)))
+        mksquashfs(f"{d}/t", f"{d}/a.sqfs", "-comp", "xz", "-Xdict-size", "25%", "-e", "b", "c")
+        run([SQAR, "create", "-q", "-c", "xz", "--exclude", "/a", "--exclude", "/c", f"{d}/t", f"{d}/b.sqfs"])
+        mksquashfs(f"{d}/t", f"{d}/c.sqfs", "-comp", "xz", "-Xdict-size", "50%", "-e", "a", "b")
+        with open(f"{d}/c.sqfs", "r+b") as f:  # the options block after the superblock: declare 256 KiB
+            f.seek(96)
+            assert f.read(6)[:2] == (8 | 0x8000).to_bytes(2, "little"), "mksquashfs wrote no xz options block"
+            f.seek(98)
+            f.write((256 << 10).to_bytes(4, "little"))
+        os.makedirs(f"{d}/ab")
+        s = json.loads(run([SQAR, "merge", "--json", f"{d}/a.sqfs", f"{d}/b.sqfs", f"{d}/ab/merged.sqfs"]).stdout)
+        assert s["recoded_inputs"] == 0 and s["copied_bytes"] > 0, s
+        info = run(["unsquashfs", "-s", f"{d}/ab/merged.sqfs"]).stdout
+        assert "Dictionary size 131072" in info, info
+        with kernel_mount(f"{d}/ab/merged.sqfs", f"{d}/ab/mnt") as mnt:
+            compare_trees(f"{d}/t", mnt, "the kernel's mount of xz shards with two dictionary sizes", ignore=("c",))
+        os.makedirs(f"{d}/ac")
+        p = run([SQAR, "merge", "--json", f"{d}/a.sqfs", f"{d}/c.sqfs", f"{d}/ac/merged.sqfs"])
+        s = json.loads(p.stdout)
+        assert s["recoded_inputs"] == 1 and "256 KiB xz dictionary" in p.stderr, (s, p.stderr)
+        with kernel_mount(f"{d}/ac/merged.sqfs", f"{d}/ac/mnt") as mnt:
+            compare_trees(f"{d}/t", mnt, "the kernel's mount of a recoded xz shard", ignore=("b",))
+
+
 def test_progress_on_a_tty():
     """On a terminal merge draws a status line per phase; -q draws nothing and prints nothing."""
     with tempdir() as d:
@@ -261,4 +297,4 @@ def test_progress_on_a_tty():
 if __name__ == "__main__":
     main([test_shards_equal_whole, test_example_slurm_driver, test_conflicts_and_replace, test_damaged_shard,
           test_other_settings_are_recoded, test_output_settings_are_chosen,
-          test_progress_on_a_tty])
+          test_xz_dictionary_is_declared_for_copied_blocks, test_progress_on_a_tty])
