@@ -8,7 +8,9 @@
 #include <cstdlib>
 #include <exception>
 
+#include "common/error.h"
 #include "common/parse_size.h"
+#include "scan/exclude.h"
 
 namespace sqar::cli {
 
@@ -56,6 +58,14 @@ uint32_t parse_mtime(const std::string& arg) {
   auto v = parse_int(arg);
   if (!v || *v < 0 || *v > UINT32_MAX) throw UsageError("invalid --mtime '" + arg + "' (seconds since 1970)");
   return uint32_t(*v);
+}
+
+void add_excludes_from(ExcludeList& excludes, const std::string& file) {
+  try {
+    excludes.add_from_file(file);
+  } catch (const Error& e) {
+    throw UsageError(std::string("--exclude-from: ") + e.what());
+  }
 }
 
 std::string counted(uint64_t n, const char* singular, const char* plural) {

@@ -7,6 +7,10 @@
 #include <stdexcept>
 #include <string>
 
+namespace sqar {
+class ExcludeList;
+}
+
 namespace sqar::cli {
 
 // Thrown for bad command lines; turned into exit code 2.
@@ -29,6 +33,8 @@ uint32_t parse_block_size(const std::string& arg);
 // --uid N / --gid N: a numeric id; --mtime SECONDS: a time SquashFS can store (0..2^32-1).
 uint32_t parse_owner_id(const std::string& arg);
 uint32_t parse_mtime(const std::string& arg);
+// --exclude-from FILE: its GLOBs added to `excludes`; a file that cannot be read is a UsageError.
+void add_excludes_from(ExcludeList& excludes, const std::string& file);
 std::string human_bytes(uint64_t bytes);  // "1.2 GiB"
 // "1 file", "0 files", "2 files": a count with its noun in the right number.
 std::string counted(uint64_t n, const char* singular, const char* plural);

@@ -309,11 +309,7 @@ int run_create(int argc, char** argv) {
       case 'q': quiet = true; break;
       case 'h': std::fputs(kHelp, stdout); return 0;
       case kExclude: opt.scan.excludes.add(arg); break;
-      case kExcludeFrom: try { opt.scan.excludes.add_from_file(arg);
-        } catch (const Error& e) {
-          throw UsageError(std::string("--exclude-from: ") + e.what());
-        }
-        break;
+      case kExcludeFrom: add_excludes_from(opt.scan.excludes, arg); break;
       case kOneFs: opt.scan.one_file_system = true; break;
       case kNoXattrs: opt.scan.xattrs = false; break;
       case kAllRoot:

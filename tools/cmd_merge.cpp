@@ -40,6 +40,7 @@ const char kAppendHelp[] =
     "      --tar-memory SIZE   with --tar: content kept in memory before the rest goes to an\n"
     "                          unlinked scratch file beside IMAGE (default 256M)\n"
     "      --exclude GLOB      leave out matching new entries (repeatable)\n"
+    "      --exclude-from FILE read GLOBs from FILE, one a line ('#' starts a comment)\n"
     "      --keep-as-directory store a single SOURCE directory under its own name\n"
     "      --one-file-system   do not descend into directories on other filesystems\n"
     "      --no-xattrs         do not store extended attributes of new entries\n"
@@ -152,6 +153,7 @@ int run(int argc, char** argv, bool append) {
   const char* cmd = append ? "append" : "merge";
   enum {
     kExclude = 256,
+    kExcludeFrom,
     kOneFs,
     kNoXattrs,
     kNoDedup,
@@ -176,6 +178,7 @@ int run(int argc, char** argv, bool append) {
                                     {"quiet", no_argument, nullptr, 'q'},
                                     {"help", no_argument, nullptr, 'h'},
                                     {"exclude", required_argument, nullptr, kExclude},
+                                    {"exclude-from", required_argument, nullptr, kExcludeFrom},
                                     {"one-file-system", no_argument, nullptr, kOneFs},
                                     {"no-xattrs", no_argument, nullptr, kNoXattrs},
                                     {"no-dedup", no_argument, nullptr, kNoDedup},
@@ -200,9 +203,9 @@ int run(int argc, char** argv, bool append) {
   while ((c = getopt_long(argc, argv, append ? ":rc:l:b:j:qh" : ":rfc:l:b:j:qh", longopts, &longindex)) != -1) {
     const std::string arg = optarg ? optarg : "";
     // Options of the other command are unknown here.
-    const bool append_only = c == kExclude || c == kOneFs || c == kNoXattrs || c == kSkipUnreadable || c == kStrict ||
-                             c == kKeepAsDirectory || c == kTar || c == kTarMemory || c == kAllRoot || c == kUid ||
-                             c == kGid || c == kMtime;
+    const bool append_only = c == kExclude || c == kExcludeFrom || c == kOneFs || c == kNoXattrs ||
+                             c == kSkipUnreadable || c == kStrict || c == kKeepAsDirectory || c == kTar ||
+                             c == kTarMemory || c == kAllRoot || c == kUid || c == kGid || c == kMtime;
     if ((append_only && !append) || (c == 'f' && append)) {
       // Named as typed: argv[optind - 1] would be the option's value when it takes one.
       const std::string name = longindex >= 0 ? std::string("--") + longopts[longindex].name : std::string("-f");
@@ -235,6 +238,7 @@ int run(int argc, char** argv, bool append) {
       case 'q': quiet = true; break;
       case 'h': std::fputs(append ? kAppendHelp : kMergeHelp, stdout); return 0;
       case kExclude: opt.excludes.add(arg); break;
+      case kExcludeFrom: add_excludes_from(opt.excludes, arg); break;
       case kOneFs: opt.one_file_system = true; break;
       case kNoXattrs: opt.xattrs = false; break;
       case kNoDedup: opt.dedup = false; break;

@@ -239,6 +239,17 @@ def test_owner_and_time_of_new_entries():
                 got = (st.st_uid, st.st_gid, int(st.st_mtime) if mtime is not None else None)
                 assert got == (uid, gid, mtime), f"{rel}: owner and time {got}, expected {(uid, gid, mtime)}"
         log(f"ok: appended entries restamped, IMAGE's kept: {expected}")
+        # --exclude-from, as create reads it: one GLOB a line, '#' a comment
+        write(f"{d}/D/d/keep.log", b"kept\n")
+        write(f"{d}/D/d/drop.tmp", b"dropped\n")
+        write(f"{d}/D/d/cache/x", b"dropped\n")
+        write(f"{d}/excludes", b"# scratch files\n*.tmp\n\n/d/cache\n")
+        append(f"{d}/img", "--exclude-from", f"{d}/excludes", f"{d}/D")
+        listing = run(["unsquashfs", "-l", f"{d}/img"]).stdout.split()
+        assert "squashfs-root/d/keep.log" in listing and not any("drop.tmp" in e or "cache" in e for e in listing), \
+            listing
+        p = run([SQAR, "append", "--exclude-from", f"{d}/no-such-file", f"{d}/img", f"{d}/D"], check=False)
+        assert p.returncode == 2 and "no-such-file" in p.stderr, p.stderr
         p = run([SQAR, "append", "--mtime", "-1", f"{d}/img", f"{d}/B"], check=False)
         assert p.returncode == 2 and "--mtime" in p.stderr, p.stderr
         p = run([SQAR, "merge", "--uid", "0", f"{d}/img", f"{d}/out"], check=False)
