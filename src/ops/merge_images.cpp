@@ -184,7 +184,7 @@ class Merger {
         opt_.warn(in.path + " is " + settings(in) + ", the output " + settings(codec.id, codec.block_size) +
                   ": its data is decoded and compressed again, not copied");
     }
-    if (codec.id == CodecId::xz && !first.recode) declare_xz_dictionary(codec);
+    if (codec.id == CodecId::xz) declare_xz_dictionary(codec);
     return codec;
   }
 
@@ -192,20 +192,22 @@ class Merger {
   // block that needs a larger one (XZ_MEMLIMIT_ERROR, so EIO). A copied input compressed with a
   // larger dictionary than the first input's therefore raises the declared size: the first
   // input's options block is rewritten once it is copied (xz_dictionary_). Where that cannot
-  // be done (no uncompressed options block to rewrite, or a dictionary beyond the block size),
-  // such an input is recoded instead.
+  // be done (no uncompressed options block to rewrite, a dictionary beyond the block size, or
+  // a recoded first input, whose place the output's own header takes), such an input is
+  // recoded instead.
   void declare_xz_dictionary(CodecConfig& codec) {
     auto dictionary = [&](const InputImage& in) {
       const uint32_t d = in.image->codec_config().xz_dict_size;
       return d ? d : in.image->super().block_size;
     };
     const InputImage& first = inputs_[0];
-    const uint32_t declared = dictionary(first);
+    const uint32_t declared =
+        first.recode ? (codec.xz_dict_size ? codec.xz_dict_size : codec.block_size) : dictionary(first);
     uint32_t needed = declared;
     for (const auto& in : inputs_)
       if (!in.recode) needed = std::max(needed, dictionary(in));
     if (needed == declared) return;
-    if (needed <= codec.block_size && options_block_is_plain(first)) {
+    if (!first.recode && needed <= codec.block_size && options_block_is_plain(first)) {
       codec.xz_dict_size = needed;
       xz_dictionary_ = needed;
       return;

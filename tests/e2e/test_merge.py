@@ -274,6 +274,14 @@ def test_xz_dictionary_is_declared_for_copied_blocks():
         assert s["recoded_inputs"] == 1 and "256 KiB xz dictionary" in p.stderr, (s, p.stderr)
         with kernel_mount(f"{d}/ac/merged.sqfs", f"{d}/ac/mnt") as mnt:
             compare_trees(f"{d}/t", mnt, "the kernel's mount of a recoded xz shard", ignore=("b",))
+        # The same when the first shard is recoded too (-c xz), so the output's header is its own.
+        run([SQAR, "create", "-q", "--exclude", "/b", "--exclude", "/c", f"{d}/t", f"{d}/a-zstd.sqfs"])
+        os.makedirs(f"{d}/zc")
+        p = run([SQAR, "merge", "--json", "-c", "xz", f"{d}/a-zstd.sqfs", f"{d}/c.sqfs", f"{d}/zc/merged.sqfs"])
+        s = json.loads(p.stdout)
+        assert s["recoded_inputs"] == 2 and "256 KiB xz dictionary" in p.stderr, (s, p.stderr)
+        with kernel_mount(f"{d}/zc/merged.sqfs", f"{d}/zc/mnt") as mnt:
+            compare_trees(f"{d}/t", mnt, "the kernel's mount of xz from a zstd and an xz shard", ignore=("b",))
 
 
 def test_progress_on_a_tty():
