@@ -55,6 +55,11 @@ const char kAppendHelp[] =
     "      --progress          show the progress bar even when stderr is not a terminal\n"
     "  -h, --help              show this help\n"
     "\n"
+    "Examples:\n"
+    "  sqar append --keep-as-directory archive.sqfs /var/log/rotated/2026-11-25   # as 2026-11-25/\n"
+    "  sqar append --replace archive.sqfs fixed/app.log.1\n"
+    "  ssh host tar -C /var/log -cf - rotated | sqar append --tar - archive.sqfs\n"
+    "\n"
     "Exit status: 0 when the image was written, 1 when it was not (IMAGE unchanged), 2 on bad usage.\n";
 
 const char kMergeHelp[] =
@@ -81,6 +86,10 @@ const char kMergeHelp[] =
     "  -q, --quiet             no progress bar and no summary\n"
     "      --progress          show the progress bar even when stderr is not a terminal\n"
     "  -h, --help              show this help\n"
+    "\n"
+    "Examples:\n"
+    "  sqar merge shard-*.sqfs all.sqfs                 # union of the roots, duplicates stored once\n"
+    "  sqar merge -c gzip -b 1M shard-*.sqfs all-gzip.sqfs   # stored another way: recoded\n"
     "\n"
     "Copied blocks are checked against each IMAGE's stored-data digests (or decoded, for images\n"
     "without them); recoded IMAGEs are decoded whole and checked against their manifest first. A\n"
