@@ -176,16 +176,19 @@ class Merger {
       codec.level = opt_.level;
     }
     if (codec.id == CodecId::lz4 && (other_codec || opt_.level >= 0)) codec.lz4_hc = codec.level > 0;
-    for (auto& in : inputs_) {
-      if (in.image->super().compressor == codec.id && in.image->super().block_size == codec.block_size) continue;
-      in.recode = true;
-      ++stats_.recoded_inputs;
-      if (opt_.warn)
-        opt_.warn(in.path + " is " + settings(in) + ", the output " + settings(codec.id, codec.block_size) +
-                  ": its data is decoded and compressed again, not copied");
-    }
+    for (auto& in : inputs_)
+      if (in.image->super().compressor != codec.id || in.image->super().block_size != codec.block_size)
+        recode(in, "is " + settings(in) + ", the output " + settings(codec.id, codec.block_size));
     if (codec.id == CodecId::xz) declare_xz_dictionary(codec);
     return codec;
+  }
+
+  // Marks an input whose blocks cannot be copied for recoding, with one warning line: its
+  // path, `why`, and what happens instead.
+  void recode(InputImage& in, const std::string& why) {
+    in.recode = true;
+    ++stats_.recoded_inputs;
+    if (opt_.warn) opt_.warn(in.path + " " + why + ": its data is decoded and compressed again, not copied");
   }
 
   // The kernel allocates the xz dictionary that the compressor options declare and refuses a
@@ -194,33 +197,30 @@ class Merger {
   // input's options block is rewritten once it is copied (xz_dictionary_). Where that cannot
   // be done (no uncompressed options block to rewrite, a dictionary beyond the block size, or
   // a recoded first input, whose place the output's own header takes), such an input is
-  // recoded instead.
+  // recoded instead. `codec` is the first input's settings when that input is copied, so what
+  // it declares is the output's dictionary either way.
   void declare_xz_dictionary(CodecConfig& codec) {
-    auto dictionary = [&](const InputImage& in) {
-      const uint32_t d = in.image->codec_config().xz_dict_size;
-      return d ? d : in.image->super().block_size;
+    auto dictionary = [](const CodecConfig& c, uint32_t block_size) {
+      return c.xz_dict_size ? c.xz_dict_size : block_size;
+    };
+    auto input_dictionary = [&](const InputImage& in) {
+      return dictionary(in.image->codec_config(), in.image->super().block_size);
     };
     const InputImage& first = inputs_[0];
-    const uint32_t declared =
-        first.recode ? (codec.xz_dict_size ? codec.xz_dict_size : codec.block_size) : dictionary(first);
+    const uint32_t declared = dictionary(codec, codec.block_size);
     uint32_t needed = declared;
     for (const auto& in : inputs_)
-      if (!in.recode) needed = std::max(needed, dictionary(in));
+      if (!in.recode) needed = std::max(needed, input_dictionary(in));
     if (needed == declared) return;
     if (!first.recode && needed <= codec.block_size && options_block_is_plain(first)) {
       codec.xz_dict_size = needed;
       xz_dictionary_ = needed;
       return;
     }
-    for (auto& in : inputs_) {
-      if (in.recode || dictionary(in) <= declared) continue;
-      in.recode = true;
-      ++stats_.recoded_inputs;
-      if (opt_.warn)
-        opt_.warn(in.path + " uses a " + std::to_string(dictionary(in) / 1024) + " KiB xz dictionary, more than the " +
-                  std::to_string(declared / 1024) + " KiB the output declares: its data is decoded and compressed " +
-                  "again, not copied");
-    }
+    for (auto& in : inputs_)
+      if (!in.recode && input_dictionary(in) > declared)
+        recode(in, "uses a " + std::to_string(input_dictionary(in) / 1024) + " KiB xz dictionary, more than the " +
+                       std::to_string(declared / 1024) + " KiB the output declares");
   }
 
   // Whether the input has an uncompressed 8-byte compressor options block after its
