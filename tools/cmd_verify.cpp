@@ -26,6 +26,8 @@ const char kHelp[] =
     "smaller than a block are checked together, per fragment block: a mismatch names every\n"
     "file of that block). Files are checked in parallel. Works on images made by any tool\n"
     "(without a manifest, only what the codecs and the format can detect is caught).\n"
+    "What the Linux kernel refuses though unsquashfs reads it is reported too: an xz block\n"
+    "that needs a larger dictionary than the image declares, or an xz check other than CRC32.\n"
     "\n"
     "Options:\n"
     "  -j, --threads N     worker threads (default: all cores)\n"
@@ -78,7 +80,7 @@ int verify_main(int argc, char** argv) {
     }
     if (argc - optind != 1) throw UsageError("need exactly one IMAGE");
     std::string image_path = argv[optind];
-    auto image = open_image(image_path, offset, streaming_cache_bytes(jobs));
+    auto image = open_image(image_path, offset, streaming_cache_bytes(jobs), /*kernel_limits=*/true);
     std::vector<std::pair<std::string, std::string>> errors;  // for --json
     ops::Verifier v(*image, jobs, [&](ops::Severity, const std::string& path, const std::string& message) {
       report("verify", image_path, (path.empty() ? std::string() : path + ": ") + message);

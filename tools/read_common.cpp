@@ -37,9 +37,11 @@ unsigned parse_jobs_arg(const std::string& text) {
   return unsigned(*v);
 }
 
-std::unique_ptr<reader::Image> open_image(const std::string& path, uint64_t offset, size_t cache_bytes) {
+std::unique_ptr<reader::Image> open_image(const std::string& path, uint64_t offset, size_t cache_bytes,
+                                          bool kernel_limits) {
   reader::ImageOptions options;
   options.offset = offset;
+  options.kernel_limits = kernel_limits;
   if (cache_bytes) options.cache_bytes = cache_bytes;
   if (path != "-") {
     // The reader says a pipe cannot seek; a user who wrote /dev/stdin wants the way that works.

@@ -32,7 +32,9 @@ unsigned default_jobs();
 
 // IMAGE '-' is standard input (stdin_spool.h); a named pipe is refused with that hint.
 // cache_bytes: the data cache (decompressed blocks and fragments); 0 keeps the reader's default.
-std::unique_ptr<reader::Image> open_image(const std::string& path, uint64_t offset, size_t cache_bytes = 0);
+// kernel_limits: ImageOptions::kernel_limits (verify).
+std::unique_ptr<reader::Image> open_image(const std::string& path, uint64_t offset, size_t cache_bytes = 0,
+                                          bool kernel_limits = false);
 
 // Data cache for commands that read files once, in image order, with full blocks decoded
 // outside the cache (extract, verify, diff): it only holds the fragment blocks the threads

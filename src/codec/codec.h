@@ -58,4 +58,17 @@ std::vector<uint8_t> encode_codec_options(const CodecConfig& cfg);
 // Parses an options block read from an image; throws sqar::Error on invalid options.
 void decode_codec_options(CodecConfig& cfg, const uint8_t* data, size_t len);
 
+// What the Linux kernel's squashfs driver refuses in xz images though the format and liblzma
+// accept it. The kernel allocates one dictionary per image up front: the size the options
+// block declares, else the block size (at least 8 KiB). A block whose LZMA2 dictionary is
+// larger fails with EIO there, while unsquashfs reads it. The kernel's decoder also knows no
+// integrity check but CRC32.
+uint32_t xz_declared_dictionary(const CodecConfig& cfg);
+// Whether the kernel accepts `size` in an options block: 2^n or 3 * 2^n only.
+bool xz_dictionary_size_is_valid(uint32_t size);
+// Why the kernel would refuse the xz-compressed block src (its stream header and first block
+// header are read), or "" when it would not. Damage that decompression itself reports is
+// left to it.
+std::string xz_block_kernel_refusal(const uint8_t* src, size_t len, uint32_t declared_dictionary);
+
 }  // namespace sqar

@@ -1,6 +1,9 @@
 #include <lzma.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <new>
+#include <string>
 
 #include "codec/codec_impl.h"
 
@@ -58,6 +61,45 @@ class LzmaCodec final : public Codec {
 };
 
 }  // namespace
+
+uint32_t xz_declared_dictionary(const CodecConfig& cfg) {
+  if (cfg.xz_dict_size) return cfg.xz_dict_size;
+  return std::max<uint32_t>(cfg.block_size, 8192);  // SQUASHFS_METADATA_SIZE
+}
+
+bool xz_dictionary_size_is_valid(uint32_t size) {
+  if (size == 0) return false;
+  const uint32_t lowest = size & -size;
+  return size == lowest || uint64_t(size) == uint64_t(lowest) * 3;
+}
+
+std::string xz_block_kernel_refusal(const uint8_t* src, size_t len, uint32_t declared_dictionary) {
+  lzma_stream_flags stream{};
+  if (len <= LZMA_STREAM_HEADER_SIZE || lzma_stream_header_decode(&stream, src) != LZMA_OK) return {};
+  if (stream.check != LZMA_CHECK_NONE && stream.check != LZMA_CHECK_CRC32)
+    return "uses xz integrity check " + std::to_string(int(stream.check)) +
+           ", and the Linux kernel's xz decoder knows only CRC32 (unsquashfs reads it)";
+  const uint8_t* header = src + LZMA_STREAM_HEADER_SIZE;
+  if (header[0] == 0) return {};  // the index follows at once: a stream without blocks
+  lzma_filter filters[LZMA_FILTERS_MAX + 1];
+  lzma_block block{};
+  block.version = 1;
+  block.check = stream.check;
+  block.filters = filters;
+  block.header_size = lzma_block_header_size_decode(header[0]);
+  if (block.header_size > len - LZMA_STREAM_HEADER_SIZE) return {};
+  if (lzma_block_header_decode(&block, nullptr, header) != LZMA_OK) return {};
+  uint32_t needed = 0;
+  for (size_t i = 0; filters[i].id != LZMA_VLI_UNKNOWN; ++i) {
+    if (filters[i].id == LZMA_FILTER_LZMA2 && filters[i].options)
+      needed = static_cast<const lzma_options_lzma*>(filters[i].options)->dict_size;
+    std::free(filters[i].options);  // allocated by liblzma with malloc (no allocator given)
+  }
+  if (needed <= declared_dictionary) return {};
+  auto kib = [](uint32_t n) { return std::to_string(n / 1024) + " KiB"; };
+  return "needs a " + kib(needed) + " xz dictionary, more than the " + kib(declared_dictionary) +
+         " the image declares: the Linux kernel refuses it with EIO (unsquashfs reads it)";
+}
 
 std::unique_ptr<Codec> make_xz_codec(const CodecConfig& cfg) {
   return std::make_unique<XzCodec>(cfg.level, cfg.xz_dict_size ? cfg.xz_dict_size : cfg.block_size);

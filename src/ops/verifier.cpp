@@ -50,6 +50,7 @@ class Verifier::Impl {
   }
 
   size_t run() {
+    check_codec_options();
     load_manifest();
     std::vector<FileJob> files;
     std::unordered_set<uint32_t> file_inodes;  // regular files' inode numbers (hard links once)
@@ -106,6 +107,14 @@ class Verifier::Impl {
   }
 
  private:
+  // The options block as the kernel checks it at mount (the reader accepts more).
+  void check_codec_options() {
+    const CodecConfig& codec = img_.codec_config();
+    if (codec.id == CodecId::xz && codec.xz_dict_size && !xz_dictionary_size_is_valid(codec.xz_dict_size))
+      problem("", "compressor options declare an xz dictionary of " + std::to_string(codec.xz_dict_size) +
+                      " bytes: the Linux kernel mounts only sizes of 2^n or 3*2^n bytes");
+  }
+
   void check_ids() {
     for (uint32_t i = 0; i < img_.super().id_count; ++i) {
       try {

@@ -34,6 +34,7 @@ ImageImpl::ImageImpl(std::string path, const ImageOptions& options)
       offset_(options.offset),
       serial_(g_next_serial.fetch_add(1)),
       before_block_load_(options.before_block_load),
+      kernel_limits_(options.kernel_limits),
       data_cache_(options.cache_bytes),
       meta_cache_(options.metadata_cache_bytes) {
   fd_ = options.fd >= 0 ? fcntl(options.fd, F_DUPFD_CLOEXEC, 0)
@@ -202,6 +203,12 @@ Codec& ImageImpl::codec() {
   return *s.codec;
 }
 
+void ImageImpl::check_kernel_limits(const uint8_t* src, size_t len, uint64_t pos, const char* what) const {
+  if (!kernel_limits_ || codec_cfg_.id != CodecId::xz) return;
+  std::string why = xz_block_kernel_refusal(src, len, xz_declared_dictionary(codec_cfg_));
+  if (!why.empty()) fail(std::string(what) + " at " + hex(pos) + " " + why);
+}
+
 cache::BlockPtr ImageImpl::meta_block(uint64_t pos) {
   return meta_cache_.get_or_load(pos, [&]() -> cache::BlockPtr {
     // One pread for header + payload: metadata blocks are at most 8 KiB + 2.
@@ -220,6 +227,7 @@ cache::BlockPtr ImageImpl::meta_block(uint64_t pos) {
     auto block = std::make_shared<cache::Block>();
     block->bytes = std::make_unique_for_overwrite<uint8_t[]>(fmt::kMetadataBlockSize);
     if (compressed) {
+      check_kernel_limits(raw + 2, stored, pos, "metadata block");
       auto n = codec().decompress(raw + 2, stored, block->bytes.get(), fmt::kMetadataBlockSize);
       if (!n || *n == 0) fail("metadata block at " + hex(pos) + " does not decompress (corrupt)");
       block->size = *n;
@@ -246,6 +254,7 @@ size_t ImageImpl::decode_data_block(uint64_t pos, uint32_t size_word, uint8_t* o
   // Not zero-filled: only the pages a compressed block reaches are ever touched.
   thread_local auto scratch = std::make_unique_for_overwrite<uint8_t[]>(fmt::kMaxBlockSize);
   read_exact(pos, scratch.get(), stored, what);
+  check_kernel_limits(scratch.get(), stored, pos, what);
   auto n = codec().decompress(scratch.get(), stored, out, sb_.block_size);
   if (!n) fail(std::string(what) + " at " + hex(pos) + " does not decompress (corrupt)");
   return *n;

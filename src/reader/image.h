@@ -38,6 +38,10 @@ struct ImageOptions {
   // and use the path only to name the image in messages: standard input spooled to an
   // unlinked temporary file has no path to open.
   int fd = -1;
+  // Also refuse, as damage, what the Linux kernel's squashfs driver refuses though the format
+  // and unsquashfs accept it (xz blocks beyond the declared dictionary, or with a check other
+  // than CRC32: codec.h). For `sqar verify`, whose pass means "the kernel can mount this".
+  bool kernel_limits = false;
 };
 
 // The superblock as stored (table positions are relative to the image start).

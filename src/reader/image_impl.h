@@ -110,6 +110,8 @@ class ImageImpl final : public Image {
 
  private:
   Codec& codec();
+  // With kernel_limits_: fails when the kernel would refuse the compressed block src.
+  void check_kernel_limits(const uint8_t* src, size_t len, uint64_t pos, const char* what) const;
   void load_superblock();
   void load_ids();
 
@@ -119,6 +121,7 @@ class ImageImpl final : public Image {
   uint64_t file_size_ = 0;
   uint64_t serial_;              // distinguishes images for thread-local codecs
   void (*before_block_load_)();  // ImageOptions::before_block_load
+  bool kernel_limits_;           // ImageOptions::kernel_limits
   Superblock sb_;
   CodecConfig codec_cfg_;
   std::vector<uint32_t> ids_;

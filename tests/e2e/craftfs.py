@@ -3,9 +3,11 @@
 Builds images entry by entry so a test can state exactly what the image claims, including
 things no real writer produces (a fragment index out of range, 65536 xattrs sharing one value,
 a file of 2^25 sparse blocks, a directory entry whose type disagrees with its inode). Data
-blocks and fragments are always stored uncompressed (size word bit 24); metadata blocks are
-stored uncompressed (header bit 15) or, with compress_meta=True, as zlib (the "gzip" codec),
-which keeps images of huge block lists small. No compressor options block is written.
+blocks and fragments are stored uncompressed (size word bit 24) unless compress_data=True;
+metadata blocks are stored uncompressed (header bit 15) or, with compress_meta=True, compressed
+by `codec` (zlib, the "gzip" codec, by default), which keeps images of huge block lists small.
+A Codec with `options` writes them as the compressor options block after the superblock;
+xz_codec() makes blocks whose dictionary and integrity check the test chooses.
 
     img = Image(block_size=4096)
     f = img.file(b"hello\\n")
@@ -17,6 +19,7 @@ Inodes are plain objects; set attributes before build() to craft damage (for exa
 to give two inodes one inode number). Layout follows mksquashfs: superblock, data,
 fragments, inode table, directory table, fragment table, export table, id table, xattrs.
 """
+import lzma
 import struct
 import zlib
 
@@ -29,11 +32,29 @@ DIR, FILE, SYMLINK, BLKDEV, CHRDEV, FIFO, SOCKET = range(1, 8)
 PREFIXES = {"user.": 0, "trusted.": 1, "security.": 2}
 
 
+class Codec:
+    """A superblock compressor id, how blocks are compressed, and the options block (or None)."""
+
+    def __init__(self, ident, compress, options=None):
+        self.id, self.compress, self.options = ident, compress, options
+
+
+GZIP = Codec(1, lambda data: zlib.compress(data, 9))
+
+
+def xz_codec(dict_size, check=lzma.CHECK_CRC32, declared=None):
+    """xz blocks made with an LZMA2 dictionary of dict_size and the given check; `declared`
+    writes an options block claiming that dictionary size instead of the block size."""
+    filters = [{"id": lzma.FILTER_LZMA2, "dict_size": dict_size}]
+    options = None if declared is None else struct.pack("<II", declared, 0)
+    return Codec(4, lambda data: lzma.compress(data, format=lzma.FORMAT_XZ, check=check, filters=filters), options)
+
+
 class MetaWriter:
     """A table of metadata blocks; ref() is where the next byte will land."""
 
     def __init__(self, compress):
-        self.compress = compress
+        self.compress = compress  # a function of the block's bytes, or None
         self.out = bytearray()
         self.buf = bytearray()
         self.blocks = 0
@@ -60,7 +81,7 @@ class MetaWriter:
     def flush(self):
         if not self.buf:
             return
-        packed = zlib.compress(bytes(self.buf), 9) if self.compress else None
+        packed = self.compress(bytes(self.buf)) if self.compress else None
         if packed is not None and len(packed) < len(self.buf):
             self.out += struct.pack("<H", len(packed)) + packed
         else:
@@ -91,10 +112,13 @@ class Inode:
 
 
 class Image:
-    def __init__(self, block_size=131072, compress_meta=False, export=False, mtime=0):
+    def __init__(self, block_size=131072, compress_meta=False, export=False, mtime=0, codec=GZIP,
+                 compress_data=False):
         assert block_size & (block_size - 1) == 0 and 4096 <= block_size <= 1 << 20
         self.block_size = block_size
         self.compress_meta = compress_meta
+        self.codec = codec
+        self.compress_data = compress_data
         self.export = export
         self.mtime = mtime
 
@@ -144,8 +168,10 @@ class Image:
     def build(self, root):
         inodes = self._number(root)
         body = bytearray(96)
+        if self.codec.options:
+            body += struct.pack("<H", 0x8000 | len(self.codec.options)) + self.codec.options
         self._write_data(body, inodes)
-        itab, dtab = MetaWriter(self.compress_meta), MetaWriter(self.compress_meta)
+        itab, dtab = self._meta_writer(), self._meta_writer()
         ids = {}
         xattr_sets = {}
         for ino in inodes:
@@ -166,12 +192,17 @@ class Image:
         sb["xattr_id_table_start"] = self._xattr_table(body, xattr_sets)
         flags = (0 if self.compress_meta else 0x1 | 0x8 | 0x100 | 0x800) | 0x2 | (0 if xattr_sets else 0x200)
         flags |= 0x80 if self.export else 0
+        flags |= 0x400 if self.codec.options else 0
+        flags &= ~(0x2 | 0x8) if self.compress_data else ~0
         struct.pack_into("<IIIIIHHHHHHQQQQQQQQ", body, 0, 0x73717368, len(inodes), self.mtime, self.block_size,
-                         len(self.fragments), 1, self.block_size.bit_length() - 1, flags, len(id_list), 4, 0,
+                         len(self.fragments), self.codec.id, self.block_size.bit_length() - 1, flags, len(id_list), 4, 0,
                          root.ref, len(body), sb["id_table_start"], sb["xattr_id_table_start"],
                          sb["inode_table_start"], sb["directory_table_start"], sb["fragment_table_start"],
                          sb["export_table_start"])
         return bytes(body) + bytes(-len(body) % 4096)
+
+    def _meta_writer(self):
+        return MetaWriter(self.codec.compress if self.compress_meta else None)
 
     def _number(self, root):
         """Children before parents (the order inodes are written in); hard links count once."""
@@ -215,10 +246,18 @@ class Image:
         """Full blocks of each file in order, then the fragment blocks packing the tails."""
         self.fragments, frag = [], bytearray()
 
+        def store(block):
+            """Appends one data or fragment block; returns its size word."""
+            packed = self.codec.compress(bytes(block)) if self.compress_data else None
+            if packed is not None and len(packed) < len(block):
+                body.extend(packed)
+                return len(packed)
+            body.extend(block)
+            return UNCOMPRESSED_DATA | len(block)
+
         def close_fragment():
             if frag:
-                self.fragments.append((len(body), UNCOMPRESSED_DATA | len(frag)))
-                body.extend(frag)
+                self.fragments.append((len(body), store(frag)))
                 frag.clear()
 
         for ino in inodes:
@@ -229,8 +268,7 @@ class Image:
                 ino.words = ino.blocks
             else:
                 for b in ino.blocks:
-                    words.append(0 if b is None else UNCOMPRESSED_DATA | len(b))
-                    body.extend(b or b"")
+                    words.append(0 if b is None else store(b))
                 ino.words = words
             if ino.blocks_start is None:
                 ino.blocks_start = start
@@ -328,7 +366,7 @@ class Image:
         returns where the header starts (what the superblock stores)."""
         if not entries:
             return ABSENT
-        t = MetaWriter(self.compress_meta)
+        t = self._meta_writer()
         starts = []
         for e in entries:
             if len(t.buf) == 0:
@@ -345,7 +383,7 @@ class Image:
         if not xattr_sets:
             return ABSENT
         kv_start = len(body)
-        kv = MetaWriter(self.compress_meta)
+        kv = self._meta_writer()
         values = {}
         ids = []
         for pairs in sorted(xattr_sets, key=xattr_sets.get):

@@ -1,13 +1,16 @@
 """sqar verify and sqar diff agree with reality: clean images pass, a flipped byte in a data
 block makes verify fail naming the file, and diff reports exactly the changes made to a tree."""
 import json
+import lzma
 import os
 import shutil
 import stat
 import struct
 
 from clitest import expect_fail, mksquashfs, sqar, sqar_create_image
-from sqartest import log, main, make_full_tree, need_root, pseudo_random, run, tempdir, write
+from craftfs import Image, xz_codec
+from sqartest import (kernel_mount, kernel_supports, log, main, make_full_tree, need_root, pseudo_random, run,
+                      tempdir, write)
 
 TEXT = b"".join(b"line %d of a log file with some words\n" % i for i in range(30000))
 
@@ -192,6 +195,57 @@ def test_verify_export_table_mismatch():
         log(f"ok: verify names the swapped export entries: {p.stderr.splitlines()[0]}")
 
 
+def kernel_reads(image, mnt, name, expected):
+    """Whether the kernel mounts image and reads file `name` as expected (False on EIO)."""
+    try:
+        with kernel_mount(image, mnt):
+            with open(f"{mnt}/{name}", "rb") as f:
+                assert f.read() == expected, f"{image}: the kernel read other bytes than were stored"
+        return True
+    except (OSError, AssertionError) as e:
+        if "other bytes" in str(e):
+            raise
+        return False
+
+
+def test_verify_reports_what_the_kernel_refuses():
+    """Crafted xz images that unsquashfs reads but the kernel does not: blocks whose LZMA2
+    dictionary exceeds what the image declares (the kernel allocates the declared size and
+    returns EIO), a CRC64 check (the kernel's decoder knows only CRC32), and a declared
+    dictionary that is not 2^n or 3*2^n. verify fails on each, naming the cause; it passes
+    the same image made within the limits. As root, the kernel's own mount confirms each
+    verdict."""
+    body = TEXT[:150000]  # one full 128 KiB block and a fragment
+    cases = {
+        "fits": (xz_codec(1 << 17), None),
+        "dictionary": (xz_codec(1 << 20), "needs a 1024 KiB xz dictionary, more than the 128 KiB"),
+        "declared": (xz_codec(1 << 17, declared=1 << 16), "needs a 128 KiB xz dictionary, more than the 64 KiB"),
+        "crc64": (xz_codec(1 << 17, check=lzma.CHECK_CRC64), "knows only CRC32"),
+        "odd-size": (xz_codec(1 << 16, declared=5 << 14), "declare an xz dictionary of 81920 bytes"),
+    }
+    kernel = os.geteuid() == 0 and kernel_supports("xz")
+    with tempdir() as d:
+        for name, (codec, cause) in cases.items():
+            img = Image(compress_meta=True, compress_data=True, codec=codec)
+            root = img.dir({"log": img.file(body)})
+            path = f"{d}/{name}.sqfs"
+            with open(path, "wb") as f:
+                f.write(img.build(root))
+            out = f"{d}/{name}.out"
+            run(["unsquashfs", "-q", "-n", "-d", out, path])
+            with open(f"{out}/log", "rb") as f:
+                assert f.read() == body, f"{name}: unsquashfs read other bytes"
+            if cause is None:
+                assert "OK" in sqar("verify", path).stderr
+            else:
+                expect_fail(["verify", path], 1, path, cause)
+            if kernel:
+                assert kernel_reads(path, f"{d}/mnt", "log", body) == (cause is None), \
+                    f"{name}: the kernel {'refused' if cause is None else 'read'} it, verify said {cause}"
+        log("ok: verify names what the kernel refuses" + ("" if kernel else " (the kernel's verdicts not checked: "
+                                                          "needs root and xz in the kernel)"))
+
+
 def test_diff():
     with tempdir() as d:
         src = make_full_tree(f"{d}/src")
@@ -327,5 +381,6 @@ def test_diff_after_extract_roundtrip():
 if __name__ == "__main__":
     main([test_verify_clean_images, test_verify_flipped_data_byte_mksquashfs, test_verify_flipped_data_byte_sqar,
           test_verify_names_every_file_sharing_a_damaged_block, test_verify_damaged_raw_fragment_block,
-          test_verify_progress_and_errors_on_a_terminal, test_verify_bad_manifest, test_verify_export_table_mismatch, test_diff, test_diff_subtrees_types_links_devices,
+          test_verify_progress_and_errors_on_a_terminal, test_verify_bad_manifest, test_verify_export_table_mismatch,
+          test_verify_reports_what_the_kernel_refuses, test_diff, test_diff_subtrees_types_links_devices,
           test_diff_after_extract_roundtrip])

@@ -1,6 +1,7 @@
 #include "codec/codec.h"
 
 #include <gtest/gtest.h>
+#include <lzma.h>
 #include <zlib.h>
 
 #include <random>
@@ -218,6 +219,69 @@ TEST(Incompressible, FewRepeatsGoToTheCodec) {
   EXPECT_GT(compressed_size(v, CodecId::zstd), 0u);
   EXPECT_GT(compressed_size(v, CodecId::gzip), 0u);
   EXPECT_FALSE(looks_incompressible(v.data(), v.size()));
+}
+
+// An xz block made directly with liblzma, so the test controls what the kernel checks.
+std::vector<uint8_t> xz_block(const std::vector<uint8_t>& in, uint32_t dict_size, lzma_check check) {
+  lzma_options_lzma opts;
+  EXPECT_FALSE(lzma_lzma_preset(&opts, 6));
+  opts.dict_size = dict_size;
+  lzma_filter filters[2] = {{LZMA_FILTER_LZMA2, &opts}, {LZMA_VLI_UNKNOWN, nullptr}};
+  std::vector<uint8_t> out(in.size() + 1024);
+  size_t n = 0;
+  EXPECT_EQ(lzma_stream_buffer_encode(filters, check, nullptr, in.data(), in.size(), out.data(), &n, out.size()),
+            LZMA_OK);
+  out.resize(n);
+  return out;
+}
+
+TEST(XzKernelLimits, BlocksWithinTheDeclaredDictionaryPass) {
+  auto block = xz_block(text_block(131072), 131072, LZMA_CHECK_CRC32);
+  EXPECT_EQ(xz_block_kernel_refusal(block.data(), block.size(), 131072), "");
+  EXPECT_EQ(xz_block_kernel_refusal(block.data(), block.size(), 1 << 20), "");
+  // And what sqar writes passes against what it declares.
+  CodecConfig cfg;
+  cfg.id = CodecId::xz;
+  cfg.block_size = 65536;
+  auto in = text_block(65536);
+  std::vector<uint8_t> packed(in.size());
+  size_t n = make_codec(cfg)->compress(in.data(), in.size(), packed.data(), packed.size());
+  ASSERT_GT(n, 0u);
+  EXPECT_EQ(xz_block_kernel_refusal(packed.data(), n, xz_declared_dictionary(cfg)), "");
+}
+
+TEST(XzKernelLimits, ALargerDictionaryThanDeclaredIsRefused) {
+  auto block = xz_block(text_block(131072), 1 << 20, LZMA_CHECK_CRC32);
+  std::string why = xz_block_kernel_refusal(block.data(), block.size(), 131072);
+  EXPECT_NE(why.find("needs a 1024 KiB xz dictionary, more than the 128 KiB"), std::string::npos) << why;
+}
+
+TEST(XzKernelLimits, ChecksOtherThanCrc32AreRefused) {
+  auto none = xz_block(text_block(4096), 65536, LZMA_CHECK_NONE);
+  EXPECT_EQ(xz_block_kernel_refusal(none.data(), none.size(), 65536), "");
+  auto crc64 = xz_block(text_block(4096), 65536, LZMA_CHECK_CRC64);
+  EXPECT_NE(xz_block_kernel_refusal(crc64.data(), crc64.size(), 65536).find("only CRC32"), std::string::npos);
+}
+
+TEST(XzKernelLimits, DamageIsLeftToTheDecoder) {
+  auto block = xz_block(text_block(4096), 65536, LZMA_CHECK_CRC32);
+  for (size_t len : {size_t(0), size_t(5), size_t(12), size_t(13)})
+    EXPECT_EQ(xz_block_kernel_refusal(block.data(), len, 65536), "") << len;
+  block[0] ^= 1;  // not an xz stream header
+  EXPECT_EQ(xz_block_kernel_refusal(block.data(), block.size(), 65536), "");
+}
+
+TEST(XzKernelLimits, DeclaredDictionary) {
+  CodecConfig cfg;
+  cfg.id = CodecId::xz;
+  cfg.block_size = 4096;
+  EXPECT_EQ(xz_declared_dictionary(cfg), 8192u);  // no options block: the block size, at least 8 KiB
+  cfg.block_size = 1 << 20;
+  EXPECT_EQ(xz_declared_dictionary(cfg), 1u << 20);
+  cfg.xz_dict_size = 1 << 18;
+  EXPECT_EQ(xz_declared_dictionary(cfg), 1u << 18);
+  for (uint32_t ok : {8192u, 12288u, 1u << 20, 3u << 19}) EXPECT_TRUE(xz_dictionary_size_is_valid(ok)) << ok;
+  for (uint32_t bad : {0u, 5u << 16, 7u << 12, 100000u}) EXPECT_FALSE(xz_dictionary_size_is_valid(bad)) << bad;
 }
 
 }  // namespace
