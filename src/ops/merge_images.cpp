@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <exception>
 #include <filesystem>
 #include <thread>
 #include <unordered_map>
@@ -15,6 +16,7 @@
 #include "dedup/content_key.h"
 #include "format/squashfs.h"
 #include "ops/input_image.h"
+#include "ops/parallel.h"
 #include "ops/recoded_content.h"
 #include "ops/renumbered_content.h"
 #include "ops/tree_union.h"
@@ -57,7 +59,7 @@ class Merger {
     if (opt_.images.empty()) throw Error("no input image given");
     for (const auto& p : opt_.images) inputs_.push_back(open_input_image(p));
     const CodecConfig codec = choose_codec();
-    for (auto& in : inputs_) load_input_image(in, opt_.threads);
+    load_inputs();
     for (const auto& in : inputs_) stats_.decoded_bytes += in.decoded_bytes;
     auto since = [](auto t) { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count(); };
     stats_.load_seconds = since(t0);
@@ -460,6 +462,24 @@ class Merger {
     if (!content.empty() && (!opt_.sources.empty() || !opt_.tar.empty()))
       throw Error("internal error: recoded inputs beside SOURCEs");
     return content;
+  }
+
+  // Inputs are loaded side by side, the threads shared among them: walking an image's tables
+  // is serial, and an input of many small files spends most of its load there. The first
+  // input (in command-line order) that fails is the one reported.
+  void load_inputs() {
+    const unsigned side_by_side = unsigned(std::min<size_t>(std::max(1u, opt_.threads), inputs_.size()));
+    const unsigned each = std::max(1u, opt_.threads / side_by_side);
+    std::vector<std::exception_ptr> failed(inputs_.size());
+    parallel_for(inputs_.size(), side_by_side, [&](size_t i, unsigned) {
+      try {
+        load_input_image(inputs_[i], each);
+      } catch (...) {
+        failed[i] = std::current_exception();
+      }
+    });
+    for (const auto& e : failed)
+      if (e) std::rethrow_exception(e);
   }
 
   void enter(MergePhase phase, uint64_t bytes_total = 0) const {
