@@ -68,7 +68,7 @@ class Loader {
     in_.fragments.reserve(sb.fragment_count);
     for (uint32_t i = 0; i < sb.fragment_count; ++i) {
       auto f = img.fragment_location(i);
-      check_extent(f.position, f.size_word, "fragment block " + std::to_string(i));
+      check_extent(f.position, f.size_word, [&] { return "fragment block " + std::to_string(i); });
       in_.fragments.push_back(f);
     }
     build_tree();
@@ -81,11 +81,13 @@ class Loader {
   }
 
  private:
-  void check_extent(uint64_t pos, uint32_t word, const std::string& what) const {
+  // `what` names the extent; called only to word an error, since this runs once per block.
+  template <typename Describe>
+  void check_extent(uint64_t pos, uint32_t word, Describe&& what) const {
     const uint64_t len = word & ~fmt::kDataUncompressed;
     if (len > in_.image->super().block_size || pos < fmt::kSuperblockSize || pos > in_.data_end ||
         len > in_.data_end - pos)
-      throw Error(in_.path + ": " + what + " lies outside the data region (bytes " + std::to_string(pos) + ".." +
+      throw Error(in_.path + ": " + what() + " lies outside the data region (bytes " + std::to_string(pos) + ".." +
                   std::to_string(pos + len) + ", data ends at " + std::to_string(in_.data_end) + ")");
   }
 
@@ -122,11 +124,13 @@ class Loader {
       n.file_index = uint32_t(in_.files.size());
       in_.tree.files.push_back(i);
       in_.tree.total_file_bytes += ino.size;
-      add_file(ino, in_.tree.path_of(i));
+      add_file(ino, i);
     }
   }
 
-  void add_file(const reader::Inode& ino, const std::string& path) {
+  // `node` is the file's node in the tree, whose path names it in errors.
+  void add_file(const reader::Inode& ino, uint32_t node) {
+    auto path = [&] { return in_.tree.path_of(node); };
     const uint32_t bs = in_.image->super().block_size;
     FileLocation loc;
     loc.blocks_start = ino.blocks_start;
@@ -138,7 +142,7 @@ class Loader {
     uint64_t count = 0;
     in_.image->for_each_block_slice(ino, [&](const uint32_t* words, const uint64_t* starts, size_t n) {
       for (size_t k = 0; k < n; ++k, ++count) {
-        if (words[k]) check_extent(starts[k], words[k], path + " block " + std::to_string(count));
+        if (words[k]) check_extent(starts[k], words[k], [&] { return path() + " block " + std::to_string(count); });
         in_.words.push_back(words[k]);
       }
     });
@@ -147,12 +151,12 @@ class Loader {
       stored_tail = in_.words.back() != 0;  // 0: a sparse tail, which the writer adds back itself
       if (!stored_tail) in_.words.pop_back();
     } else if (count != full) {
-      throw Error(in_.path + ": " + path + " has " + std::to_string(count) + " blocks for " + std::to_string(ino.size) +
-                  " bytes");
+      throw Error(in_.path + ": " + path() + " has " + std::to_string(count) + " blocks for " +
+                  std::to_string(ino.size) + " bytes");
     }
     if (ino.fragment_index != fmt::kNoFragment) {
       if (ino.fragment_index >= in_.fragments.size())
-        throw Error(in_.path + ": " + path + " names fragment block " + std::to_string(ino.fragment_index) + " of " +
+        throw Error(in_.path + ": " + path() + " names fragment block " + std::to_string(ino.fragment_index) + " of " +
                     std::to_string(in_.fragments.size()));
     }
     in_.files.push_back(loc);
