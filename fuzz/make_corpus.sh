@@ -9,7 +9,8 @@
 #   `sqar create` for every codec each supports (gensquashfs in Debian lacks lzo), plus one
 #   mksquashfs image with every table uncompressed so mutations land in inodes, directory
 #   entries and fragment entries directly.
-# - fuzz_codec: the first metadata block of each image, behind the harness's selector byte.
+# - fuzz_codec: the first metadata block of each image, behind the harness's selector byte,
+#   an lzma-alone stream, and two xz blocks the kernel refuses (CRC64, a 1 MiB dictionary).
 # - fuzz_manifest: the manifest trailers of the sqar images, with both selector values.
 # - fuzz_tar: small tar archives (fuzz/make_tar_seeds.sh).
 # Block size 4 KiB keeps each image around 10-20 KB while still giving files several blocks.
@@ -98,6 +99,12 @@ for img in sorted(glob.glob(f"{work}/*.sqfs")):
 # lzma (read-only codec): an lzma-alone stream, as old SquashFS images hold.
 raw = b"".join(b"lzma seed %d\n" % i for i in range(300))
 open(f"{out}/fuzz_codec/lzma-alone", "wb").write(bytes([index["lzma"]]) + lzma.compress(raw, format=lzma.FORMAT_ALONE))
+# xz blocks the kernel refuses (verify's check): a CRC64 check, and a 1 MiB dictionary.
+lines = b"".join(b"line %d of a log\n" % i for i in range(400))
+for name, check, dictionary in (("xz-crc64", lzma.CHECK_CRC64, 1 << 16), ("xz-dict-1m", lzma.CHECK_CRC32, 1 << 20)):
+    block = lzma.compress(lines, format=lzma.FORMAT_XZ, check=check,
+                          filters=[{"id": lzma.FILTER_LZMA2, "dict_size": dictionary}])
+    open(f"{out}/fuzz_codec/{name}", "wb").write(bytes([index["xz"]]) + block)
 PY
 fuzz/make_tar_seeds.sh "$OUT/fuzz_tar"
 du -sh "$OUT"/* | sed 's/^/seeds: /'
