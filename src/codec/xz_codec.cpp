@@ -76,9 +76,13 @@ bool xz_dictionary_size_is_valid(uint32_t size) {
 std::string xz_block_kernel_refusal(const uint8_t* src, size_t len, uint32_t declared_dictionary) {
   lzma_stream_flags stream{};
   if (len <= LZMA_STREAM_HEADER_SIZE || lzma_stream_header_decode(&stream, src) != LZMA_OK) return {};
-  if (stream.check != LZMA_CHECK_NONE && stream.check != LZMA_CHECK_CRC32)
-    return "uses xz integrity check " + std::to_string(int(stream.check)) +
+  if (stream.check != LZMA_CHECK_NONE && stream.check != LZMA_CHECK_CRC32) {
+    const std::string check = stream.check == LZMA_CHECK_CRC64    ? "CRC64"
+                              : stream.check == LZMA_CHECK_SHA256 ? "SHA-256"
+                                                                  : "number " + std::to_string(int(stream.check));
+    return "uses the xz integrity check " + check +
            ", and the Linux kernel's xz decoder knows only CRC32 (unsquashfs reads it)";
+  }
   const uint8_t* header = src + LZMA_STREAM_HEADER_SIZE;
   if (header[0] == 0) return {};  // the index follows at once: a stream without blocks
   lzma_filter filters[LZMA_FILTERS_MAX + 1];
