@@ -41,9 +41,14 @@ class Verifier::Impl {
  public:
   Impl(reader::Image& image, unsigned jobs, ProblemSink sink) : img_(image), jobs_(jobs), sink_(std::move(sink)) {}
 
-  void problem(const std::string& path, const std::string& why) {
-    std::string msg = why;
+  // The reader's errors start with the image's path, which every report line already names.
+  std::string without_image_path(std::string msg) const {
     if (msg.rfind(img_.path() + ": ", 0) == 0) msg.erase(0, img_.path().size() + 2);
+    return msg;
+  }
+
+  void problem(const std::string& path, const std::string& why) {
+    std::string msg = without_image_path(why);
     std::lock_guard lock(mu_);
     ++problems_;
     if (sink_) sink_(Severity::error, path, msg);
@@ -81,7 +86,7 @@ class Verifier::Impl {
                                 problem(path.empty() ? "." : path, error);
                               }});
     } catch (const std::exception& e) {
-      problem("", std::string("metadata: ") + e.what());
+      problem("", "metadata: " + without_image_path(e.what()));
     }
     check_ids();
     for (const auto& [number, hash] : manifest_)
@@ -120,7 +125,7 @@ class Verifier::Impl {
       try {
         img_.id_at(uint16_t(i));
       } catch (const std::exception& e) {
-        problem("", std::string("id table: ") + e.what());
+        problem("", "id table: " + without_image_path(e.what()));
         return;
       }
     }
@@ -135,7 +140,7 @@ class Verifier::Impl {
       if (!ref || *ref != ino.ref)
         problem(shown, "export table entry of inode " + std::to_string(ino.inode_number) + " points elsewhere");
     } catch (const std::exception& e) {
-      problem(shown, std::string("export table: ") + e.what());
+      problem(shown, "export table: " + without_image_path(e.what()));
       export_table_broken_ = true;
     }
   }
@@ -174,7 +179,7 @@ class Verifier::Impl {
       for (const auto& e : m->files) manifest_.emplace(e.inode_number, e.hash);
       if (m->has_fragment_digests()) fragment_digests_ = std::move(m->fragment_digests);
     } catch (const std::exception& e) {
-      problem("", std::string("manifest trailer: ") + e.what());
+      problem("", "manifest trailer: " + without_image_path(e.what()));
     }
   }
 

@@ -216,18 +216,24 @@ def test_verify_reports_what_the_kernel_refuses():
     the same image made within the limits. As root, the kernel's own mount confirms each
     verdict."""
     body = TEXT[:150000]  # one full 128 KiB block and a fragment
+    # (codec, what verify must say or None, symlinks beside the file). The tables of a single
+    # file stay smaller than xz's framing, so they are stored uncompressed; 200 symlinks make
+    # compressed metadata blocks, and the kernel then fails the mount itself.
     cases = {
-        "fits": (xz_codec(1 << 17), None),
-        "dictionary": (xz_codec(1 << 20), "needs a 1024 KiB xz dictionary, more than the 128 KiB"),
-        "declared": (xz_codec(1 << 17, declared=1 << 16), "needs a 128 KiB xz dictionary, more than the 64 KiB"),
-        "crc64": (xz_codec(1 << 17, check=lzma.CHECK_CRC64), "knows only CRC32"),
-        "odd-size": (xz_codec(1 << 16, declared=5 << 14), "declare an xz dictionary of 81920 bytes"),
+        "fits": (xz_codec(1 << 17), None, 200),
+        "dictionary": (xz_codec(1 << 20), "log: data block at 0x60 needs a 1024 KiB xz dictionary, more than the 128 KiB", 0),
+        "metadata": (xz_codec(1 << 20), "metadata: metadata block at 0x", 200),
+        "declared": (xz_codec(1 << 17, declared=1 << 16), "needs a 128 KiB xz dictionary, more than the 64 KiB", 0),
+        "crc64": (xz_codec(1 << 17, check=lzma.CHECK_CRC64), "integrity check CRC64, and the Linux kernel", 0),
+        "odd-size": (xz_codec(1 << 16, declared=5 << 14), "declare an xz dictionary of 81920 bytes", 0),
     }
     kernel = os.geteuid() == 0 and kernel_supports("xz")
     with tempdir() as d:
-        for name, (codec, cause) in cases.items():
+        for name, (codec, cause, links) in cases.items():
             img = Image(compress_meta=True, compress_data=True, codec=codec)
-            root = img.dir({"log": img.file(body)})
+            entries = {"log": img.file(body)}
+            entries.update({f"link-{i:03d}": img.symlink("log") for i in range(links)})
+            root = img.dir(entries)
             path = f"{d}/{name}.sqfs"
             with open(path, "wb") as f:
                 f.write(img.build(root))
