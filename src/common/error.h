@@ -15,4 +15,8 @@ std::string errno_message(const std::string& path, int errnum);
 
 [[noreturn]] void throw_errno(const std::string& path, int errnum);
 
+// `message` without its leading "PATH: ", for a report line that names PATH already (the
+// reader's errors start with the image's path).
+std::string without_path_prefix(std::string message, const std::string& path);
+
 }  // namespace sqar

@@ -277,8 +277,7 @@ class Extractor::Impl {
 
   // Records a failure of one entry and carries on with the others.
   void fail(const std::string& path, const std::string& why) {
-    std::string msg = why;
-    if (msg.rfind(img_.path() + ": ", 0) == 0) msg.erase(0, img_.path().size() + 2);
+    const std::string msg = without_path_prefix(why, img_.path());
     std::lock_guard lock(mu_);
     ++errors_;
     if (opt_.problems) opt_.problems(Severity::error, path.empty() ? "." : path, msg);

@@ -146,10 +146,8 @@ class Exporter {
   }
 
   Error named(const std::string& path, const std::exception& e) const {
-    std::string cause = e.what();
     // Image errors start with the image path: say it once, then the entry.
-    if (cause.rfind(img_.path() + ": ", 0) == 0) cause.erase(0, img_.path().size() + 2);
-    return Error(img_.path() + ": " + path + ": " + cause);
+    return Error(img_.path() + ": " + path + ": " + without_path_prefix(e.what(), img_.path()));
   }
   [[noreturn]] void fail(const std::string& path, const std::exception& e) const { throw named(path, e); }
 

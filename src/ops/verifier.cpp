@@ -42,10 +42,7 @@ class Verifier::Impl {
   Impl(reader::Image& image, unsigned jobs, ProblemSink sink) : img_(image), jobs_(jobs), sink_(std::move(sink)) {}
 
   // The reader's errors start with the image's path, which every report line already names.
-  std::string without_image_path(std::string msg) const {
-    if (msg.rfind(img_.path() + ": ", 0) == 0) msg.erase(0, img_.path().size() + 2);
-    return msg;
-  }
+  std::string without_image_path(const std::string& msg) const { return without_path_prefix(msg, img_.path()); }
 
   void problem(const std::string& path, const std::string& why) {
     std::string msg = without_image_path(why);
