@@ -63,6 +63,11 @@ void decode_codec_options(CodecConfig& cfg, const uint8_t* data, size_t len);
 // block declares, else the block size (at least 8 KiB). A block whose LZMA2 dictionary is
 // larger fails with EIO there, while unsquashfs reads it. The kernel's decoder also knows no
 // integrity check but CRC32.
+//
+// The dictionary sqar's writer compresses xz blocks with: the options block's, else the
+// block size.
+uint32_t xz_block_dictionary(const CodecConfig& cfg);
+// The dictionary the kernel allocates for an image of these settings.
 uint32_t xz_declared_dictionary(const CodecConfig& cfg);
 // Whether the kernel accepts `size` in an options block: 2^n or 3 * 2^n only.
 bool xz_dictionary_size_is_valid(uint32_t size);

@@ -62,9 +62,10 @@ class LzmaCodec final : public Codec {
 
 }  // namespace
 
+uint32_t xz_block_dictionary(const CodecConfig& cfg) { return cfg.xz_dict_size ? cfg.xz_dict_size : cfg.block_size; }
+
 uint32_t xz_declared_dictionary(const CodecConfig& cfg) {
-  if (cfg.xz_dict_size) return cfg.xz_dict_size;
-  return std::max<uint32_t>(cfg.block_size, 8192);  // SQUASHFS_METADATA_SIZE
+  return std::max<uint32_t>(xz_block_dictionary(cfg), 8192);  // at least SQUASHFS_METADATA_SIZE
 }
 
 bool xz_dictionary_size_is_valid(uint32_t size) {
@@ -106,7 +107,7 @@ std::string xz_block_kernel_refusal(const uint8_t* src, size_t len, uint32_t dec
 }
 
 std::unique_ptr<Codec> make_xz_codec(const CodecConfig& cfg) {
-  return std::make_unique<XzCodec>(cfg.level, cfg.xz_dict_size ? cfg.xz_dict_size : cfg.block_size);
+  return std::make_unique<XzCodec>(cfg.level, xz_block_dictionary(cfg));
 }
 std::unique_ptr<Codec> make_lzma_codec(const CodecConfig&) { return std::make_unique<LzmaCodec>(); }
 

@@ -202,14 +202,9 @@ class Merger {
   // recoded instead. `codec` is the first input's settings when that input is copied, so what
   // it declares is the output's dictionary either way.
   void declare_xz_dictionary(CodecConfig& codec) {
-    auto dictionary = [](const CodecConfig& c, uint32_t block_size) {
-      return c.xz_dict_size ? c.xz_dict_size : block_size;
-    };
-    auto input_dictionary = [&](const InputImage& in) {
-      return dictionary(in.image->codec_config(), in.image->super().block_size);
-    };
+    auto input_dictionary = [](const InputImage& in) { return xz_block_dictionary(in.image->codec_config()); };
     const InputImage& first = inputs_[0];
-    const uint32_t declared = dictionary(codec, codec.block_size);
+    const uint32_t declared = xz_block_dictionary(codec);
     uint32_t needed = declared;
     for (const auto& in : inputs_)
       if (!in.recode) needed = std::max(needed, input_dictionary(in));
