@@ -190,10 +190,10 @@ class Image:
         id_list = sorted(ids, key=ids.get)
         sb["id_table_start"] = self._table(body, [struct.pack("<I", i) for i in id_list])
         sb["xattr_id_table_start"] = self._xattr_table(body, xattr_sets)
-        flags = (0 if self.compress_meta else 0x1 | 0x8 | 0x100 | 0x800) | 0x2 | (0 if xattr_sets else 0x200)
-        flags |= 0x80 if self.export else 0
-        flags |= 0x400 if self.codec.options else 0
-        flags &= ~(0x2 | 0x8) if self.compress_data else ~0
+        # Uncompressed inodes, xattrs and ids; uncompressed data, and fragments with both.
+        flags = 0 if self.compress_meta else 0x1 | 0x100 | 0x800
+        flags |= 0 if self.compress_data else 0x2 | (0 if self.compress_meta else 0x8)
+        flags |= (0 if xattr_sets else 0x200) | (0x80 if self.export else 0) | (0x400 if self.codec.options else 0)
         struct.pack_into("<IIIIIHHHHHHQQQQQQQQ", body, 0, 0x73717368, len(inodes), self.mtime, self.block_size,
                          len(self.fragments), self.codec.id, self.block_size.bit_length() - 1, flags, len(id_list), 4, 0,
                          root.ref, len(body), sb["id_table_start"], sb["xattr_id_table_start"],

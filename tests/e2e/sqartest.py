@@ -551,10 +551,11 @@ def main(tests):
     # A test function left out of the list would never run and never be missed.
     script = sys.modules["__main__"]
     listed = {t.__name__ for t in tests}
-    for name in sorted(vars(script)):
-        if name.startswith("test_") and callable(getattr(script, name)) and name not in listed:
-            failures.append(f"{name}: defined in {os.path.basename(script.__file__)} but not passed to main()")
-            log(f"FAILED {name}: not passed to main(), so it never runs")
+    unlisted = [name for name in sorted(vars(script))
+                if name.startswith("test_") and callable(getattr(script, name)) and name not in listed]
+    for name in unlisted:
+        failures.append(f"{name}: defined in {os.path.basename(script.__file__)} but not passed to main()")
+        log(f"FAILED {name}: not passed to main(), so it never runs")
     for t in tests:
         log(f"--- {t.__name__}")
         try:
@@ -568,7 +569,7 @@ def main(tests):
         except Exception as e:  # noqa: BLE001 - report every failing test, then fail
             failures.append(f"{t.__name__}: {' '.join(str(e).split())[:400]}")
             log(f"FAILED {t.__name__}: {e}")
-    passed = len(tests) - len([f for f in failures if f.split(":")[0] in listed]) - len(skips)
+    passed = len(tests) - (len(failures) - len(unlisted)) - len(skips)
     summary = f"{passed} passed, {len(failures)} failed, {len(skips)} skipped"
     details = [f"failed {f}" for f in failures] + [f"skipped {s}" for s in skips]
     log(summary + (" (" + "; ".join(details) + ")" if details else ""))
