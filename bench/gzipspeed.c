@@ -68,8 +68,13 @@ static size_t compress_one(enum kind k, int level, void* state, const struct blo
   }
   if (k == DEFLATE) return libdeflate_zlib_compress(state, b->data, b->len, out, cap);
 #ifdef WITH_ISAL
+  // stateless_init clears the level buffer: keep the one run() allocated for the level.
   struct isal_zstream* s = state;
+  unsigned char* level_buf = s->level_buf;
+  uint32_t level_buf_size = s->level_buf_size;
   isal_deflate_stateless_init(s);
+  s->level_buf = level_buf;
+  s->level_buf_size = level_buf_size;
   s->level = (unsigned)level;
   s->gzip_flag = IGZIP_ZLIB;
   s->next_in = (unsigned char*)b->data;
