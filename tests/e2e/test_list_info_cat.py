@@ -196,8 +196,10 @@ def test_cat_streams_big_files_in_order():
     the output exactly at its start, after everything before it was written."""
     block = 128 * 1024
     content = b"".join(b"block %d line %d of a text that compresses\n" % (i // 3000, i) for i in range(120000))
+    after = b"".join(b"the file after the damaged one, line %d\n" % i for i in range(9000))  # 3 blocks
     with tempdir() as d:
         write(f"{d}/src/big.log", content)
+        write(f"{d}/src/zz.log", after)  # stored after big.log, a few KiB compressed
         img = f"{d}/img.sqfs"
         mksquashfs(f"{d}/src", img, "-comp", "gzip")  # zlib streams carry a checksum
         for jobs in ("1", "2", "5"):
@@ -219,6 +221,15 @@ def test_cat_streams_big_files_in_order():
             raise AssertionError(f"damaged block: exit {p.returncode}, stderr {err!r}")
         if not (0 < len(out) < len(content)) or len(out) % block or out != content[:len(out)]:
             raise AssertionError(f"damaged block: {len(out)} bytes written, not a whole-block prefix of the file")
+        # The next file is still printed whole, by the same threads' successors.
+        p = run([SQAR, "cat", "-j", "3", img, "big.log", "zz.log"], check=False, text=False)
+        if p.returncode != 1 or not p.stdout.endswith(after) or p.stdout[: -len(after)] != out:
+            raise AssertionError(f"after a damaged file: exit {p.returncode}, {len(p.stdout)} bytes")
+        # A failed write to standard output ends the command at once, named as such.
+        with open("/dev/full", "wb") as full:
+            p = run([SQAR, "cat", "-j", "3", img, "zz.log", "zz.log"], check=False, stdout=full)
+        if p.returncode != 1 or p.stderr.count("standard output: No space left on device") != 1:
+            raise AssertionError(f"cat to /dev/full: exit {p.returncode}, {p.stderr!r}")
         log(f"ok: cat streams in order with 1-5 threads; a damaged block stops it at byte {len(out)}")
 
 

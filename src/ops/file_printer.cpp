@@ -1,0 +1,194 @@
+#include "ops/file_printer.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <optional>
+#include <unordered_set>
+#include <vector>
+
+#include "common/hash.h"
+#include "ops/decode_ahead.h"
+#include "ops/manifest_check.h"
+
+namespace sqar::ops {
+
+reader::Inode resolve_regular_file(reader::Image& image, std::string path) {
+  for (int hops = 0; hops <= 40; ++hops) {
+    auto ino = image.resolve_path(path);
+    const std::string shown = path.empty() ? "/" : path;  // the root normalizes to ""
+    if (!ino) throw Error(shown + ": not found in the image");
+    if (ino->is_regular()) return *ino;
+    if (ino->is_dir()) throw Error(shown + ": is a directory");
+    if (!ino->is_symlink()) throw Error(shown + ": is not a regular file");
+    const std::string target = image.read_symlink(*ino);
+    // '..' is resolved lexically and stops at the root, whichever form the target has: the
+    // image has no other root to escape to.
+    const size_t slash = path.rfind('/');
+    const std::string base =
+        (!target.empty() && target[0] == '/') || slash == std::string::npos ? "" : path.substr(0, slash);
+    const std::string joined = base.empty() ? target : base + "/" + target;
+    std::string out;
+    for (size_t i = 0; i <= joined.size();) {
+      size_t j = joined.find('/', i);
+      if (j == std::string::npos) j = joined.size();
+      const std::string comp = joined.substr(i, j - i);
+      if (comp == "..") {
+        const size_t s = out.rfind('/');
+        out = s == std::string::npos ? "" : out.substr(0, s);
+      } else if (!comp.empty() && comp != ".") {
+        out += (out.empty() ? "" : "/") + comp;
+      }
+      i = j + 1;
+    }
+    path = out;
+  }
+  throw Error(path + ": too many levels of symbolic links");
+}
+
+namespace {
+
+// The manifest check of what was printed. Duplicates and small files in a fragment block need
+// every regular inode learned: that metadata walk runs only when such a file is printed.
+class PrintedCheck {
+ public:
+  explicit PrintedCheck(reader::Image& image) : image_(image), check_(image) {}
+  bool active() const { return check_.has_manifest(); }
+
+  void check(const reader::Inode& ino, const Hash128& got, const std::string& shown) {
+    std::optional<Hash128> want = check_.expected(ino);
+    if (!want || check_.in_fragment_digest(ino)) {
+      learn_all();
+      want = check_.expected(ino);
+    }
+    if (check_.in_fragment_digest(ino)) {
+      if (!check_.bad_fragments({{ino.inode_number, got}}).empty())
+        throw Error(shown + ": content differs from the manifest: the digest of fragment block " +
+                    std::to_string(ino.fragment_index) +
+                    " over its small files does not match (this file or another of them is damaged)");
+      return;
+    }
+    if (want && !(*want == got))
+      throw Error(shown + ": content differs from the manifest (XXH3-128 " + got.hex() + ", expected " + want->hex() +
+                  ")");
+  }
+
+ private:
+  void learn_all() {
+    if (learned_) return;
+    learned_ = true;
+    std::unordered_set<uint32_t> seen;
+    image_.walk([&](const std::string&, const reader::Inode& i) {
+      if (i.is_regular() && seen.insert(i.inode_number).second) check_.learn(i);
+      return true;
+    });
+  }
+  reader::Image& image_;
+  ManifestCheck check_;
+  bool learned_ = false;
+};
+
+struct PrintJob {
+  reader::Inode file;
+  std::string shown;
+};
+
+}  // namespace
+
+class FilePrinter::Impl {
+ public:
+  Impl(reader::Image& image, int out_fd, std::string out_name, unsigned threads, bool verify)
+      : image_(image), fd_(out_fd), out_name_(std::move(out_name)), threads_(threads) {
+    if (verify) {
+      check_.emplace(image);
+      if (!check_->active()) check_.reset();
+    }
+  }
+
+  void print(const reader::Inode& file, const std::string& shown) {
+    const size_t bs = image_.super().block_size;
+    const uint64_t nblocks = (file.size + bs - 1) / bs;
+    std::optional<StreamHasher> hasher;
+    if (check_) hasher.emplace();
+    auto write_checked = [&](const uint8_t* p, size_t len) {
+      if (len == 0) throw Error(shown + ": content ends before the file size");
+      if (hasher) hasher->update(p, len);
+      write_all(p, len);
+    };
+    if (nblocks <= 1 || threads_ <= 1) {
+      // Nothing to decode ahead: no hand-off to a worker per small file.
+      one_.resize(bs);
+      for (uint64_t i = 0; i < nblocks; ++i) write_checked(one_.data(), read_block(file, i, shown, one_.data()));
+    } else {
+      try {
+        Queue& q = queue();
+        q.push(PrintJob{file, shown}, nblocks);
+        q.front();
+        for (uint64_t i = 0; i < nblocks; ++i) {
+          auto [bytes, block] = q.next_block();
+          write_checked(bytes, block.len);
+        }
+        q.pop();
+      } catch (...) {
+        // The rest of this file's blocks are not wanted: stop the workers rather than decode
+        // them; the next file starts a new queue.
+        queue_.reset();
+        throw;
+      }
+    }
+    if (check_) check_->check(file, hasher->digest(), shown);
+  }
+
+ private:
+  using Queue = DecodeAheadQueue<PrintJob>;
+
+  // Worker threads start with the first file of more than one block.
+  Queue& queue() {
+    if (!queue_) {
+      const size_t bs = image_.super().block_size;
+      // 4 slots per thread, at most 32 MiB.
+      const size_t slots = std::clamp<size_t>(4 * size_t(threads_), 2, std::max<size_t>(2, (32u << 20) / bs));
+      queue_ = std::make_unique<Queue>(bs, threads_, slots, /*max_items=*/1,
+                                       [this](const PrintJob& job, uint64_t index, uint8_t* out) {
+                                         return DecodedBlock{read_block(job.file, index, job.shown, out), false};
+                                       });
+    }
+    return *queue_;
+  }
+
+  // The reader names the image and the inode; users need the PATH they asked for.
+  size_t read_block(const reader::Inode& file, uint64_t index, const std::string& shown, uint8_t* out) {
+    try {
+      return image_.read_block(file, index, out);
+    } catch (const Error& e) {
+      throw Error(shown + ": " + without_path_prefix(e.what(), image_.path()));
+    }
+  }
+
+  void write_all(const uint8_t* p, size_t n) {
+    while (n) {
+      ssize_t w = ::write(fd_, p, n);
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0) throw OutputError(errno_message(out_name_, errno));
+      p += w, n -= size_t(w);
+    }
+  }
+
+  reader::Image& image_;
+  const int fd_;
+  const std::string out_name_;
+  const unsigned threads_;
+  std::optional<PrintedCheck> check_;
+  std::vector<uint8_t> one_;
+  std::unique_ptr<Queue> queue_;
+};
+
+FilePrinter::FilePrinter(reader::Image& image, int out_fd, std::string out_name, unsigned threads, bool verify)
+    : impl_(std::make_unique<Impl>(image, out_fd, std::move(out_name), threads, verify)) {}
+FilePrinter::~FilePrinter() = default;
+
+void FilePrinter::print(const reader::Inode& file, const std::string& shown) { impl_->print(file, shown); }
+
+}  // namespace sqar::ops
