@@ -15,37 +15,66 @@
 
 namespace sqar::ops {
 
-reader::Inode resolve_regular_file(reader::Image& image, std::string path) {
-  for (int hops = 0; hops <= 40; ++hops) {
-    auto ino = image.resolve_path(path);
-    const std::string shown = path.empty() ? "/" : path;  // the root normalizes to ""
-    if (!ino) throw Error(shown + ": not found in the image");
-    if (ino->is_regular()) return *ino;
-    if (ino->is_dir()) throw Error(shown + ": is a directory");
-    if (!ino->is_symlink()) throw Error(shown + ": is not a regular file");
-    const std::string target = image.read_symlink(*ino);
-    // '..' is resolved lexically and stops at the root, whichever form the target has: the
-    // image has no other root to escape to.
-    const size_t slash = path.rfind('/');
-    const std::string base =
-        (!target.empty() && target[0] == '/') || slash == std::string::npos ? "" : path.substr(0, slash);
-    const std::string joined = base.empty() ? target : base + "/" + target;
-    std::string out;
-    for (size_t i = 0; i <= joined.size();) {
-      size_t j = joined.find('/', i);
-      if (j == std::string::npos) j = joined.size();
-      const std::string comp = joined.substr(i, j - i);
-      if (comp == "..") {
-        const size_t s = out.rfind('/');
-        out = s == std::string::npos ? "" : out.substr(0, s);
-      } else if (!comp.empty() && comp != ".") {
-        out += (out.empty() ? "" : "/") + comp;
-      }
-      i = j + 1;
+namespace {
+
+// `target` (a symlink's) read from the directory `base`, with '.' and '..' resolved
+// lexically: an absolute target starts at the image root, and '..' stops at the root, whichever
+// form the target has (the image has no other root to escape to).
+std::string lexical_target(const std::string& base, const std::string& target) {
+  const std::string joined = (!target.empty() && target[0] == '/') || base.empty() ? target : base + "/" + target;
+  std::string out;
+  for (size_t i = 0; i <= joined.size();) {
+    size_t j = joined.find('/', i);
+    if (j == std::string::npos) j = joined.size();
+    const std::string comp = joined.substr(i, j - i);
+    if (comp == "..") {
+      const size_t s = out.rfind('/');
+      out = s == std::string::npos ? "" : out.substr(0, s);
+    } else if (!comp.empty() && comp != ".") {
+      out += (out.empty() ? "" : "/") + comp;
     }
-    path = out;
+    i = j + 1;
   }
-  throw Error(path + ": too many levels of symbolic links");
+  return out;
+}
+
+}  // namespace
+
+reader::Inode resolve_regular_file(reader::Image& image, std::string path) {
+  // Errors name the path asked for, and where its symlinks led when that differs.
+  const std::string asked = path.empty() ? "/" : path;  // the root normalizes to ""
+  auto fail = [&](const std::string& why) {
+    return Error(asked + ": " + why + (path == asked || path.empty() ? "" : " (its symlinks lead to " + path + ")"));
+  };
+  // Walks PATH one component at a time from the root; a symlink anywhere on the way (not only
+  // the last component) is replaced by its target and the walk starts again.
+  for (int hops = 0;;) {
+    std::string walked;  // the components taken so far, all directories
+    bool replaced = false;
+    for (size_t i = 0; i <= path.size() && !replaced;) {
+      size_t j = path.find('/', i);
+      if (j == std::string::npos) j = path.size();
+      const std::string here = path.substr(0, j);
+      const bool last = j == path.size();
+      auto ino = image.resolve_path(here);
+      if (!ino) throw fail("not found in the image");
+      if (ino->is_symlink()) {
+        if (++hops > 40) throw fail("too many levels of symbolic links");
+        const std::string rest = last ? "" : path.substr(j + 1);
+        const std::string target = lexical_target(walked, image.read_symlink(*ino));
+        path = rest.empty() ? target : target.empty() ? rest : target + "/" + rest;
+        replaced = true;
+      } else if (!last) {
+        if (!ino->is_dir()) throw fail(here + " is not a directory");
+        walked = here;
+        i = j + 1;
+      } else if (ino->is_regular()) {
+        return *ino;
+      } else {
+        throw fail(ino->is_dir() ? "is a directory" : "is not a regular file");
+      }
+    }
+  }
 }
 
 namespace {

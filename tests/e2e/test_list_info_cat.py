@@ -174,7 +174,8 @@ def test_cat():
 
 def test_cat_clamps_escaping_symlinks_at_the_root():
     """A symlink climbing out of the image, absolute or relative, stops at the image root as
-    in a chroot: /../../etc/passwd inside the image is the image's etc/passwd."""
+    in a chroot: /../../etc/passwd inside the image is the image's etc/passwd. Symlinks are
+    followed in every component of the path, as the kernel follows them."""
     with tempdir() as d:
         src = f"{d}/src"
         write(f"{src}/etc/passwd", b"the image's passwd\n")
@@ -182,13 +183,18 @@ def test_cat_clamps_escaping_symlinks_at_the_root():
         os.symlink("/../../etc/passwd", f"{src}/abs-up")
         os.symlink("/etc/../../../etc/passwd", f"{src}/a/abs-mid")
         os.symlink("../../../../etc/passwd", f"{src}/a/b/rel-up")
+        # Symlinks to directories in the middle of the path, chained, relative and absolute.
+        os.symlink("../../etc", f"{src}/a/b/etc-dir")
+        os.symlink("/../a", f"{src}/a-dir")
         img = f"{d}/img.sqfs"
         run([SQAR, "create", "-q", src, img])
-        for name in ("abs-up", "a/abs-mid", "a/b/rel-up"):
+        for name in ("abs-up", "a/abs-mid", "a/b/rel-up", "a/b/etc-dir/passwd", "a-dir/b/etc-dir/passwd"):
             p = run([SQAR, "cat", img, name], check=False, text=False)
             if p.returncode != 0 or p.stdout != b"the image's passwd\n":
                 raise AssertionError(f"cat {name}: exit {p.returncode}, {p.stdout!r} {p.stderr!r}")
-        log("ok: cat resolves escaping absolute and relative symlinks at the image root")
+        expect_fail(["cat", img, "a-dir/b/etc-dir"], 1, "a-dir/b/etc-dir: is a directory (its symlinks lead to etc)")
+        expect_fail(["cat", img, "etc/passwd/x"], 1, "etc/passwd/x: etc/passwd is not a directory")
+        log("ok: cat resolves escaping absolute and relative symlinks at the image root, also mid-path")
 
 
 def test_cat_streams_big_files_in_order():
