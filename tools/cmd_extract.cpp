@@ -51,6 +51,8 @@ const char kHelp[] =
     "checked against its XXH3-128 while it is written; a file that does not match is removed\n"
     "and named (\"content differs from the manifest\"), and the exit status is 1. Small files\n"
     "sharing a fragment block are checked together: a mismatch removes and names all of them.\n"
+    "With --tar a mismatch is an error naming the file: no archive file is left (on standard\n"
+    "output the archive ends there, incomplete).\n"
     "\n"
     "Safety: entry names containing '/', empty names, '.', '..', duplicate names (a symlink\n"
     "followed by an entry of the same name) and directory loops make the whole extraction fail\n"
@@ -88,6 +90,7 @@ int extract_tar(reader::Image& image, const std::string& out, const ops::Extract
   topt.patterns = opt.patterns;
   topt.xattrs = opt.xattrs;
   topt.threads = opt.jobs;
+  topt.verify = opt.verify;
   topt.problems = [](ops::Severity, const std::string& path, const std::string& message) {
     print_message("sqar extract: warning: " + path + ": " + message);
   };

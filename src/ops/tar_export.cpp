@@ -14,12 +14,14 @@
 #include <optional>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 #include "common/all_zero.h"
 #include "common/error.h"
 #include "format/squashfs.h"
 #include "ops/decode_ahead.h"
+#include "ops/manifest_check.h"
 #include "ops/path_select.h"
 #include "writer/image_file.h"
 
@@ -80,6 +82,7 @@ class Exporter {
 
   TarExportStats run() {
     check_patterns();
+    open_manifest();
     Sink sink(opt_.output);
     sink_ = &sink;
     a_.reset(archive_write_new());
@@ -89,6 +92,7 @@ class Exporter {
     check(archive_write_set_format_option(a_.get(), "pax", "xattrheader", "SCHILY"), "");
     check(archive_write_open2(a_.get(), this, nullptr, &Exporter::write_cb, nullptr, nullptr), "");
     write_all();
+    check_deferred_content();
     check(archive_write_close(a_.get()), "");
     sink.commit();
     sink_ = nullptr;
@@ -383,7 +387,10 @@ class Exporter {
     add_sparse_map(path, file, e);
     check(archive_write_header(a_.get(), e), path);
     const uint64_t bs = img_.super().block_size;
+    StreamHasher* hasher = check_ ? &hasher_ : nullptr;
+    if (hasher) hasher->reset();
     auto write = [&](const void* data, size_t len) {
+      if (hasher) hasher->update(data, len);
       if (archive_write_data(a_.get(), data, len) < 0) check(ARCHIVE_FATAL, path);
     };
     auto ends_early = [&] { return Error(img_.path() + ": " + path + ": content ends before the file's size"); };
@@ -409,6 +416,67 @@ class Exporter {
       done += c.len;
     }
     stats_.bytes += done;
+    if (hasher) check_content(path, file, hasher->digest());
+  }
+
+  // The content check against the manifest trailer, as `extract` and `cat` make it. A file
+  // with its own entry is checked as soon as it was written; a duplicate (the manifest lists
+  // each content once) and a small file covered by its fragment block's digest need every
+  // regular inode of the image learned, so they are checked after the last entry, before
+  // the archive is closed. A mismatch is an error, so a file archive is never completed.
+  void open_manifest() {
+    if (!opt_.verify) return;
+    try {
+      check_.emplace(img_);
+      if (!check_->has_manifest()) check_.reset();
+    } catch (const std::exception& e) {
+      throw Error(img_.path() + ": manifest trailer: " + without_path_prefix(e.what(), img_.path()) +
+                  " (--no-verify writes the archive without checking contents)");
+    }
+  }
+
+  void check_content(const std::string& path, const Inode& file, const Hash128& got) {
+    if (check_->in_fragment_digest(file)) {
+      in_fragments_.push_back({path, file.inode_number, file.fragment_index});
+      fragment_hashes_.emplace(file.inode_number, got);
+      return;
+    }
+    if (auto want = check_->expected(file)) {
+      if (!(*want == got)) throw content_differs(path, got, *want);
+      return;
+    }
+    duplicates_.push_back({path, file, got});
+  }
+
+  void check_deferred_content() {
+    if (!check_ || (duplicates_.empty() && fragment_hashes_.empty())) return;
+    std::unordered_set<uint32_t> learned;
+    try {
+      img_.walk([&](const std::string&, const Inode& inode) {
+        if (inode.is_regular() && learned.insert(inode.inode_number).second) check_->learn(inode);
+        return true;
+      });
+    } catch (const Error& err) {
+      throw Error(without_path_prefix(err.what(), img_.path()) +
+                  " (--no-verify writes the archive without checking contents)");
+    }
+    for (const auto& d : duplicates_)
+      if (auto want = check_->expected(d.file); want && !(*want == d.got)) throw content_differs(d.path, d.got, *want);
+    std::unordered_set<uint32_t> bad;
+    for (uint32_t fragment : check_->bad_fragments(fragment_hashes_)) bad.insert(fragment);
+    for (const auto& f : in_fragments_)
+      if (bad.count(f.fragment))
+        throw Error(img_.path() + ": " + f.path + ": content differs from the manifest: the digest of fragment block " +
+                    std::to_string(f.fragment) +
+                    " over its small files does not match (this file or another of them is damaged)" + not_written());
+  }
+
+  Error content_differs(const std::string& path, const Hash128& got, const Hash128& want) const {
+    return Error(img_.path() + ": " + path + ": content differs from the manifest (XXH3-128 " + got.hex() +
+                 ", expected " + want.hex() + ")" + not_written());
+  }
+  std::string not_written() const {
+    return opt_.output == "-" ? "; the archive on standard output is incomplete" : "; no archive was written";
   }
 
   reader::Image& img_;
@@ -420,6 +488,21 @@ class Exporter {
   std::vector<uint8_t> buf_;    // the sparse scan's block
   std::vector<uint8_t> zeros_;  // one block of zeros for sparse blocks
   TarExportStats stats_;
+  // The content check (see open_manifest).
+  struct DeferredFile {
+    std::string path;
+    Inode file;
+    Hash128 got;
+  };
+  struct FragmentFile {
+    std::string path;
+    uint32_t inode_number, fragment;
+  };
+  std::optional<ManifestCheck> check_;
+  StreamHasher hasher_;  // of the file being written, reset for each
+  std::vector<DeferredFile> duplicates_;
+  std::vector<FragmentFile> in_fragments_;
+  std::unordered_map<uint32_t, Hash128> fragment_hashes_;
 };
 
 }  // namespace

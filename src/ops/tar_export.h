@@ -13,8 +13,9 @@
 //   - sockets cannot be archived (tar has no type for them): skipped with a warning.
 // Worker threads decode blocks ahead of the one thread that writes, in walk order, so the
 // archive is byte-identical for any thread count.
-// A damaged block or inode is an error naming the entry. Writing to a file goes to an
-// unnamed file beside it that gets its name only when the archive is complete.
+// A damaged block or inode, or content that differs from the manifest trailer, is an error
+// naming the entry. Writing to a file goes to an unnamed file beside it that gets its name
+// only when the archive is complete.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -30,6 +31,9 @@ struct TarExportOptions {
   std::vector<std::string> patterns;  // PATH or GLOB inside the image; empty: everything
   bool xattrs = true;
   unsigned threads = 1;  // decoding blocks ahead of the writer; the archive is the same for any count
+  // Check each file's content against the manifest trailer (when the image has one); a
+  // mismatch is an error naming the file, and no archive file is left.
+  bool verify = true;
   ProblemSink problems;  // warnings (skipped sockets); errors are thrown
 };
 

@@ -1,7 +1,8 @@
 """sqar extract --tar: the pax archive of an image, extracted by GNU tar and by bsdtar (readers
 nobody here wrote), must give back the source tree: content, modes, numeric owners, mtimes,
 symlinks, hard links, devices, fifos, xattrs and holes. Also the pipe form, selection by path and
-glob, and a damaged image (an error naming the file, no archive left behind)."""
+glob, and a damaged image (an error naming the file, no archive left behind), including damage
+only the manifest trailer catches."""
 import os
 import struct
 import subprocess
@@ -197,6 +198,49 @@ def test_damaged_image():
             raise AssertionError(f"damaged listing: exit {p.returncode}, stderr {p.stderr!r}")
 
 
+def test_content_checked_against_the_manifest():
+    """Damage that decodes cleanly (blocks stored raw carry no checksum) is caught by the
+    manifest trailer, as extract and cat catch it: a file with its own entry, a duplicate
+    (the manifest lists each content once) and small files under their fragment block's
+    digest. An error naming the file, exit 1, no archive left; --no-verify writes it."""
+    with tempdir() as d:
+        src, img, tar = f"{d}/src", f"{d}/img.sqfs", f"{d}/out.tar"
+        write(f"{src}/big.bin", pseudo_random(3 * 131072, 1))  # random: stored raw
+        for i in range(3):
+            write(f"{src}/small/{i}", pseudo_random(5000, 10 + i))  # a raw fragment block
+        sqar_create(src, img)
+        run([SQAR, "extract", "--tar", tar, img])
+        good = open(img, "rb").read()
+        data_start = 96
+        cases = [("big.bin", data_start + 1000, ["big.bin"], []),
+                 # the fragment block follows the big file's 3 blocks
+                 ("a small file", data_start + 3 * 131072 + 100, ["small/0", "fragment block 0"], []),
+                 # only the duplicate is exported: its owner is not among the entries
+                 ("the copy of big.bin", data_start + 1000, ["copy/big.bin"], ["copy"])]
+        write(f"{src}/copy/big.bin", pseudo_random(3 * 131072, 1))
+        sqar_create(src, f"{d}/dup.sqfs")
+        for what, pos, needles, patterns in cases:
+            image = f"{d}/dup.sqfs" if patterns else img
+            data = bytearray(good if not patterns else open(image, "rb").read())
+            data[pos] ^= 0x5A
+            bad = f"{d}/bad.sqfs"
+            open(bad, "wb").write(data)
+            os.remove(tar)
+            p = run([SQAR, "extract", "--tar", tar, bad, *patterns], check=False)
+            if p.returncode != 1 or "content differs from the manifest" not in p.stderr or os.path.exists(tar):
+                raise AssertionError(f"damaged {what}: exit {p.returncode}, stderr {p.stderr!r}")
+            for n in needles:
+                if n not in p.stderr:
+                    raise AssertionError(f"damaged {what}: stderr does not name {n!r}: {p.stderr!r}")
+            if [n for n in os.listdir(d) if n.startswith("out.tar")]:
+                raise AssertionError(f"damaged {what}: a failed extract --tar left {os.listdir(d)}")
+            p = run([SQAR, "extract", "--tar", "-", bad, *patterns], check=False, stdout=subprocess.DEVNULL)
+            if p.returncode != 1 or "standard output is incomplete" not in p.stderr:
+                raise AssertionError(f"damaged {what} to stdout: exit {p.returncode}, stderr {p.stderr!r}")
+            run([SQAR, "extract", "--no-verify", "--tar", tar, bad, *patterns])
+            log(f"ok: damaged {what}: {p.stderr.strip()}")
+
+
 if __name__ == "__main__":
     main([test_full_tree_gnu_tar_and_bsdtar, test_non_utf8_name, test_pipe_to_tar, test_patterns,
-          test_threads_give_the_same_archive, test_damaged_image])
+          test_threads_give_the_same_archive, test_damaged_image, test_content_checked_against_the_manifest])
