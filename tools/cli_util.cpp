@@ -27,7 +27,13 @@ int run_guarded(const char* cmd, const std::function<int()>& body, int error_cod
 }
 
 void throw_getopt_error(int c, char** argv) {
-  const std::string arg = argv[optind - 1];
+  // Inside a cluster such as -xy, optind still points at the cluster or already past it, so
+  // argv[optind - 1] may be another argument: a short option is named by its letter (optopt).
+  // A missing value only happens at the last argument, which names a long option itself; an
+  // unknown long option leaves optopt 0.
+  const std::string last = argv[optind - 1];
+  const bool long_option = last.rfind("--", 0) == 0 && (c == ':' || optopt == 0);
+  const std::string arg = long_option || optopt <= 0 || optopt >= 128 ? last : std::string("-") + char(optopt);
   if (c == ':') throw UsageError("option '" + arg + "' needs a value");
   throw UsageError("unknown option '" + arg + "'");
 }

@@ -17,6 +17,9 @@ def test_bad_option_is_a_usage_error_in_every_command():
         p = run([SQAR, cmd, "--bogus-option", "x", "y"], check=False)
         want = f"sqar {cmd}: unknown option '--bogus-option'\nTry 'sqar {cmd} --help' for examples.\n"
         assert p.returncode == 2 and p.stderr == want and p.stdout == "", (cmd, p.returncode, p.stderr)
+        # An unknown letter inside a cluster is named itself, not the argument before it.
+        p = run([SQAR, cmd, "x", "-%y"], check=False)
+        assert p.returncode == 2 and p.stderr.startswith(f"sqar {cmd}: unknown option '-%'\n"), (cmd, p.stderr)
         p = run([SQAR, cmd], check=False)
         assert p.returncode == 2 and p.stderr.startswith(f"sqar {cmd}: ") and \
             p.stderr.endswith(f"Try 'sqar {cmd} --help' for examples.\n"), (cmd, p.returncode, p.stderr)
