@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <exception>
 
+#include "common/display_name.h"
 #include "common/error.h"
 #include "common/parse_size.h"
 #include "scan/exclude.h"
@@ -18,10 +19,10 @@ int run_guarded(const char* cmd, const std::function<int()>& body, int error_cod
   try {
     return body();
   } catch (const UsageError& e) {
-    std::fprintf(stderr, "sqar %s: %s\nTry 'sqar %s --help' for examples.\n", cmd, e.what(), cmd);
+    std::fprintf(stderr, "sqar %s: %s\nTry 'sqar %s --help' for examples.\n", cmd, printable(e.what()).c_str(), cmd);
     return 2;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "sqar %s: %s\n", cmd, e.what());
+    std::fprintf(stderr, "sqar %s: %s\n", cmd, printable(e.what()).c_str());
     return error_code;
   }
 }

@@ -7,6 +7,7 @@
 
 #include "cli_util.h"
 #include "command.h"
+#include "common/display_name.h"
 #include "ops/tree_compare.h"
 #include "read_common.h"
 
@@ -100,7 +101,7 @@ int diff_main(int argc, char** argv) {
         if (json) {
           print_json(result.differences);
         } else {
-          for (const auto& d : result.differences) std::printf("%s\n", d.line.c_str());
+          for (const auto& d : result.differences) std::printf("%s\n", escape_name(d.line).c_str());
         }
         std::fflush(stdout);
         return result.differences.empty() ? 0 : 1;

@@ -8,6 +8,7 @@
 
 #include "cli_util.h"
 #include "command.h"
+#include "common/display_name.h"
 #include "common/path_pattern.h"
 #include "ops/entry_format.h"
 #include "read_common.h"
@@ -28,8 +29,9 @@ const char kHelp[] =
     "                      '-> target' for symlinks, like tar -tv\n"
     "  -n, --numeric       show numeric uid/gid instead of names (with -l)\n"
     "  -0, --null          end each path with a NUL byte instead of a newline, names as they\n"
-    "                      are (for xargs -0); without it control characters and '\\' in names\n"
-    "                      are escaped as ls -b and GNU tar do ('\\n', '\\t', '\\\\', '\\ooo')\n"
+    "                      are (for xargs -0); without it control characters (C1 too), '\\'\n"
+    "                      and bytes that are not UTF-8 in names are escaped as ls -b and GNU\n"
+    "                      tar do ('\\n', '\\t', '\\\\', '\\ooo')\n"
     "      --json          a JSON array on standard output, one object per entry with the keys\n"
     "                      path, type, mode, uid, gid, size, mtime, and target (symlinks) or\n"
     "                      rdev_major/rdev_minor (devices); see sqar(1)\n"
@@ -49,49 +51,6 @@ const char kHelp[] =
     "matches nothing, 2 on bad usage.\n";
 
 enum class Output { text, null, json };
-
-bool must_escape(unsigned char c) { return c == '\\' || c < 0x20 || c == 0x7f; }
-
-// Whether NAME holds a byte escape_name changes, eight bytes at a time: paths of a deep tree
-// are long and nearly always clean, so this keeps `list` at the speed of writing them.
-bool needs_escaping(const std::string& name) {
-  constexpr uint64_t kOnes = 0x0101010101010101, kHighs = 0x8080808080808080;
-  auto has_zero_byte = [&](uint64_t v) { return (v - kOnes) & ~v & kHighs; };
-  size_t i = 0;
-  for (; i + 8 <= name.size(); i += 8) {
-    uint64_t x;
-    std::memcpy(&x, name.data() + i, 8);
-    const uint64_t below_space = (x - kOnes * 0x20) & ~x & kHighs;
-    if (below_space | has_zero_byte(x ^ (kOnes * 0x7f)) | has_zero_byte(x ^ (kOnes * '\\'))) return true;
-  }
-  for (; i < name.size(); ++i)
-    if (must_escape(static_cast<unsigned char>(name[i]))) return true;
-  return false;
-}
-
-// Control characters and '\' in NAME as ls -b and GNU tar write them, so each entry stays on
-// one line and the escaping can be undone.
-std::string escape_name(const std::string& name) {
-  if (!needs_escaping(name)) return name;
-  std::string out;
-  for (unsigned char c : name) {
-    switch (c) {
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
-      default:
-        if (must_escape(c)) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\%03o", c);
-          out += buf;
-        } else {
-          out += char(c);
-        }
-    }
-  }
-  return out;
-}
 
 // Stable identifiers for --json (reader::kind_name gives words for messages).
 const char* json_type(reader::FileKind k) {
@@ -123,12 +82,8 @@ void print_entry(reader::Image& image, const std::string& raw_path, const reader
                  bool numeric, Output output) {
   const char end = output == Output::null ? '\0' : '\n';
   if (!long_format) {
-    if (output == Output::null || !needs_escaping(raw_path)) {
-      std::fwrite(raw_path.data(), 1, raw_path.size(), stdout);
-    } else {
-      const std::string path = escape_name(raw_path);
-      std::fwrite(path.data(), 1, path.size(), stdout);
-    }
+    const std::string path = output == Output::null ? raw_path : escape_name(raw_path);
+    std::fwrite(path.data(), 1, path.size(), stdout);
     std::putchar(end);
     return;
   }
@@ -201,7 +156,7 @@ int list_main(int argc, char** argv) {
         reader::WalkOptions{.with_blocks = false, .on_error = [&](const std::string& path, const std::string& error) {
                               // A damaged entry is named and skipped; its siblings are still listed.
                               std::fflush(stdout);
-                              std::fprintf(stderr, "sqar list: %s: %s\n", path.c_str(), error.c_str());
+                              std::fprintf(stderr, "sqar list: %s\n", printable(path + ": " + error).c_str());
                               damaged = true;
                             }});
     if (output == Output::json) std::fputs(first ? "]\n" : "\n]\n", stdout);

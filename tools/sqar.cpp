@@ -5,6 +5,7 @@
 #include <exception>
 
 #include "command.h"
+#include "common/display_name.h"
 #include "common/open_file_limit.h"
 #include "sqar_version.h"
 
@@ -43,7 +44,7 @@ int run_command(const sqar::cli::Command& c, int argc, char** argv) {
   try {
     return c.main(argc, argv);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "sqar %s: %s\n", c.name, e.what());
+    std::fprintf(stderr, "sqar %s: %s\n", c.name, sqar::printable(e.what()).c_str());
     return 1;
   }
 }

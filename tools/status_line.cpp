@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "cli_util.h"
+#include "common/display_name.h"
 
 namespace sqar::cli {
 namespace {
@@ -16,7 +17,7 @@ bool status_shown = false;  // a status line is on screen (without a newline)
 
 void print_message(const std::string& line) {
   std::lock_guard lk(stderr_mu);
-  std::fprintf(stderr, "%s%s\n", status_shown ? "\r\033[K" : "", line.c_str());
+  std::fprintf(stderr, "%s%s\n", status_shown ? "\r\033[K" : "", printable(line).c_str());
   std::fflush(stderr);
 }
 

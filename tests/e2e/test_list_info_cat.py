@@ -239,6 +239,33 @@ def test_cat_streams_big_files_in_order():
         log(f"ok: cat streams in order with 1-5 threads; a damaged block stops it at byte {len(out)}")
 
 
+def test_hostile_names_are_escaped_everywhere():
+    """Names are bytes: an escape sequence, a C1 control (U+009B is CSI on some terminals), a
+    newline or bytes that are not UTF-8 must not reach a terminal raw. list and diff write
+    them as `ls -b` does in a UTF-8 locale (the reference here), and error messages escape
+    them too."""
+    names = [b"e\x1b[31mred", b"u\xc2\x9bx", b"bad\xff\xfename", b"new\nline", "\u00fcn\u00efcode".encode(),
+             b"back\\slash", b"plain"]
+    with tempdir() as d:
+        os.makedirs(f"{d}/src")
+        os.makedirs(f"{d}/empty")
+        for n in names:
+            write(os.fsencode(f"{d}/src/") + n, b"x")
+        img = f"{d}/img.sqfs"
+        run([SQAR, "create", "-q", f"{d}/src", img])
+        env = dict(os.environ, LC_ALL="C.UTF-8")
+        want = run(["ls", "-b", f"{d}/src"], text=False, env=env).stdout.split(b"\n")[:-1]
+        got = run([SQAR, "list", img], text=False).stdout.split(b"\n")[:-1]
+        assert sorted(got) == sorted(want), (got, want)
+        p = run([SQAR, "diff", img, f"{d}/empty"], check=False, text=False)
+        assert p.returncode == 1 and sorted(p.stdout.split(b"\n")[:-1]) == sorted(b"- " + w for w in want), p.stdout
+        p = run([SQAR, "cat", img, "e\x1b[2Jgone\u009b"], check=False, text=False)
+        assert p.returncode == 1 and b": e\\033[2Jgone\\302\\233: " in p.stderr, p.stderr
+        for out in (p.stderr, run([SQAR, "list", img, "new\nmissing"], check=False, text=False).stderr):
+            assert not any(c < 0x20 and c != 0x0A for c in out) and out.count(b"\n") == 1, out
+        log("ok: list and diff print names as ls -b does; error messages escape them as well")
+
+
 def test_help_and_usage():
     for cmd in ("extract", "list", "cat", "info", "verify", "diff"):
         h = sqar(cmd, "--help").stdout
@@ -259,4 +286,5 @@ if __name__ == "__main__":
     if shutil.which("mksquashfs") is None:
         print("SKIPPED: mksquashfs is not installed")
         raise SystemExit(77)
-    main([test_list, test_info, test_info_reads_metadata_only, test_cat, test_cat_clamps_escaping_symlinks_at_the_root, test_cat_streams_big_files_in_order, test_help_and_usage])
+    main([test_list, test_info, test_info_reads_metadata_only, test_cat, test_cat_clamps_escaping_symlinks_at_the_root,
+          test_cat_streams_big_files_in_order, test_hostile_names_are_escaped_everywhere, test_help_and_usage])
