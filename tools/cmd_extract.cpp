@@ -43,6 +43,7 @@ const char kHelp[] =
     "      --tar FILE        write a pax tar archive to FILE ('-': standard output) instead of\n"
     "                        a directory: numeric owners, hard links, devices, xattrs, holes as\n"
     "                        GNU sparse 1.0; the root directory itself and sockets are left out\n"
+    "                        (a device or FIFO as FILE is written into, as tar does)\n"
     "  -q, --quiet           no progress bar and no summary\n"
     "      --progress        show the progress bar (and summary) even when stderr is not a terminal\n"
     "  -h, --help            show this help\n"

@@ -2,6 +2,7 @@
 
 #include <archive.h>
 #include <archive_entry.h>
+#include <fcntl.h>
 #include <locale.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -38,29 +39,52 @@ std::string parent_of(const std::string& path) {
   return slash == std::string::npos ? std::string() : path.substr(0, slash);
 }
 
-// Where the archive bytes go: the unnamed file that becomes OUTPUT, or standard output.
+// Where the archive bytes go: the unnamed file that becomes OUTPUT; or, as tar writes them, a
+// device or FIFO that OUTPUT names (/dev/null, a tape, a pipe a reader waits on), which a
+// file renamed over it would replace; or standard output.
 class Sink {
  public:
-  explicit Sink(const std::string& output) : name_(output) {
-    if (output != "-") file_.emplace(output, /*overwrite=*/true);  // as `tar -cf` replaces
+  explicit Sink(const std::string& output) : name_(output == "-" ? "standard output" : output) {
+    if (output == "-") return;
+    struct stat st;
+    if (::stat(output.c_str(), &st) == 0 && (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) || S_ISFIFO(st.st_mode))) {
+      fd_ = ::open(output.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY);
+      if (fd_ < 0) throw_errno(output, errno);
+      owned_fd_ = true;
+      return;
+    }
+    file_.emplace(output, /*overwrite=*/true);  // as `tar -cf` replaces
   }
+  ~Sink() {
+    if (owned_fd_) ::close(fd_);
+  }
+  Sink(const Sink&) = delete;
+  Sink& operator=(const Sink&) = delete;
+
   void write(const void* data, size_t len) {
     if (file_) return file_->append(data, len);
     auto p = static_cast<const uint8_t*>(data);
     while (len) {
-      ssize_t n = ::write(STDOUT_FILENO, p, len);
+      ssize_t n = ::write(fd_, p, len);
       if (n < 0 && errno == EINTR) continue;
-      if (n < 0) throw_errno("standard output", errno);
+      if (n < 0) throw_errno(name_, errno);
       p += n, len -= size_t(n);
     }
   }
+  // Bytes go out as they are written (standard output, a device, a FIFO): an error cannot
+  // take back what was sent.
+  bool streams() const { return !file_; }
   void commit() {
     if (file_) file_->commit();
+    if (owned_fd_ && ::close(std::exchange(fd_, -1)) != 0 && errno != EINTR) throw_errno(name_, errno);
+    owned_fd_ = false;
   }
 
  private:
   std::string name_;
   std::optional<ImageFile> file_;
+  int fd_ = STDOUT_FILENO;
+  bool owned_fd_ = false;
 };
 
 struct ArchiveFree {
@@ -476,7 +500,8 @@ class Exporter {
                  ", expected " + want.hex() + ")" + not_written());
   }
   std::string not_written() const {
-    return opt_.output == "-" ? "; the archive on standard output is incomplete" : "; no archive was written";
+    if (!sink_->streams()) return "; no archive was written";
+    return "; the archive on " + std::string(opt_.output == "-" ? "standard output" : opt_.output) + " is incomplete";
   }
 
   reader::Image& img_;

@@ -85,6 +85,15 @@ int view_truncate(sqfs_file_t* f, sqfs_u64 size) {
   }
 }
 void view_destroy(sqfs_object_t*) {}  // owned by ImageFile
+
+const char* file_kind(mode_t mode) {
+  if (S_ISCHR(mode)) return "character device";
+  if (S_ISBLK(mode)) return "block device";
+  if (S_ISFIFO(mode)) return "FIFO";
+  if (S_ISSOCK(mode)) return "socket";
+  return "special file";
+}
+
 }  // namespace
 
 ImageFile::ImageFile(std::string final_path, bool overwrite)
@@ -92,8 +101,16 @@ ImageFile::ImageFile(std::string final_path, bool overwrite)
   struct stat st;
   const bool exists = lstat(final_path_.c_str(), &st) == 0;
   if (exists) {
+    // What the name leads to: the file is written beside it and renamed over the name, which
+    // would put a regular file in place of a device or a FIFO (/dev/null, a tape, a pipe).
+    struct stat target;
+    const bool leads = S_ISLNK(st.st_mode) ? stat(final_path_.c_str(), &target) == 0 : (target = st, true);
+    if (leads && S_ISDIR(target.st_mode)) throw Error(final_path_ + ": is a directory");
+    if (leads && !S_ISREG(target.st_mode))
+      throw Error(final_path_ + ": is a " + file_kind(target.st_mode) +
+                  ", not a regular file: the output is made as a new file renamed into place, which would "
+                  "replace it");
     if (!overwrite) throw Error(final_path_ + ": already exists (use --force to overwrite it)");
-    if (S_ISDIR(st.st_mode)) throw Error(final_path_ + ": is a directory");
   }
   const std::string dir = directory_of(final_path_);
   // An unnamed file in IMAGE's directory: nothing to clean up whatever kills us (SIGKILL, the

@@ -3,8 +3,9 @@
 that is a directory or cannot be read is a usage error naming the path and the cause (exit 2,
 nothing written); the README's nightly `--force --reuse IMAGE ... IMAGE` works on its first
 night (no IMAGE yet) and over a damaged one, with a one-line note, while --reuse-strict keeps
-the error; `-` as IMAGE is refused, naming the alternatives."""
+the error; `-` as IMAGE is refused, naming the alternatives, and so is a device or FIFO."""
 import os
+import stat
 
 from sqartest import SQAR, log, main, pseudo_random, run, tempdir, unsquashfs_extract, write
 
@@ -89,7 +90,27 @@ def test_image_on_standard_output_is_refused():
         log(f"ok: {p.stderr.splitlines()[0]}")
 
 
+def test_a_device_or_fifo_as_image_is_refused_and_kept():
+    """The image is written to a new file renamed over IMAGE: over /dev/null (or a symlink to
+    it) or a FIFO that would put a regular file in the device's place. Refused, with or
+    without --force, and the node stays what it was."""
+    with tempdir() as d:
+        src = small_tree(f"{d}/src")
+        os.mkfifo(f"{d}/fifo")
+        os.symlink("/dev/null", f"{d}/null-link")
+        for image, kind in (("/dev/null", "character device"), (f"{d}/null-link", "character device"),
+                            (f"{d}/fifo", "FIFO")):
+            for force in ([], ["--force"]):
+                p = run([SQAR, "create", "-q", *force, src, image], check=False)
+                assert p.returncode == 1 and f"{image}: is a {kind}, not a regular file" in p.stderr, p.stderr
+        assert stat.S_ISCHR(os.stat("/dev/null").st_mode) and stat.S_ISFIFO(os.lstat(f"{d}/fifo").st_mode)
+        assert os.readlink(f"{d}/null-link") == "/dev/null"
+        p = run([SQAR, "create", "-q", src, d], check=False)
+        assert p.returncode == 1 and f"{d}: is a directory" in p.stderr, p.stderr
+        log(f"ok: {p.stderr.strip()}")
+
+
 if __name__ == "__main__":
     main([test_exclude_from_a_directory_or_an_unreadable_file,
           test_nightly_reuse_on_its_first_night_and_over_a_damaged_image,
-          test_image_on_standard_output_is_refused])
+          test_image_on_standard_output_is_refused, test_a_device_or_fifo_as_image_is_refused_and_kept])

@@ -4,6 +4,7 @@ symlinks, hard links, devices, fifos, xattrs and holes. Also the pipe form, sele
 glob, and a damaged image (an error naming the file, no archive left behind), including damage
 only the manifest trailer catches."""
 import os
+import stat
 import struct
 import subprocess
 
@@ -241,6 +242,32 @@ def test_content_checked_against_the_manifest():
             log(f"ok: damaged {what}: {p.stderr.strip()}")
 
 
+def test_archive_into_a_device_or_fifo():
+    """As `tar -cf` does, an archive named by a device or a FIFO is written into it, not into a
+    new file renamed over it (which would replace /dev/null with a regular file)."""
+    need_tool("tar")
+    with tempdir() as d:
+        src, img = full_image(d)
+        sqar("extract", "--tar", "/dev/null", img)
+        assert stat.S_ISCHR(os.stat("/dev/null").st_mode), "/dev/null was replaced"
+        fifo, out = f"{d}/fifo", f"{d}/out"
+        os.mkfifo(fifo)
+        os.makedirs(out)
+        consumer = subprocess.Popen([*GNU_TAR, "-f", fifo, "-C", out], stderr=subprocess.PIPE, text=True)
+        sqar("extract", "--tar", fifo, img)
+        _, err = consumer.communicate(timeout=120)
+        if consumer.returncode != 0:
+            raise AssertionError(f"tar reading the FIFO exited {consumer.returncode}: {err}")
+        assert stat.S_ISFIFO(os.lstat(fifo).st_mode), "the FIFO was replaced"
+        compare_trees(src, out, "sqar extract --tar FIFO, tar -x from it", owners=OWNERS, ignore=NO_SOCKET)
+        if os.path.exists("/dev/full"):
+            p = run([SQAR, "extract", "--tar", "/dev/full", img], check=False)
+            assert p.returncode == 1 and "/dev/full: No space left on device" in p.stderr, p.stderr
+            assert stat.S_ISCHR(os.stat("/dev/full").st_mode), "/dev/full was replaced"
+        log("ok: archives go into /dev/null, a FIFO and /dev/full, which stay what they are")
+
+
 if __name__ == "__main__":
     main([test_full_tree_gnu_tar_and_bsdtar, test_non_utf8_name, test_pipe_to_tar, test_patterns,
-          test_threads_give_the_same_archive, test_damaged_image, test_content_checked_against_the_manifest])
+          test_threads_give_the_same_archive, test_damaged_image, test_content_checked_against_the_manifest,
+          test_archive_into_a_device_or_fifo])
