@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <mutex>
 
+#include "common/display_name.h"
+
 namespace sqar::fuse {
 
 namespace {
@@ -46,6 +48,8 @@ void log_error(const std::string& message) {
     }
     ++g_logged;
   }
+  // Messages name entries of the image, whose bytes may hold control characters.
+  line = printable(line);
   if (g_syslog) {
     syslog(LOG_ERR, "%s", line.c_str());
   } else {
@@ -54,10 +58,11 @@ void log_error(const std::string& message) {
 }
 
 void log_info(const std::string& message) {
+  const std::string line = printable(message);
   if (g_syslog) {
-    syslog(LOG_INFO, "%s", message.c_str());
+    syslog(LOG_INFO, "%s", line.c_str());
   } else {
-    fprintf(stderr, "sqarfs: %s\n", message.c_str());
+    fprintf(stderr, "sqarfs: %s\n", line.c_str());
   }
 }
 
