@@ -77,9 +77,11 @@ Inode ImageImpl::read_inode(InodeRef ref, bool want_blocks) {
       ino.dir_index_count = load_le16(b + 16);
       ino.dir_offset = load_le16(b + 18);
       ino.xattr_index = load_le32(b + 20);
-      // One index entry per metadata block the listing enters: more means a damaged count,
-      // and every lookup would scan them all.
-      if (ino.dir_index_count > ino.dir_file_size / fmt::kMetadataBlockSize + 2)
+      // Each index entry points at a directory header of the listing (libsquashfs indexes
+      // every header, mksquashfs the first header in each metadata block), and a header takes
+      // at least 21 bytes: 12 of its own and one entry of 8 plus a name. More entries than
+      // that means a damaged count, which every lookup would scan.
+      if (ino.dir_index_count > ino.dir_file_size / 21 + 1)
         r.fail("directory index of " + std::to_string(ino.dir_index_count) + " entries for a listing of " +
                std::to_string(ino.dir_file_size) + " bytes");
       if (ino.dir_index_count) {

@@ -266,6 +266,30 @@ def test_hostile_names_are_escaped_everywhere():
         log("ok: list and diff print names as ls -b does; error messages escape them as well")
 
 
+def test_large_directories():
+    """A directory of 10,000 entries: sqar's writer indexes every directory header (about one
+    per 256 entries), mksquashfs the first header of each metadata block. list, cat and
+    verify read both as unsquashfs lists them."""
+    with tempdir() as d:
+        names = [f"f{i:06d}" for i in range(10000)]
+        os.makedirs(f"{d}/src/d")
+        for n in names:
+            open(f"{d}/src/d/{n}", "w").close()
+        write(f"{d}/src/d/zz-last", b"the last one\n")
+        for maker in ("sqar", "mksquashfs"):
+            img = f"{d}/{maker}.sqfs"
+            if maker == "sqar":
+                run([SQAR, "create", "-q", f"{d}/src", img])
+            else:
+                mksquashfs(f"{d}/src", img)
+            theirs = [p.lstrip("/") for p in run(["unsquashfs", "-d", "", "-l", img]).stdout.split()]
+            ours = sqar("list", img).stdout.split()
+            assert ours == sorted(theirs) and len(ours) == 10002, (maker, len(ours), len(theirs))
+            assert sqar("cat", img, "d/zz-last").stdout == "the last one\n", maker
+            sqar("verify", img)
+        log("ok: 10,000-entry directories of sqar's and mksquashfs's images list, cat and verify")
+
+
 def test_help_and_usage():
     for cmd in ("extract", "list", "cat", "info", "verify", "diff"):
         h = sqar(cmd, "--help").stdout
@@ -287,4 +311,5 @@ if __name__ == "__main__":
         print("SKIPPED: mksquashfs is not installed")
         raise SystemExit(77)
     main([test_list, test_info, test_info_reads_metadata_only, test_cat, test_cat_clamps_escaping_symlinks_at_the_root,
-          test_cat_streams_big_files_in_order, test_hostile_names_are_escaped_everywhere, test_help_and_usage])
+          test_cat_streams_big_files_in_order, test_hostile_names_are_escaped_everywhere, test_large_directories,
+          test_help_and_usage])

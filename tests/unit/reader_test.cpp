@@ -6,6 +6,7 @@
 #include <sys/xattr.h>
 
 #include <atomic>
+#include <cstdio>
 #include <map>
 #include <thread>
 
@@ -13,6 +14,7 @@
 #include "format/squashfs.h"
 #include "reader/image.h"
 #include "reader_test_util.h"
+#include "writer/create.h"
 
 namespace {
 
@@ -161,6 +163,39 @@ TEST(Reader, ReadsGensquashfsImage) {
     return true;
   });
   EXPECT_GT(files, 1500u);
+}
+
+// libsquashfs indexes every directory header (one per 256 entries or inode block), not one
+// per metadata block: a directory of 10,000 short names has 60 or so index entries for a
+// listing of 150 KB. The reader must take what its own writer (and the kernel) accept.
+TEST(Reader, ReadsTheIndexOfALargeDirectoryItsWriterMade) {
+  TempDir dir;
+  const fs::path src = dir.path() / "src";
+  fs::create_directories(src / "d");
+  for (int i = 0; i < 10000; ++i) {
+    char name[16];
+    std::snprintf(name, sizeof name, "f%06d", i);
+    write_file(src / "d" / name, "");
+  }
+  sqar::CreateOptions opt;
+  opt.scan.sources = {src.string() + "/"};
+  opt.image = (dir.path() / "big-dir.sqfs").string();
+  opt.threads = 1;
+  sqar::create_image(opt);
+  auto image = Image::open(opt.image);
+  auto d = image->resolve_path("d");
+  ASSERT_TRUE(d);
+  EXPECT_GT(d->dir_index_count, d->dir_file_size / sqar::fmt::kMetadataBlockSize + 2)
+      << "more index entries than metadata blocks: the case this test is about";
+  auto entries = image->read_dir(*d);
+  ASSERT_EQ(entries.size(), 10000u);
+  for (size_t i = 0; i < entries.size(); i += 97) {
+    auto found = image->lookup(*d, entries[i].name);
+    ASSERT_TRUE(found) << entries[i].name;
+    EXPECT_EQ(found->inode_ref, entries[i].inode_ref);
+  }
+  EXPECT_TRUE(image->resolve_path("d/f009999"));
+  EXPECT_FALSE(image->lookup(*d, "f010000"));
 }
 
 TEST(Reader, LookupUsesDirectoryIndexAndExportTable) {
