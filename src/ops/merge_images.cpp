@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <exception>
 #include <filesystem>
@@ -57,6 +58,11 @@ class Merger {
   MergeStats run() {
     const auto t0 = std::chrono::steady_clock::now();
     if (opt_.images.empty()) throw Error("no input image given");
+    // append changes IMAGE as a user sees it, though it renames a new file over it: an image
+    // its owner made read-only (chmod 444, as archives are protected) is refused, as
+    // mksquashfs refuses to append to it. (root may write it, there as here.)
+    if (opt_.append && ::access(opt_.images[0].c_str(), W_OK) != 0 && errno == EACCES)
+      throw Error(opt_.images[0] + ": Permission denied (the image is not writable; append would replace it)");
     for (const auto& p : opt_.images) inputs_.push_back(open_input_image(p));
     const CodecConfig codec = choose_codec();
     load_inputs();

@@ -41,6 +41,23 @@ std::string directory_of(const std::string& path) {
   if (slash == 0) return "/";
   return path.substr(0, slash);
 }
+
+// The file a symlink at PATH leads to (PATH itself when it is none), as mksquashfs and
+// `tar -cf` write through a symlink: the new file is renamed over the target, and the symlink
+// stays. A dangling symlink leads to the file it names, which is then created.
+std::string follow_symlinks(const std::string& path) {
+  std::string at = path;
+  for (int hops = 0; hops <= 40; ++hops) {
+    struct stat st;
+    if (lstat(at.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return at;
+    std::vector<char> target(PATH_MAX + 1);
+    const ssize_t n = readlink(at.c_str(), target.data(), target.size());
+    if (n <= 0 || size_t(n) >= target.size()) throw_errno(at, n < 0 ? errno : ENAMETOOLONG);
+    const std::string to(target.data(), size_t(n));
+    at = to[0] == '/' ? to : directory_of(at) + "/" + to;
+  }
+  throw Error(path + ": too many levels of symbolic links");
+}
 }  // namespace
 
 void remove_pending_temp_file_from_signal_handler() {
@@ -97,20 +114,18 @@ const char* file_kind(mode_t mode) {
 }  // namespace
 
 ImageFile::ImageFile(std::string final_path, bool overwrite)
-    : final_path_(std::move(final_path)), overwrite_(overwrite) {
+    : final_path_(follow_symlinks(final_path)), overwrite_(overwrite) {
   struct stat st;
   const bool exists = lstat(final_path_.c_str(), &st) == 0;
   if (exists) {
-    // What the name leads to: the file is written beside it and renamed over the name, which
-    // would put a regular file in place of a device or a FIFO (/dev/null, a tape, a pipe).
-    struct stat target;
-    const bool leads = S_ISLNK(st.st_mode) ? stat(final_path_.c_str(), &target) == 0 : (target = st, true);
-    if (leads && S_ISDIR(target.st_mode)) throw Error(final_path_ + ": is a directory");
-    if (leads && !S_ISREG(target.st_mode))
-      throw Error(final_path_ + ": is a " + file_kind(target.st_mode) +
+    // The file is written beside the name and renamed over it, which would put a regular
+    // file in place of a device or a FIFO (/dev/null, a tape, a pipe).
+    if (S_ISDIR(st.st_mode)) throw Error(final_path + ": is a directory");
+    if (!S_ISREG(st.st_mode))
+      throw Error(final_path + ": is a " + file_kind(st.st_mode) +
                   ", not a regular file: the output is made as a new file renamed into place, which would "
                   "replace it");
-    if (!overwrite) throw Error(final_path_ + ": already exists (use --force to overwrite it)");
+    if (!overwrite) throw Error(final_path + ": already exists (use --force to overwrite it)");
   }
   const std::string dir = directory_of(final_path_);
   // An unnamed file in IMAGE's directory: nothing to clean up whatever kills us (SIGKILL, the

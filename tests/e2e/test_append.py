@@ -14,7 +14,7 @@ import signal
 import subprocess
 import time
 
-from sqartest import (SQAR, compare_trees, image_in_progress, kernel_mount, leftovers, log, main, make_full_tree,
+from sqartest import (AS_NOBODY, SQAR, compare_trees, image_in_progress, kernel_mount, leftovers, log, main, make_full_tree,
                       need_root, need_tool, pseudo_random, run, skip, tempdir, unsquashfs_extract, write)
 
 BLOCK = 131072
@@ -339,7 +339,47 @@ def test_enospc():
             subprocess.run(["umount", f"{d}/tiny"])
 
 
+def test_symlinked_and_read_only_images():
+    """An IMAGE that is a symlink is written through, as mksquashfs and `tar -cf` write: the
+    target gets the new image and the symlink stays (create --force, append, extract --tar;
+    a dangling one creates its target). An image its owner made read-only (chmod 444) is not
+    appended to, as mksquashfs refuses; once writable again it is."""
+    need_root()
+    with tempdir() as d:
+        os.chmod(d, 0o777)
+        write(f"{d}/a/one", b"one\n")
+        write(f"{d}/b/two", b"two\n")
+        os.makedirs(f"{d}/images")
+        real, link = f"{d}/images/real.sqfs", f"{d}/link.sqfs"
+        run([SQAR, "create", "-q", f"{d}/a", real])
+        os.symlink("images/real.sqfs", link)
+        run([SQAR, "append", "-q", link, f"{d}/b"])
+        assert os.readlink(link) == "images/real.sqfs", "the symlink was replaced"
+        assert run([SQAR, "list", real]).stdout.split() == ["one", "two"]
+        run([SQAR, "create", "-q", "-f", f"{d}/b", link])
+        assert os.path.islink(link) and run([SQAR, "list", real]).stdout.split() == ["two"]
+        os.symlink("images/new.sqfs", f"{d}/dangling.sqfs")
+        run([SQAR, "create", "-q", f"{d}/a", f"{d}/dangling.sqfs"])
+        assert os.path.islink(f"{d}/dangling.sqfs") and os.path.isfile(f"{d}/images/new.sqfs")
+        os.symlink("images/out.tar", f"{d}/link.tar")
+        run([SQAR, "extract", "--tar", f"{d}/link.tar", real])
+        assert os.path.islink(f"{d}/link.tar") and os.path.getsize(f"{d}/images/out.tar") > 0
+        # Read-only for its owner (nobody): refused, and the bytes stay.
+        os.chmod(f"{d}/images", 0o777)
+        os.chown(real, 65534, 65534)
+        os.chmod(real, 0o444)
+        before = open(real, "rb").read()
+        p = run([*AS_NOBODY, SQAR, "append", real, f"{d}/a"], check=False)
+        assert p.returncode == 1 and f"{real}: Permission denied" in p.stderr, p.stderr
+        assert open(real, "rb").read() == before and not leftovers(real)
+        os.chmod(real, 0o644)
+        run([*AS_NOBODY, SQAR, "append", "-q", real, f"{d}/a"])
+        assert run([SQAR, "list", real]).stdout.split() == ["one", "two"]
+        log("ok: symlinked images are written through; a read-only image is not appended to")
+
+
 if __name__ == "__main__":
     main([test_append_chain, test_append_tar_chain, test_old_mount_reads_during_append, test_conflict_and_replace, test_damaged_image,
           test_owner_and_time_of_new_entries,
-          test_verify_checks_data_digests, test_other_compressor_refused, test_mksquashfs_image, test_signals_leave_image_unchanged, test_enospc])
+          test_verify_checks_data_digests, test_other_compressor_refused, test_mksquashfs_image, test_signals_leave_image_unchanged, test_enospc,
+          test_symlinked_and_read_only_images])
