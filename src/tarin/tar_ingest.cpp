@@ -340,7 +340,10 @@ class Ingest {
     if (archive_entry_acl_count(e, ARCHIVE_ENTRY_ACL_TYPE_ACCESS | ARCHIVE_ENTRY_ACL_TYPE_DEFAULT) > 0 &&
         !warned_acl_) {
       warned_acl_ = true;
-      warn(name_ + ": member " + member + " has POSIX ACLs; SquashFS cannot store them (system.posix_acl_*), left out");
+      // Once per archive, so that a tree of ACLs does not bury other warnings: saying so.
+      warn(name_ + ": member " + member +
+           " has POSIX ACLs; SquashFS cannot store them (system.posix_acl_*), so they are left out, of this member "
+           "and of every later one that has them (access or default ACLs)");
     }
     if (!opt_.xattrs || archive_entry_xattr_reset(e) <= 0) {
       xattrs_.erase(inode);
