@@ -70,6 +70,9 @@ int cat_main(int argc, char** argv) {
     }
     if (argc - optind < 2) throw UsageError("need IMAGE and at least one PATTERN");
     std::string image_path = argv[optind++];
+    // An empty argument is almost always an unset shell variable; it names no file.
+    for (int i = optind; i < argc; ++i)
+      if (argv[i][0] == '\0') throw UsageError("empty PATTERN");
     // Blocks are decoded outside the cache (each is read once), so it only serves fragment
     // blocks shared by several PATHs.
     auto image = open_image(image_path, offset, 8u << 20);

@@ -1,6 +1,7 @@
 """Every sqar command reports errors the same way: a bad command line prints "sqar CMD: message"
 and "Try 'sqar CMD --help' for examples." and exits 2; a failure prints "sqar CMD: FILE: cause"
 on one line and exits 1 (diff: 2, as 1 means "the trees differ")."""
+import os
 import re
 
 from sqartest import SQAR, main, run, tempdir
@@ -36,5 +37,21 @@ def test_a_missing_file_is_named_with_its_cause():
             assert p.returncode == code and p.stderr == want, (args, p.returncode, p.stderr)
 
 
+def test_an_empty_pattern_is_a_usage_error():
+    """`sqar extract img "$DIR"` with DIR unset must not extract the whole image: an empty
+    PATTERN is a usage error before anything is done, as GNU tar reports it not found."""
+    with tempdir() as d:
+        os.makedirs(f"{d}/src")
+        open(f"{d}/src/f", "w").close()
+        img = f"{d}/img.sqfs"
+        run([SQAR, "create", "-q", f"{d}/src", img])
+        for args in (["list", img, ""], ["extract", "-C", f"{d}/out", img, ""], ["cat", img, "f", ""],
+                     ["extract", "--tar", f"{d}/out.tar", img, "f", ""]):
+            p = run([SQAR, *args], check=False)
+            assert p.returncode == 2 and "empty PATTERN" in p.stderr and p.stdout == "", (args, p.returncode, p.stderr)
+        assert not os.path.exists(f"{d}/out") and not os.path.exists(f"{d}/out.tar")
+
+
 if __name__ == "__main__":
-    main([test_bad_option_is_a_usage_error_in_every_command, test_a_missing_file_is_named_with_its_cause])
+    main([test_bad_option_is_a_usage_error_in_every_command, test_a_missing_file_is_named_with_its_cause,
+          test_an_empty_pattern_is_a_usage_error])
