@@ -43,7 +43,9 @@ const char kHelp[] =
     "  sqar diff --no-owners image.sqfs ./unpacked  ignore ownership (unpacked as a user)\n"
     "\n" SQAR_STDIN_IMAGE_HELP
     "\n"
-    "Exit status: 0 when they are equal, 1 when they differ, 2 on errors or bad usage.\n";
+    "Exit status: 0 when they are equal, 1 when they differ, 2 on errors or bad usage. A file\n"
+    "that cannot be read is named after the differences found elsewhere, which are still\n"
+    "printed, and makes the status 2.\n";
 
 // The lines are "- PATH", "+ PATH" and "M PATH: DETAIL" (tree_compare.h); PATH is known, so
 // DETAIL is what follows it even when a name contains ": ".
@@ -94,16 +96,16 @@ int diff_main(int argc, char** argv) {
         std::string image_path = argv[optind], root = argv[optind + 1];
         auto image = open_image(image_path, offset, streaming_cache_bytes(opt.jobs));
         const ops::CompareResult result = ops::compare_image_with_tree(*image, root, opt);
-        if (!result.errors.empty()) {
-          for (const auto& e : result.errors) report("diff", image_path, e);
-          return 2;
-        }
+        // The differences found are printed even when some files could not be compared (as
+        // diff -r goes on past an unreadable file); those make the status 2.
         if (json) {
           print_json(result.differences);
         } else {
           for (const auto& d : result.differences) std::printf("%s\n", escape_name(d.line).c_str());
         }
         std::fflush(stdout);
+        for (const auto& e : result.errors) report("diff", image_path, e);
+        if (!result.errors.empty()) return 2;
         return result.differences.empty() ? 0 : 1;
       },
       2);

@@ -304,6 +304,7 @@ CompareResult compare_image_with_tree(reader::Image& image, const std::string& r
   ScanOptions scan;
   scan.sources = {dir};
   scan.xattrs = opt.xattrs;
+  scan.unreadable_hint = "";  // diff has no --skip-unreadable
   // As in `sqar create`: listing is system calls, so two listers per core, and more while the
   // listings wait on the disk.
   scan.threads = std::min(2 * std::max(1u, opt.jobs), 16u);

@@ -341,8 +341,7 @@ class Scanner {
       }
       wait_or_list(i, *task);
       if (!task->error.empty()) {
-        if (!opt_.skip_unreadable)
-          throw Error(task->error + " (--skip-unreadable stores it as an empty directory and goes on)");
+        if (!opt_.skip_unreadable) throw Error(task->error + opt_.unreadable_hint);
         if (opt_.warn) opt_.warn(task->error + " (stored as an empty directory)");
       }
       const uint32_t node = task->node;

@@ -9,7 +9,7 @@ import struct
 
 from clitest import expect_fail, mksquashfs, sqar, sqar_create_image
 from craftfs import Image, xz_codec
-from sqartest import (kernel_mount, kernel_supports, log, main, make_full_tree, need_root, pseudo_random, run,
+from sqartest import (AS_NOBODY, SQAR, kernel_mount, kernel_supports, log, main, make_full_tree, need_root, pseudo_random, run,
                       tempdir, write)
 
 TEXT = b"".join(b"line %d of a log file with some words\n" % i for i in range(30000))
@@ -384,9 +384,36 @@ def test_diff_after_extract_roundtrip():
         log("ok: extract then diff agree; a truncated file is reported")
 
 
+def test_diff_goes_on_past_an_unreadable_file():
+    """As diff -r does, a file diff cannot read is reported (exit 2) after the differences
+    found elsewhere, which are still printed; an unreadable directory is named without
+    create's --skip-unreadable advice."""
+    need_root()
+    with tempdir() as d:
+        os.chmod(d, 0o755)
+        write(f"{d}/src/a/f1", b"one\n")
+        write(f"{d}/src/secret", b"s\n")
+        write(f"{d}/src/sub/g", b"g\n")
+        img = f"{d}/img.sqfs"
+        sqar("create", "-q", f"{d}/src", img)
+        write(f"{d}/src/a/f1", b"changed\n")
+        write(f"{d}/src/zz-new", b"new\n")
+        os.chmod(f"{d}/src/secret", 0)
+        p = run([*AS_NOBODY, SQAR, "diff", img, f"{d}/src"], check=False)
+        assert p.returncode == 2 and "secret: Permission denied" in p.stderr, (p.returncode, p.stderr)
+        assert "M a/f1: size 4 != 8" in p.stdout and "+ zz-new" in p.stdout, p.stdout
+        os.chmod(f"{d}/src/secret", 0o644)
+        os.chmod(f"{d}/src/sub", 0)
+        p = run([*AS_NOBODY, SQAR, "diff", img, f"{d}/src"], check=False)
+        assert p.returncode == 2 and "sub: Permission denied" in p.stderr and "--skip-unreadable" not in p.stderr, \
+            p.stderr
+        os.chmod(f"{d}/src/sub", 0o755)
+        log("ok: diff prints what differs, then names what it could not read (exit 2)")
+
+
 if __name__ == "__main__":
     main([test_verify_clean_images, test_verify_flipped_data_byte_mksquashfs, test_verify_flipped_data_byte_sqar,
           test_verify_names_every_file_sharing_a_damaged_block, test_verify_damaged_raw_fragment_block,
           test_verify_progress_and_errors_on_a_terminal, test_verify_bad_manifest, test_verify_export_table_mismatch,
           test_verify_reports_what_the_kernel_refuses, test_diff, test_diff_subtrees_types_links_devices,
-          test_diff_after_extract_roundtrip])
+          test_diff_after_extract_roundtrip, test_diff_goes_on_past_an_unreadable_file])
