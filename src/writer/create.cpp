@@ -7,7 +7,9 @@
 
 #include <chrono>
 #include <filesystem>
+#include <optional>
 #include <thread>
+#include <unordered_set>
 
 #include "common/error.h"
 #include "dedup/reuse_index.h"
@@ -55,6 +57,29 @@ std::vector<std::pair<std::string, std::string>> source_paths(const CreateOption
     out.emplace_back(absolute(join_path(parent, name)), name);
   }
   return out;
+}
+
+// SquashFS's id table holds at most 65,536 distinct owner and group ids (each inode indexes
+// it with 16 bits). Checked before any data is compressed, naming the entry whose id is one
+// too many; libsquashfs would fail only when the tables are written, at the very end.
+void check_id_count(const Tree& tree, const std::optional<uint32_t>& uid, const std::optional<uint32_t>& gid) {
+  constexpr size_t kMaxIds = 65536;
+  std::unordered_set<uint32_t> ids;
+  uint32_t last_uid = 0, last_gid = 0;
+  bool any = false;
+  for (uint32_t i = 0; i < tree.nodes.size(); ++i) {
+    const Node& n = tree.nodes[i];
+    if (n.omitted) continue;
+    const uint32_t u = uid.value_or(n.uid), g = gid.value_or(n.gid);
+    if (any && u == last_uid && g == last_gid) continue;  // most trees have a few ids, in runs
+    any = true;
+    last_uid = u, last_gid = g;
+    for (uint32_t id : {u, g})
+      if (ids.insert(id).second && ids.size() > kMaxIds)
+        throw Error(tree.path_of(i) + ": owner or group id " + std::to_string(id) +
+                    " is one more than the 65,536 distinct ids a SquashFS image can hold (--uid and --gid, or "
+                    "--all-root, give every entry the same)");
+  }
 }
 
 void count_entries(const Tree& tree, CreateStats& s) {
@@ -154,6 +179,7 @@ CreateStats create_image(CreateOptions opt, CreateProgress* progress) {
   std::unique_ptr<ContentStore> tar_content;
   Tree tree = opt.tar.empty() ? scan_sources(scan) : read_tar(opt, out, progress, tar_content);
   if (opt.tar.empty()) scan.excludes.warn_unmatched(sources_on_disk, opt.warn);
+  check_id_count(tree, opt.metadata.uid, opt.metadata.gid);
   // The scan's listings and per-directory tasks are freed now; hand their pages back before
   // the data phase allocates its own. Ports set, zstd-15: peak RSS 53.6-55.9 MB without this,
   // 47.4 MB with it (the tree's nodes sit in large chunks, so the freed memory is whole pages).

@@ -255,8 +255,12 @@ class MetadataWriter {
     ino->base.mode = uint16_t(n.mode);
     ino->base.mod_time = inode_time(n);
     ino->base.inode_number = number_[o];
-    check(sqfs_id_table_id_to_index(ids_.get(), opt_.uid.value_or(n.uid), &ino->base.uid_idx), "the id table");
-    check(sqfs_id_table_id_to_index(ids_.get(), opt_.gid.value_or(n.gid), &ino->base.gid_idx), "the id table");
+    // Only the 65,537th distinct id fails (create checks the count up front; merge and append
+    // meet it here).
+    check(sqfs_id_table_id_to_index(ids_.get(), opt_.uid.value_or(n.uid), &ino->base.uid_idx),
+          "the id table (at most 65,536 distinct owner and group ids)", o);
+    check(sqfs_id_table_id_to_index(ids_.get(), opt_.gid.value_or(n.gid), &ino->base.gid_idx),
+          "the id table (at most 65,536 distinct owner and group ids)", o);
     if (!S_ISDIR(n.mode)) {
       uint32_t x = xattr_index(o);
       if (x != fmt::kNoXattr) check(sqfs_inode_set_xattr_index(ino.get(), x), "the xattrs", o);

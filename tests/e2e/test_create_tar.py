@@ -285,6 +285,15 @@ def test_links_duplicates_and_implicit_directories():
         assert "every later one that has them" in err, err
         assert read(f"{out}/acl/f") == b"f" and read(f"{out}/acl/dd/g") == b"g"
         log("ok: POSIX ACLs are left out with one warning that covers later members")
+        # 33,000 members with their own uid and gid: 66,000 ids, over the 65,536 an image holds.
+        # Refused before any data is compressed, naming the member; --uid/--gid make it fit.
+        members = [reg(f"ids/{i:05d}", b"", uid=100000 + i, gid=200000 + i) for i in range(33000)]
+        write(f"{d}/ids.tar", tar_bytes(members, fmt=tarfile.USTAR_FORMAT))
+        p = run([SQAR, "create", "--tar", f"{d}/ids.tar", f"{d}/ids.sqfs"], check=False)
+        assert p.returncode == 1 and "ids/32768: owner or group id" in p.stderr and "65,536" in p.stderr, p.stderr
+        assert not os.path.exists(f"{d}/ids.sqfs") and not leftovers(f"{d}/ids.sqfs")
+        sqar_tar(f"{d}/ids.tar", f"{d}/ids.sqfs", "--uid", "0", "--gid", "0")
+        log(f"ok: {p.stderr.strip()}")
 
 
 def test_damaged_streams():
