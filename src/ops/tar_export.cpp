@@ -3,13 +3,11 @@
 #include <archive.h>
 #include <archive_entry.h>
 #include <fcntl.h>
-#include <locale.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <clocale>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -20,6 +18,7 @@
 
 #include "common/all_zero.h"
 #include "common/error.h"
+#include "common/utf8_locale.h"
 #include "format/squashfs.h"
 #include "ops/decode_ahead.h"
 #include "ops/manifest_check.h"
@@ -167,6 +166,9 @@ class Exporter {
     const char* msg = archive_error_string(a_.get());
     std::string cause = !write_error_.empty() ? write_error_ : msg ? msg : "tar writer error";
     if (rc == ARCHIVE_WARN) {
+      // A name that is not UTF-8 goes byte for byte, marked hdrcharset=BINARY: nothing is
+      // lost, so libarchive's "Can't translate pathname" is no news to the user.
+      if (cause.rfind("Can't translate pathname", 0) == 0 || cause.rfind("Can't translate linkname", 0) == 0) return;
       if (opt_.problems) opt_.problems(Severity::warning, path, cause);
       return;
     }
@@ -533,20 +535,8 @@ class Exporter {
 }  // namespace
 
 TarExportStats export_tar(reader::Image& image, const TarExportOptions& options) {
-  // pax names are UTF-8, and libarchive converts from the locale's charset: under the "C"
-  // locale every non-ASCII name would fail and be marked hdrcharset=BINARY (which GNU tar warns
-  // about). Image names are bytes, in practice UTF-8, so this thread converts as UTF-8; names
-  // that are not valid UTF-8 still go byte for byte, marked BINARY.
-  locale_t utf8 = newlocale(LC_CTYPE_MASK, "C.UTF-8", locale_t(0));
-  locale_t previous = utf8 ? uselocale(utf8) : locale_t(0);
-  struct Restore {
-    locale_t utf8, previous;
-    ~Restore() {
-      if (!utf8) return;
-      uselocale(previous);
-      freelocale(utf8);
-    }
-  } restore{utf8, previous};
+  // pax names are UTF-8, converted from the thread's locale (see common/utf8_locale.h).
+  ThreadUtf8Locale utf8;
   return Exporter(image, options).run();
 }
 

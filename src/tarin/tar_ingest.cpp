@@ -9,7 +9,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/display_name.h"
 #include "common/error.h"
+#include "common/utf8_locale.h"
 #include "format/squashfs.h"
 #include "scan/xattr_reader.h"
 #include "tarin/archive_input.h"
@@ -75,7 +77,17 @@ class Ingest {
       archive_entry* e = nullptr;
       const int r = archive_read_next_header(a_, &e);
       if (r == ARCHIVE_EOF) break;
-      if (r == ARCHIVE_WARN) warn(name_ + ": " + archive_message());
+      if (r == ARCHIVE_WARN) {
+        // A name libarchive could not convert (a pax path that is not UTF-8) is kept byte for
+        // byte: say which member, and that nothing is lost.
+        const char* path = e ? archive_entry_pathname(e) : nullptr;
+        const std::string message = archive_message();
+        if (path && message.find("can't be converted") != std::string::npos)
+          warn(name_ + ": member " + printable(path) + ": its name is not UTF-8 (" + message +
+               "); stored byte for byte");
+        else
+          warn(name_ + ": " + message);
+      }
       if (r < ARCHIVE_WARN) {
         const std::string after = last_member_.empty() ? "at its start" : "after member " + last_member_;
         throw Error(name_ + ": " + archive_message() + " (" + after + ")");
@@ -507,6 +519,8 @@ bool normalize_member_path(std::string_view name, std::string& out, std::string&
 }
 
 TarInput ingest_tar_archive(struct archive* a, const std::string& name, const TarIngestOptions& opt) {
+  // pax names are UTF-8, converted to the thread's locale (see common/utf8_locale.h).
+  ThreadUtf8Locale utf8;
   return Ingest(a, name, opt).run();
 }
 
