@@ -259,7 +259,10 @@ class Ingest {
       if (!normalize_member_path(hardlink, target, why))
         fail(member, "hard link to " + std::string(hardlink) + ": " + why);
       const uint32_t t = target.empty() ? kRoot : find(target);
-      if (t == kNoNode) fail(member, "hard link to " + std::string(hardlink) + ", which no earlier member names");
+      if (t == kNoNode)
+        fail(member, "hard link to " + std::string(hardlink) +
+                         ", which no earlier member of this archive names (a hard link can only "
+                         "name a member before it in the same archive, not an entry of an image)");
       if (is_dir(t)) fail(member, "hard link to the directory " + std::string(hardlink));
       if (names_[t].excluded) {
         warn(name_ + ": member " + member + ": a hard link to the excluded " + std::string(hardlink) + ", left out");
