@@ -480,7 +480,9 @@ class Scanner {
         names += (names.empty() ? "" : ", ") + tree_.path_of(unstorable_time_nodes_[i]);
       const uint64_t unnamed = unstorable_times_ - unstorable_time_nodes_.size();
       if (unnamed) names += " and " + std::to_string(unnamed) + (unnamed == 1 ? " more entry" : " more entries");
-      more = (names.rfind(" and ", 0) == 0 ? " (" + names.substr(1) : " (also " + names) + ")";
+      // The others may lie on either side of the range: each went to the nearer end.
+      more = "; also clamped to 1970-01-01 or 2106-02-07, whichever is nearer: " +
+             (names.rfind(" and ", 0) == 0 ? names.substr(5) : names);
     }
     const bool early = first_unstorable_seconds_ < 0;
     opt_.warn(tree_.path_of(unstorable_time_nodes_[0]) + ": modification time " +
