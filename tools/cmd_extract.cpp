@@ -146,6 +146,7 @@ int extract_main(int argc, char** argv) {
     if (tar_out) return extract_tar(*image, *tar_out, opt);
     ops::ExtractProgress progress;
     size_t failed;
+    bool image_error = false;  // about the image as a whole (its manifest trailer), already named
     const bool show = want_progress(quiet, force_progress);
     const auto start = std::chrono::steady_clock::now();
     {
@@ -155,8 +156,9 @@ int extract_main(int argc, char** argv) {
         bar = std::make_unique<StatusLine>([&progress](double secs) { return extract_status(progress, secs); });
       }
       opt.problems = [&](ops::Severity severity, const std::string& path, const std::string& message) {
+        if (severity == ops::Severity::error) image_error |= path.empty();
         if (severity == ops::Severity::error)
-          report("extract", image_path, path + ": " + message);
+          report("extract", image_path, path.empty() ? message : path + ": " + message);
         else
           print_message("sqar extract: warning: " + path + ": " + message);
       };
@@ -173,7 +175,7 @@ int extract_main(int argc, char** argv) {
                    failed == 1 ? "y" : "ies");
       return 1;
     }
-    return 0;
+    return image_error ? 1 : 0;
   });
 }
 

@@ -139,7 +139,9 @@ class Extractor::Impl {
         check_.emplace(img_);
         if (!check_->has_manifest()) check_.reset();
       } catch (const std::exception& e) {
-        fail("", std::string("manifest trailer: ") + e.what() + "; content is not checked");
+        const std::string cause = without_path_prefix(e.what(), img_.path());
+        fail_image((cause.rfind("manifest trailer", 0) == 0 ? cause : "manifest trailer: " + cause) +
+                   "; content is not checked");
       }
     }
     std::unordered_set<uint32_t> learned;  // regular inodes, for the content check
@@ -281,6 +283,13 @@ class Extractor::Impl {
     std::lock_guard lock(mu_);
     ++errors_;
     if (opt_.problems) opt_.problems(Severity::error, path.empty() ? "." : path, msg);
+  }
+
+  // A problem of the image as a whole (its manifest trailer), not of an entry: no path, and
+  // not counted among the entries that could not be extracted (the front end sees the error).
+  void fail_image(const std::string& why) {
+    std::lock_guard lock(mu_);
+    if (opt_.problems) opt_.problems(Severity::error, "", why);
   }
 
   void fail(const std::string& path, const std::exception& e) {

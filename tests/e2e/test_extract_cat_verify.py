@@ -6,6 +6,7 @@ left looking complete) and both exit 1; --no-verify skips the check and hands th
 Covered are a file with its own entry, a duplicate sharing its blocks, a file split into ranges
 written by two threads (-j2, 4 KiB blocks), and small files checked by their fragment block's
 digest."""
+import json
 import os
 import subprocess
 
@@ -113,5 +114,25 @@ def test_flipped_bit_in_a_fragment_block():
         log("ok: a damaged fragment block is caught by extract and cat")
 
 
+def test_damaged_manifest_trailer():
+    """A damaged trailer cannot vouch for anything: extract still writes every entry, says
+    once that content is not checked, and exits 1; no entry is counted as not extracted."""
+    with tempdir() as d:
+        src, img = build(d)
+        used = json.loads(sqar("info", "--json", img).stdout)["image_bytes"]
+        at = (used + 4095) // 4096 * 4096 + 47  # a byte of the trailer's first entry
+        with open(img, "r+b") as f:
+            f.seek(at)
+            b = f.read(1)
+            f.seek(at)
+            f.write(bytes([b[0] ^ 0x01]))
+        p = run([SQAR, "extract", "-C", f"{d}/out", img], check=False)
+        assert p.returncode == 1 and p.stderr.count("manifest trailer") == 1, p.stderr
+        assert "content is not checked" in p.stderr and "could not be extracted" not in p.stderr, p.stderr
+        assert open(f"{d}/out/big.bin", "rb").read() == BIG
+        log(f"ok: {p.stderr.strip()}")
+
+
 if __name__ == "__main__":
-    main([test_clean_image_passes, test_flipped_bit_in_a_block, test_flipped_bit_in_a_fragment_block])
+    main([test_clean_image_passes, test_flipped_bit_in_a_block, test_flipped_bit_in_a_fragment_block,
+          test_damaged_manifest_trailer])
