@@ -382,7 +382,11 @@ class Scanner {
     try {
       list_directory(task, opt_, cursor, tree_.source_dirs[task.source]);
     } catch (const std::exception& e) {
-      task.error = e.what();
+      // The directory is what becomes empty (with --skip-unreadable) or fails the build, so it
+      // is named first even when an entry inside it could not be looked at (a directory that
+      // can be listed but not searched, mode r--).
+      const std::string what = e.what();
+      task.error = what.rfind(task.path + "/", 0) == 0 ? task.path + ": an entry cannot be read: " + what : what;
       task.entries.clear();
     }
   }

@@ -181,6 +181,15 @@ def test_unreadable_file_names_path_and_cause():
         assert p.returncode == 0 and "warning" in p.stderr and "secret" in p.stderr, p.stderr
         listing = run(["unsquashfs", "-l", f"{d}/img"]).stdout
         assert "squashfs-root/ok" in listing and "secret" not in listing, listing
+        # A directory that can be listed but not searched (r--): the directory is what is
+        # named and stored empty, with the entry that failed as the cause.
+        os.chmod(f"{d}/src/secret", 0o644)
+        write(f"{d}/src/listable/inner", b"i")
+        os.chmod(f"{d}/src/listable", 0o444)
+        p = run([*AS_NOBODY, SQAR, "create", "-f", "--skip-unreadable", f"{d}/src", f"{d}/img"], check=False)
+        os.chmod(f"{d}/src/listable", 0o755)
+        assert p.returncode == 0 and f"{d}/src/listable: an entry cannot be read: {d}/src/listable/inner" in p.stderr \
+            and "stored as an empty directory" in p.stderr, p.stderr
 
 
 # The build-failure tests below run twice: where O_TMPFILE gives an unnamed image, and on a
