@@ -63,6 +63,9 @@ class Merger {
     // mksquashfs refuses to append to it. (root may write it, there as here.)
     if (opt_.append && ::access(opt_.images[0].c_str(), W_OK) != 0 && errno == EACCES)
       throw Error(opt_.images[0] + ": Permission denied (the image is not writable; append would replace it)");
+    if (struct stat st; opt_.append && opt_.warn && ::stat(opt_.images[0].c_str(), &st) == 0 && st.st_nlink > 1)
+      opt_.warn(opt_.images[0] + ": has " + std::to_string(st.st_nlink - 1) +
+                " other hard link(s), which keep the old image: the new one is a new file renamed over this name");
     for (const auto& p : opt_.images) inputs_.push_back(open_input_image(p));
     const CodecConfig codec = choose_codec();
     load_inputs();

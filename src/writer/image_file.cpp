@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <sqfs/error.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -111,6 +112,30 @@ const char* file_kind(mode_t mode) {
   return "special file";
 }
 
+// The extended attributes of the file at `from` (labels, user.* notes a user keeps on an
+// archive) onto `to`, as overwriting the file in place would keep them. Best effort: a name
+// the caller may not read or set is skipped.
+void copy_xattrs(const std::string& from, int to) {
+  std::vector<char> names(4096);
+  ssize_t n = llistxattr(from.c_str(), names.data(), names.size());
+  if (n < 0 && errno == ERANGE) {
+    n = llistxattr(from.c_str(), nullptr, 0);
+    if (n <= 0) return;
+    names.resize(size_t(n));
+    n = llistxattr(from.c_str(), names.data(), names.size());
+  }
+  std::vector<char> value;
+  for (ssize_t i = 0; i < n;) {
+    const char* name = names.data() + i;
+    i += ssize_t(std::strlen(name)) + 1;
+    const ssize_t len = lgetxattr(from.c_str(), name, nullptr, 0);
+    if (len < 0) continue;
+    value.resize(size_t(len));
+    const ssize_t got = lgetxattr(from.c_str(), name, value.data(), value.size());
+    if (got >= 0) fsetxattr(to, name, value.data(), size_t(got), 0);
+  }
+}
+
 }  // namespace
 
 ImageFile::ImageFile(std::string final_path, bool overwrite)
@@ -160,6 +185,7 @@ ImageFile::ImageFile(std::string final_path, bool overwrite)
       // not ours to give away: the new image keeps the caller's ownership
     }
     fchmod(fd_, st.st_mode & 0777);
+    copy_xattrs(final_path_, fd_);
   }
   buffer_.reserve(kBufferSize);
 }

@@ -343,7 +343,8 @@ def test_symlinked_and_read_only_images():
     """An IMAGE that is a symlink is written through, as mksquashfs and `tar -cf` write: the
     target gets the new image and the symlink stays (create --force, append, extract --tar;
     a dangling one creates its target). An image its owner made read-only (chmod 444) is not
-    appended to, as mksquashfs refuses; once writable again it is."""
+    appended to, as mksquashfs refuses; once writable again it is. The image file's xattrs
+    survive an append; other hard links to it keep the old image, with a warning."""
     need_root()
     with tempdir() as d:
         os.chmod(d, 0o777)
@@ -375,7 +376,16 @@ def test_symlinked_and_read_only_images():
         os.chmod(real, 0o644)
         run([*AS_NOBODY, SQAR, "append", "-q", real, f"{d}/a"])
         assert run([SQAR, "list", real]).stdout.split() == ["one", "two"]
-        log("ok: symlinked images are written through; a read-only image is not appended to")
+        # What overwriting in place would keep is kept: the image file's xattrs. A hard link
+        # to it cannot follow the new file: the warning says so.
+        os.setxattr(real, "user.note", b"nightly archive")
+        os.link(real, f"{d}/images/other-name.sqfs")
+        p = run([SQAR, "append", "-q", real, f"{d}/b"], check=False)
+        assert p.returncode == 1 and "two" in p.stderr, p.stderr  # b/two is there already
+        p = run([SQAR, "append", "-q", "--replace", real, f"{d}/b"])
+        assert "has 1 other hard link(s), which keep the old image" in p.stderr, p.stderr
+        assert os.getxattr(real, "user.note") == b"nightly archive"
+        log("ok: symlinked images are written through; a read-only image is not appended to; xattrs kept")
 
 
 if __name__ == "__main__":
