@@ -46,11 +46,21 @@ std::string directory_of(const std::string& path) {
 // The file a symlink at PATH leads to (PATH itself when it is none), as mksquashfs and
 // `tar -cf` write through a symlink: the new file is renamed over the target, and the symlink
 // stays. A dangling symlink leads to the file it names, which is then created.
+// The links are read here, not followed by the kernel, so the kernel's protected_symlinks
+// rule is applied here: a symlink in a sticky world-writable directory (/tmp) is followed only
+// when it belongs to us or to the directory's owner. Otherwise another user's
+// `ln -s /etc/shadow /tmp/out.tar` would have root's `extract --tar /tmp/out.tar` replace it.
 std::string follow_symlinks(const std::string& path) {
   std::string at = path;
   for (int hops = 0; hops <= 40; ++hops) {
     struct stat st;
     if (lstat(at.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return at;
+    struct stat dir;
+    if (stat(directory_of(at).c_str(), &dir) != 0) throw_errno(directory_of(at), errno);
+    if ((dir.st_mode & S_ISVTX) && (dir.st_mode & S_IWOTH) && st.st_uid != geteuid() && st.st_uid != dir.st_uid)
+      throw Error(at +
+                  ": a symlink of another user in a sticky world-writable directory; not followed (as the "
+                  "kernel's protected_symlinks refuses), and not replaced");
     std::vector<char> target(PATH_MAX + 1);
     const ssize_t n = readlink(at.c_str(), target.data(), target.size());
     if (n <= 0 || size_t(n) >= target.size()) throw_errno(at, n < 0 ? errno : ENAMETOOLONG);

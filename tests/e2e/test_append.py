@@ -385,6 +385,22 @@ def test_symlinked_and_read_only_images():
         p = run([SQAR, "append", "-q", "--replace", real, f"{d}/b"])
         assert "has 1 other hard link(s), which keep the old image" in p.stderr, p.stderr
         assert os.getxattr(real, "user.note") == b"nightly archive"
+        # Another user's symlink in a sticky world-writable directory (/tmp's kind) is not
+        # followed, as the kernel's protected_symlinks would not follow it for tar -cf.
+        sticky = f"{d}/sticky"
+        os.makedirs(sticky)
+        os.chmod(sticky, 0o1777)
+        victim = f"{d}/images/victim"
+        write(victim, b"must stay\n")
+        os.symlink(victim, f"{sticky}/out.tar")
+        os.lchown(f"{sticky}/out.tar", 65534, 65534)
+        for args in (["extract", "--tar", f"{sticky}/out.tar", real], ["create", "-q", "-f", f"{d}/a", f"{sticky}/out.tar"]):
+            p = run([SQAR, *args], check=False)
+            assert p.returncode == 1 and "not followed" in p.stderr, (args, p.stderr)
+        assert open(victim, "rb").read() == b"must stay\n" and os.path.islink(f"{sticky}/out.tar")
+        os.lchown(f"{sticky}/out.tar", 0, 0)  # our own symlink there is followed
+        run([SQAR, "extract", "--tar", f"{sticky}/out.tar", real])
+        assert open(victim, "rb").read(5) != b"must "
         log("ok: symlinked images are written through; a read-only image is not appended to; xattrs kept")
 
 
