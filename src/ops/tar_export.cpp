@@ -46,9 +46,17 @@ class Sink {
   explicit Sink(const std::string& output) : name_(output == "-" ? "standard output" : output) {
     if (output == "-") return;
     struct stat st;
-    if (::stat(output.c_str(), &st) == 0 && (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) || S_ISFIFO(st.st_mode))) {
-      fd_ = ::open(output.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY);
-      if (fd_ < 0) throw_errno(output, errno);
+    if (::stat(output.c_str(), &st) == 0 && is_stream(st.st_mode)) {
+      // O_CREAT as tar opens it, so the kernel's protected_fifos applies (a FIFO another user
+      // planted in /tmp is refused); no O_TRUNC, and what was opened is checked again, since
+      // the name may have changed since the stat.
+      const int fd = ::open(output.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NOCTTY, 0666);
+      if (fd < 0) throw_errno(output, errno);
+      if (::fstat(fd, &st) != 0 || !is_stream(st.st_mode)) {
+        ::close(fd);
+        throw Error(output + ": changed from a device or FIFO while it was opened; nothing written");
+      }
+      fd_ = fd;
       owned_fd_ = true;
       return;
     }
@@ -80,6 +88,8 @@ class Sink {
   }
 
  private:
+  static bool is_stream(mode_t mode) { return S_ISCHR(mode) || S_ISBLK(mode) || S_ISFIFO(mode); }
+
   std::string name_;
   std::optional<ImageFile> file_;
   int fd_ = STDOUT_FILENO;
