@@ -1,8 +1,18 @@
 #include "common/path_pattern.h"
 
 #include <fnmatch.h>
+#include <locale.h>
 
 namespace sqar {
+
+bool glob_match(const char* pattern, const char* name) {
+  static const locale_t c_locale = newlocale(LC_ALL_MASK, "C", locale_t(0));
+  const locale_t previous = uselocale(c_locale);  // (locale_t)0 would leave it unchanged
+  const bool match = fnmatch(pattern, name, 0) == 0;
+  uselocale(previous);
+  return match;
+}
+
 namespace {
 
 std::vector<std::string> components(std::string_view s) {
@@ -37,7 +47,7 @@ bool path_pattern_match(std::string_view pattern, std::string_view path) {
         const bool eat = j < nn && (can[i][j + 1] || can[i + 1][j + 1]);
         can[i][j] = skip || eat;
       } else {
-        can[i][j] = j < nn && can[i + 1][j + 1] && fnmatch(pat[i].c_str(), name[j].c_str(), 0) == 0;
+        can[i][j] = j < nn && can[i + 1][j + 1] && glob_match(pat[i].c_str(), name[j].c_str());
       }
     }
   }

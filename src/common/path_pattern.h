@@ -6,6 +6,11 @@
 
 namespace sqar {
 
+// fnmatch(3) on bytes, whatever the calling thread's locale: '?' and '[...]' match one byte,
+// and a name that is not UTF-8 matches like any other. (Threads that read or write tar
+// streams run in C.UTF-8, where glibc's fnmatch matches characters and fails on such names.)
+bool glob_match(const char* pattern, const char* name);
+
 // Matches PATH ("etc/ssh/sshd_config", no leading '/') against PATTERN component by component.
 // Within a component, fnmatch(3) rules apply (*, ?, [...], '\' escapes); no wildcard crosses
 // a '/'. A component that is exactly "**" matches any number of whole components, as in

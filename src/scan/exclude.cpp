@@ -1,7 +1,6 @@
 #include "scan/exclude.h"
 
 #include <fcntl.h>
-#include <fnmatch.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -91,7 +90,7 @@ bool ExcludeList::excluded(std::string_view relative_path, std::string_view name
   const std::string rel(relative_path), base(name);
   for (const auto& p : patterns_) {
     if (p.dir_only && !is_dir) continue;
-    if (p.anchored ? path_pattern_match(p.glob, rel) : fnmatch(p.glob.c_str(), base.c_str(), 0) == 0) {
+    if (p.anchored ? path_pattern_match(p.glob, rel) : glob_match(p.glob.c_str(), base.c_str())) {
       if (!p.hit.set.load(std::memory_order_relaxed)) p.hit.set.store(true, std::memory_order_relaxed);
       return true;
     }

@@ -289,6 +289,13 @@ def test_links_duplicates_and_implicit_directories():
         # (sqar's own locale is "C", where libarchive would fail to convert it).
         out, err = unpack(d, tar_bytes([reg("caf\u00e9/\u00fc.txt", b"u")]))
         assert read(f"{out}/caf\u00e9/\u00fc.txt") == b"u" and err == "", err
+        # --exclude globs match bytes, as for a directory: a name that is not UTF-8 matches
+        # '*.key', and '?' is one byte (so 'caf?' is not 'caf\u00e9', two bytes).
+        bad_key = tarfile.TarInfo("a\udcff.key")  # the byte 0xff, kept by surrogateescape
+        bad_key.size = 3
+        members = [(bad_key, b"key"), reg("caf\u00e9", b"c"), reg("kept", b"k")]
+        out, _ = unpack(d, tar_bytes(members, fmt=tarfile.GNU_FORMAT), "--exclude", "*.key", "--exclude", "caf?")
+        assert sorted(os.listdir(out)) == ["caf\u00e9", "kept"], os.listdir(out)
         # 33,000 members with their own uid and gid: 66,000 ids, over the 65,536 an image holds.
         # Refused before any data is compressed, naming the member; --uid/--gid make it fit.
         members = [reg(f"ids/{i:05d}", b"", uid=100000 + i, gid=200000 + i) for i in range(33000)]

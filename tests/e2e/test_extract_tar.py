@@ -7,6 +7,7 @@ import os
 import stat
 import struct
 import subprocess
+import tarfile
 
 from clitest import expect_fail, sqar
 from test_extract import check_sparse
@@ -83,6 +84,11 @@ def test_non_utf8_name():
             run([*cmd, "-f", tar, "-C", out], errors="surrogateescape")
             if os.listdir(os.fsencode(out)) != [name]:
                 raise AssertionError(f"{cmd[0]}: {os.listdir(os.fsencode(out))} != {[name]}")
+        # A glob selects it by its bytes, as list and extract do.
+        sqar("extract", "--tar", f"{d}/sel.tar", img, "latin1-*", errors="surrogateescape")
+        with tarfile.open(f"{d}/sel.tar", errors="surrogateescape") as t:
+            names = [os.fsencode(n) for n in t.getnames()]
+        assert names == [name], names
         log("ok: a name that is not UTF-8 comes back byte for byte from GNU tar and bsdtar, with no warning")
 
 
