@@ -82,10 +82,11 @@ std::string normalize_image_path(const std::string& path) {
 
 std::vector<std::string> image_pattern_args(int argc, char** argv, int first) {
   std::vector<std::string> out;
-  for (int i = first; i < argc; ++i) {
-    // An empty argument is almost always an unset shell variable ("$DIR"): selecting the
-    // whole image for it would extract everything. GNU tar reports it as not found.
+  // An empty argument is almost always an unset shell variable ("$DIR"): selecting the whole
+  // image for it would extract everything. GNU tar reports it as not found.
+  for (int i = first; i < argc; ++i)
     if (argv[i][0] == '\0') throw UsageError("empty PATTERN (give '/' or '.' for the whole image)");
+  for (int i = first; i < argc; ++i) {
     std::string p = normalize_image_path(argv[i]);
     if (p.empty()) return {};
     out.push_back(std::move(p));

@@ -466,7 +466,9 @@ class Exporter {
       check_.emplace(img_);
       if (!check_->has_manifest()) check_.reset();
     } catch (const std::exception& e) {
-      throw Error(img_.path() + ": manifest trailer: " + without_path_prefix(e.what(), img_.path()) +
+      const std::string cause = without_path_prefix(e.what(), img_.path());
+      throw Error(img_.path() + ": " +
+                  (cause.rfind("manifest trailer", 0) == 0 ? cause : "manifest trailer: " + cause) +
                   " (--no-verify writes the archive without checking contents)");
     }
   }
