@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <thread>
 #include <unordered_map>
@@ -263,6 +264,7 @@ class Exporter {
               open.push_back({path, inode, opt_.patterns.empty(), true});
               return true;
             }
+            learn(inode);
             const std::string parent = parent_of(path);
             while (open.size() > 1 && open.back().path != parent) open.pop_back();
             const bool selected =
@@ -473,31 +475,38 @@ class Exporter {
     }
   }
 
+  // The planner's walk visits every inode (selected or not): each regular one is learned
+  // there, on the planner's thread, beside the writer, rather than in a second walk after it
+  // (on ports, 270k entries, such a walk is a fifth of the export's time).
+  void learn(const Inode& inode) {
+    if (!check_ || !inode.is_regular()) return;
+    if (inode.nlink > 1 && !learned_links_.insert(inode.inode_number).second) return;
+    std::lock_guard lock(check_mu_);
+    check_->learn(inode);
+  }
+
   void check_content(const std::string& path, const Inode& file, const Hash128& got) {
     if (check_->in_fragment_digest(file)) {
       in_fragments_.push_back({path, file.inode_number, file.fragment_index});
       fragment_hashes_.emplace(file.inode_number, got);
       return;
     }
-    if (auto want = check_->expected(file)) {
+    std::optional<Hash128> want;
+    {
+      std::lock_guard lock(check_mu_);
+      want = check_->expected(file);
+    }
+    if (want) {
       if (!(*want == got)) throw content_differs(path, got, *want);
       return;
     }
+    // A duplicate whose listed inode the planner has not reached yet: checked at the end.
     duplicates_.push_back({path, file, got});
   }
 
+  // After the last entry: the planner has walked (and learned) the whole image.
   void check_deferred_content() {
     if (!check_ || (duplicates_.empty() && fragment_hashes_.empty())) return;
-    std::unordered_set<uint32_t> learned;
-    try {
-      img_.walk([&](const std::string&, const Inode& inode) {
-        if (inode.is_regular() && learned.insert(inode.inode_number).second) check_->learn(inode);
-        return true;
-      });
-    } catch (const Error& err) {
-      throw Error(without_path_prefix(err.what(), img_.path()) +
-                  " (--no-verify writes the archive without checking contents)");
-    }
     for (const auto& d : duplicates_)
       if (auto want = check_->expected(d.file); want && !(*want == d.got)) throw content_differs(d.path, d.got, *want);
     std::unordered_set<uint32_t> bad;
@@ -538,7 +547,9 @@ class Exporter {
     uint32_t inode_number, fragment;
   };
   std::optional<ManifestCheck> check_;
-  StreamHasher hasher_;  // of the file being written, reset for each
+  std::mutex check_mu_;                         // check_ is learned by the planner, asked by the writer
+  std::unordered_set<uint32_t> learned_links_;  // the planner's: inodes with several names, learned once
+  StreamHasher hasher_;                         // of the file being written, reset for each
   std::vector<DeferredFile> duplicates_;
   std::vector<FragmentFile> in_fragments_;
   std::unordered_map<uint32_t, Hash128> fragment_hashes_;
