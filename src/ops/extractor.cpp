@@ -139,9 +139,7 @@ class Extractor::Impl {
         check_.emplace(img_);
         if (!check_->has_manifest()) check_.reset();
       } catch (const std::exception& e) {
-        const std::string cause = without_path_prefix(e.what(), img_.path());
-        fail_image((cause.rfind("manifest trailer", 0) == 0 ? cause : "manifest trailer: " + cause) +
-                   "; content is not checked");
+        fail_image(manifest_trailer_problem(e, img_.path()) + "; content is not checked");
       }
     }
     std::unordered_set<uint32_t> learned;  // regular inodes, for the content check

@@ -77,4 +77,9 @@ Hash128 content_hash(reader::Image& image, const reader::Inode& ino) {
   return hasher.digest();
 }
 
+std::string manifest_trailer_problem(const std::exception& e, const std::string& image_path) {
+  const std::string cause = without_path_prefix(e.what(), image_path);
+  return cause.find("manifest") != std::string::npos ? cause : "manifest trailer: " + cause;
+}
+
 }  // namespace sqar::ops

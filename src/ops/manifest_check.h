@@ -8,7 +8,9 @@
 // reads the other members of a fragment block itself.
 #pragma once
 #include <cstdint>
+#include <exception>
 #include <optional>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -46,5 +48,9 @@ class ManifestCheck {
 
 // XXH3-128 of a file's whole content as the image stores it. Throws sqar::Error on a damaged block.
 Hash128 content_hash(reader::Image& image, const reader::Inode& ino);
+
+// What to report when an image's manifest trailer cannot be read: the cause, without the
+// image's path, naming the trailer once (most causes name it themselves).
+std::string manifest_trailer_problem(const std::exception& e, const std::string& image_path);
 
 }  // namespace sqar::ops

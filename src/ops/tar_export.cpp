@@ -468,9 +468,7 @@ class Exporter {
       check_.emplace(img_);
       if (!check_->has_manifest()) check_.reset();
     } catch (const std::exception& e) {
-      const std::string cause = without_path_prefix(e.what(), img_.path());
-      throw Error(img_.path() + ": " +
-                  (cause.rfind("manifest trailer", 0) == 0 ? cause : "manifest trailer: " + cause) +
+      throw Error(img_.path() + ": " + manifest_trailer_problem(e, img_.path()) +
                   " (--no-verify writes the archive without checking contents)");
     }
   }

@@ -19,6 +19,7 @@
 #include "format/squashfs.h"
 #include "ops/data_key.h"
 #include "ops/input_image.h"
+#include "ops/manifest_check.h"
 #include "ops/parallel.h"
 
 namespace sqar::ops {
@@ -176,7 +177,7 @@ class Verifier::Impl {
       for (const auto& e : m->files) manifest_.emplace(e.inode_number, e.hash);
       if (m->has_fragment_digests()) fragment_digests_ = std::move(m->fragment_digests);
     } catch (const std::exception& e) {
-      problem("", "manifest trailer: " + without_image_path(e.what()));
+      problem("", manifest_trailer_problem(e, img_.path()));
     }
   }
 
