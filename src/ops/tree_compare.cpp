@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <string_view>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "common/error.h"
@@ -94,7 +95,11 @@ class TreeComparer {
  public:
   // root ends with '/'.
   TreeComparer(reader::Image& image, const Tree& tree, const std::string& root, const CompareOptions& opt)
-      : image_(image), tree_(tree), root_(root), opt_(opt) {}
+      : image_(image),
+        tree_(tree),
+        root_(root),
+        opt_(opt),
+        unlisted_(tree.unlisted_dirs.begin(), tree.unlisted_dirs.end()) {}
 
   CompareResult run() {
     walk();
@@ -134,6 +139,7 @@ class TreeComparer {
     while (!pending_.empty()) {
       DirPair d = std::move(pending_.back());
       pending_.pop_back();
+      if (d.side != Side::image_only && unlisted(d.node)) continue;
       switch (d.side) {
         case Side::both: merge_directory(d); break;
         case Side::image_only:
@@ -147,6 +153,15 @@ class TreeComparer {
   }
 
   std::string_view name_of(uint32_t node) const { return tree_.name(tree_.nodes[node]); }
+
+  // A directory on disk that could not be listed: what it holds is unknown, not absent, so
+  // none of the image's entries below it is reported missing; it is named as an error.
+  bool unlisted(uint32_t node) {
+    const auto it = unlisted_.find(node);
+    if (it == unlisted_.end()) return false;
+    result_.errors.push_back(it->second + " (its entries were not compared)");
+    return true;
+  }
 
   // Both list entries sorted by name in byte order (SquashFS requires it of the image; the
   // scanner sorts the same way), so one pass pairs them.
@@ -286,6 +301,7 @@ class TreeComparer {
   const std::string& root_;
   const CompareOptions& opt_;
   std::vector<DirPair> pending_;
+  std::unordered_map<uint32_t, std::string> unlisted_;  // node -> why it could not be listed
   std::unordered_set<reader::InodeRef> image_dirs_seen_;
   std::vector<ContentCheck> content_checks_;
   CompareResult result_;
@@ -304,7 +320,9 @@ CompareResult compare_image_with_tree(reader::Image& image, const std::string& r
   ScanOptions scan;
   scan.sources = {dir};
   scan.xattrs = opt.xattrs;
-  scan.unreadable_hint = "";  // diff has no --skip-unreadable
+  // A directory that cannot be listed ends no comparison: the rest of the tree is compared,
+  // and the directory is named as an error after the differences (exit 2, as diff -r).
+  scan.skip_unreadable = true;
   // As in `sqar create`: listing is system calls, so two listers per core, and more while the
   // listings wait on the disk.
   scan.threads = std::min(2 * std::max(1u, opt.jobs), 16u);

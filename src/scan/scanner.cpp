@@ -343,6 +343,7 @@ class Scanner {
       if (!task->error.empty()) {
         if (!opt_.skip_unreadable) throw Error(task->error + opt_.unreadable_hint);
         if (opt_.warn) opt_.warn(task->error + " (stored as an empty directory)");
+        tree_.unlisted_dirs.emplace_back(task->node, task->error);
       }
       const uint32_t node = task->node;
       const uint16_t source = tree_.nodes[node].source;

@@ -67,6 +67,9 @@ struct Tree {
   std::unordered_map<uint32_t, std::string> symlink_targets;
   std::unordered_map<uint32_t, Xattrs> xattrs;
   std::vector<uint32_t> files;  // regular-file inode owners in image (depth-first, sorted) order
+  // Directories that could not be listed (with ScanOptions::skip_unreadable): node and cause.
+  // Their entries are unknown, not absent, to a reader that compares the tree.
+  std::vector<std::pair<uint32_t, std::string>> unlisted_dirs;
   uint64_t total_file_bytes = 0;
 
   // A plain index range rather than std::views::iota, which clang 14 (the fuzz build) cannot

@@ -387,7 +387,7 @@ def test_diff_after_extract_roundtrip():
 def test_diff_goes_on_past_an_unreadable_file():
     """As diff -r does, a file diff cannot read is reported (exit 2) after the differences
     found elsewhere, which are still printed; an unreadable directory is named without
-    create's --skip-unreadable advice."""
+    create's --skip-unreadable advice, and the entries after it are still compared."""
     need_root()
     with tempdir() as d:
         os.chmod(d, 0o755)
@@ -407,6 +407,10 @@ def test_diff_goes_on_past_an_unreadable_file():
         p = run([*AS_NOBODY, SQAR, "diff", img, f"{d}/src"], check=False)
         assert p.returncode == 2 and "sub: Permission denied" in p.stderr and "--skip-unreadable" not in p.stderr, \
             p.stderr
+        # The walk goes on past it: later entries are compared, and what the directory holds is
+        # unknown, not missing.
+        assert "M a/f1: size 4 != 8" in p.stdout and "+ zz-new" in p.stdout, p.stdout
+        assert "sub/g" not in p.stdout and "not compared" in p.stderr, (p.stdout, p.stderr)
         os.chmod(f"{d}/src/sub", 0o755)
         log("ok: diff prints what differs, then names what it could not read (exit 2)")
 
