@@ -614,6 +614,9 @@ class Extractor::Impl {
   // through) once its final mode is set gets that mode at the very end.
   bool needs_late_finish(const InodeSummary& ino) const { return euid_ != 0 && (ino.mode & 0500) != 0500; }
   static constexpr size_t kMaxBatch = 256;  // keeps one huge directory spread over threads
+  // A file whose content could not all be written (a damaged block, a full disk) is removed,
+  // so nothing incomplete looks extracted; the error says so.
+  static constexpr const char* kPartRemoved = "; the partly written file was removed";
 
   // Creates a regular file (never following a symlink at its name); --overwrite replaces
   // an existing non-directory.
@@ -656,15 +659,18 @@ class Extractor::Impl {
         write_content(fd, *sf.inode, t.from, t.to, /*shared=*/false);
       } catch (const std::exception& e) {
         report = !sf.failed.exchange(true);
-        why = e.what();
+        why = std::string(e.what()) + kPartRemoved;  // by the last range, below
       }
     }
     const bool last = --sf.ranges_left == 0;
     if (last) entry_done();
     if (last && fd >= 0) {
       try {
+        if (!sf.failed && ::ftruncate(fd, off_t(it.inode.size)) != 0) {
+          sf.failed = report = true;
+          why = std::string("truncate: ") + strerror(errno) + kPartRemoved;
+        }
         if (!sf.failed) {
-          if (::ftruncate(fd, off_t(it.inode.size)) != 0) sys_fail("truncate");
           // Ranges were written in any order: the content is hashed from the file.
           if (check_) check_content(dfd, fd, it, *sf.inode, nullptr);
           set_meta_fd(fd, it, owned_when_new(it.inode, dir), mode_at_create(it.inode));
@@ -678,6 +684,7 @@ class Extractor::Impl {
         report = true;
         why = std::string("close: ") + strerror(errno);
       }
+      if (sf.failed) ::unlinkat(dfd, std::string(name_of(it)).c_str(), 0);
     }
     if (report) throw Error(why);
   }
@@ -688,12 +695,18 @@ class Extractor::Impl {
       int fd = create_file(dfd, it);
       try {
         if (ino.size > 0) {
-          const Inode full = img_.read_inode(ino.ref);
+          std::optional<Inode> full;
           StreamHasher hasher;
-          if (write_content(fd, full, 0, ino.size, ino.shares_blocks, check_ ? &hasher : nullptr) < ino.size &&
-              ::ftruncate(fd, off_t(ino.size)) != 0)
-            sys_fail("truncate");
-          if (check_) check_content(dfd, fd, it, full, &hasher);
+          try {
+            full.emplace(img_.read_inode(ino.ref));
+            if (write_content(fd, *full, 0, ino.size, ino.shares_blocks, check_ ? &hasher : nullptr) < ino.size &&
+                ::ftruncate(fd, off_t(ino.size)) != 0)
+              sys_fail("truncate");
+          } catch (const std::exception& e) {
+            ::unlinkat(dfd, std::string(name_of(it)).c_str(), 0);
+            throw Error(std::string(e.what()) + kPartRemoved);
+          }
+          if (check_) check_content(dfd, fd, it, *full, &hasher);
         }
         set_meta_fd(fd, it, owned_when_new(ino, dir), mode_at_create(ino));
       } catch (...) {

@@ -11,7 +11,7 @@ import os
 import subprocess
 
 from clitest import expect_fail, sqar
-from sqartest import SQAR, log, main, pseudo_random, run, tempdir, write
+from sqartest import SQAR, log, main, need_root, pseudo_random, run, tempdir, write
 
 BIG = pseudo_random(600 * 1024, "big")  # > 64 blocks of 4 KiB: split into ranges at -j2
 SMALL_A = pseudo_random(1500, "small-a")
@@ -114,6 +114,34 @@ def test_flipped_bit_in_a_fragment_block():
         log("ok: a damaged fragment block is caught by extract and cat")
 
 
+def test_a_file_not_written_whole_is_removed():
+    """A full disk mid-file: the file is named with the cause and removed (at -j1, and at -j2
+    where ranges of it are written by two threads), so nothing incomplete looks extracted."""
+    need_root()
+    with tempdir() as d:
+        src, img = build(d)
+        for jobs in ("1", "2"):
+            out = f"{d}/tiny{jobs}"
+            os.makedirs(out)
+            run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", out])
+            try:
+                p = run([SQAR, "extract", "-j", jobs, img, "-C", out], check=False)
+                named = [line for line in p.stderr.splitlines() if "partly written file was removed" in line]
+                if p.returncode != 1 or not any("big.bin: " in line and "No space left on device" in line
+                                                for line in named):
+                    raise AssertionError(f"-j{jobs}: exit {p.returncode}, stderr {p.stderr}")
+                for line in named:
+                    path = line.split(": ")[2]
+                    if os.path.lexists(f"{out}/{path}"):
+                        raise AssertionError(f"-j{jobs}: {path} was left partly written: {line}")
+                for name in os.listdir(out):
+                    if name.endswith(".bin") and os.path.getsize(f"{out}/{name}") not in (len(BIG), 0):
+                        raise AssertionError(f"-j{jobs}: {name} is there with a wrong size")
+            finally:
+                run(["umount", out])
+        log("ok: a file the disk had no room for is named and removed")
+
+
 def test_damaged_manifest_trailer():
     """A damaged trailer cannot vouch for anything: extract still writes every entry, says
     once that content is not checked, and exits 1; no entry is counted as not extracted."""
@@ -135,4 +163,4 @@ def test_damaged_manifest_trailer():
 
 if __name__ == "__main__":
     main([test_clean_image_passes, test_flipped_bit_in_a_block, test_flipped_bit_in_a_fragment_block,
-          test_damaged_manifest_trailer])
+          test_a_file_not_written_whole_is_removed, test_damaged_manifest_trailer])
