@@ -51,7 +51,9 @@ void apply_option(Options& o, const std::string& opt) {
   std::string key = opt.substr(0, eq);
   std::string value = eq == std::string::npos ? "" : opt.substr(eq + 1);
   if (key == "offset") {
-    o.offset = parse_number(key, value);
+    auto v = parse_size(value);  // as sqar's --offset takes it: 8K, 1M
+    if (!v) throw Error("option offset=" + value + ": expected a byte count such as 4096 or 8K");
+    o.offset = *v;
   } else if (key == "cache") {
     auto v = parse_size(value);
     if (!v) throw Error("option cache=" + value + ": expected a size such as 64M, 512K or 2G");
@@ -160,7 +162,8 @@ image size: nothing is read until it is needed. sqarfs then runs in the backgrou
 or `umount MOUNTPOINT`, or until SIGTERM, SIGINT or SIGHUP, on which it unmounts.
 
 Options:
-  -o offset=N       the image starts N bytes into IMAGE (e.g. appended to a binary)
+  -o offset=N       the image starts N bytes into IMAGE (e.g. appended to a binary;
+                    4096 or 4K)
   -o cache=SIZE     cache of decompressed blocks shared by all threads (default 64M;
                     suffixes K, M, G). Bigger helps random reads of large files.
   -o threads=N      maximum threads serving requests (default 2 per core, 4..16). With

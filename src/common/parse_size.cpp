@@ -1,20 +1,25 @@
 #include "parse_size.h"
 
+#include <cctype>
 #include <charconv>
+#include <string>
 
 namespace sqar {
 
 namespace {
 std::optional<unsigned> unit_shift(std::string_view unit) {
+  // Any case, as users type them (4k, 128KB, 1MiB, 2gb); every unit is a power of 1024.
+  std::string lower(unit);
+  for (char& c : lower) c = char(std::tolower(static_cast<unsigned char>(c)));
   struct Unit {
     std::string_view name;
     unsigned shift;
   };
-  static constexpr Unit kUnits[] = {{"", 0},    {"B", 0},  {"K", 10},   {"k", 10},   {"KiB", 10},
-                                    {"KB", 10}, {"M", 20}, {"m", 20},   {"MiB", 20}, {"MB", 20},
-                                    {"G", 30},  {"g", 30}, {"GiB", 30}, {"GB", 30}};
+  static constexpr Unit kUnits[] = {{"", 0},     {"b", 0},   {"k", 10},  {"kib", 10}, {"kb", 10},
+                                    {"m", 20},   {"mib", 20}, {"mb", 20}, {"g", 30},   {"gib", 30},
+                                    {"gb", 30}};
   for (const Unit& u : kUnits)
-    if (unit == u.name) return u.shift;
+    if (lower == u.name) return u.shift;
   return std::nullopt;
 }
 }  // namespace

@@ -7,7 +7,7 @@
 
 namespace sqar {
 
-// Decimal digits, then an optional binary unit: B; K, k, KiB, KB; M, m, MiB, MB; G, g, GiB,
+// Decimal digits, then an optional binary unit in any case: B; K, KiB, KB; M, MiB, MB; G, GiB,
 // GB (all powers of 1024: KB is accepted as sqarfs always took it). nullopt when malformed
 // (empty, a sign, spaces, an unknown unit) or when the value does not fit in 64 bits.
 std::optional<uint64_t> parse_size(std::string_view text);

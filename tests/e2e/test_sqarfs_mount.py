@@ -86,7 +86,7 @@ def main():
             out.write(b"#!/bin/sh\nexit 0\n" + b"\0" * 4079)
             with open(img, "rb") as f:
                 out.write(f.read())
-        with Mount(f"{tmp}/embedded.bin", mnt, "offset=4096,uid=1000,gid=100,cache=1M,threads=4,noauto,nofail,_netdev"):
+        with Mount(f"{tmp}/embedded.bin", mnt, "offset=4K,uid=1000,gid=100,cache=1M,threads=4,noauto,nofail,_netdev"):
             problems, _ = tree_differences(src, mnt, "offset mount", ignore=MKSQUASHFS_IGNORE, holes=4096, uid=1000, gid=100)
             failures += [f"offset/uid/gid: {p}" for p in problems]
 

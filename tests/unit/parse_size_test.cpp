@@ -15,9 +15,10 @@ TEST(ParseSize, PlainNumbersAreBytes) {
 }
 
 TEST(ParseSize, SuffixesArePowersOf1024) {
-  for (const char* s : {"3K", "3k", "3KiB", "3KB"}) EXPECT_EQ(parse_size(s), 3u << 10) << s;
-  for (const char* s : {"64M", "64m", "64MiB", "64MB"}) EXPECT_EQ(parse_size(s), 64u << 20) << s;
-  for (const char* s : {"2G", "2g", "2GiB", "2GB"}) EXPECT_EQ(parse_size(s), 2ull << 30) << s;
+  for (const char* s : {"3K", "3k", "3KiB", "3KB", "3kb", "3kib"}) EXPECT_EQ(parse_size(s), 3u << 10) << s;
+  for (const char* s : {"64M", "64m", "64MiB", "64MB", "64mb", "64mB"}) EXPECT_EQ(parse_size(s), 64u << 20) << s;
+  for (const char* s : {"2G", "2g", "2GiB", "2GB", "2gb", "2Gib"}) EXPECT_EQ(parse_size(s), 2ull << 30) << s;
+  EXPECT_EQ(parse_size("5b"), 5u);
 }
 
 TEST(ParseSize, OverflowIsRefused) {
@@ -32,7 +33,7 @@ TEST(ParseSize, OverflowIsRefused) {
 
 TEST(ParseSize, MalformedInputIsRefused) {
   for (const char* s :
-       {"", "K", "-1", "+1", " 1", "1 ", "1.5M", "0x10", "12X", "1KiBB", "1Ki", "1T", "1mB", "1kib", "M1", "1,024"})
+       {"", "K", "-1", "+1", " 1", "1 ", "1.5M", "0x10", "12X", "1KiBB", "1Ki", "1T", "1kk", "M1", "1,024"})
     EXPECT_EQ(parse_size(s), std::nullopt) << '"' << s << '"';
 }
 
