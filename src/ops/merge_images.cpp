@@ -145,7 +145,8 @@ class Merger {
     const FinishResult fr = finish_image(u.tree, data, out, fin);
     stats_.finish_seconds = since(t_finish);
 
-    for (uint32_t i = 1; i < u.tree.nodes.size(); ++i) stats_.entries += !u.tree.nodes[i].omitted;
+    // The root counts, as create and info count it.
+    for (uint32_t i = 0; i < u.tree.nodes.size(); ++i) stats_.entries += !u.tree.nodes[i].omitted;
     stats_.files = u.tree.files.size();
     stats_.data = data.stats;
     stats_.image_bytes = fr.bytes_used;

@@ -72,6 +72,11 @@ def test_shards_equal_whole():
         s = merge(*[f"{d}/{n}.sqfs" for n in names], f"{d}/merged.sqfs")
         assert s["duplicate_files"] == 1 and s["duplicate_bytes"] == len(shared), s
         assert s["blocks_compressed"] == 0, s
+        # The same count of entries, the root included, as create and info give for the whole tree.
+        whole = json.loads(run([SQAR, "create", "--json", t, f"{d}/whole-count.sqfs"]).stdout)
+        counts = json.loads(run([SQAR, "info", "--json", f"{d}/merged.sqfs"]).stdout)["counts"]
+        named = sum(counts.values()) - counts["hard_links"]  # counts are per name; hard_links repeats some
+        assert s["entries"] == whole["entries"] == named, (s["entries"], whole["entries"], named)
         shard_bytes = sum(os.path.getsize(f"{d}/{n}.sqfs") for n in names)
         assert os.path.getsize(f"{d}/merged.sqfs") < shard_bytes - len(shared) // 2, "the shared file is stored twice"
         with equals_whole_tree(d, t, "the merged shards") as mnt:
