@@ -183,9 +183,10 @@ ImageFile::ImageFile(std::string final_path, bool overwrite)
     }
   }
   if (fd_ < 0) {
-    // Name both: the user gave the image path, the failure is about its directory.
+    // Name both: the user gave the path (an image, or a tar archive), the failure is about its
+    // directory.
     const int err = errno;
-    throw Error(final_path_ + ": cannot create the image in " + dir + ": " + std::strerror(err));
+    throw Error(final_path_ + ": cannot create it in " + dir + ": " + std::strerror(err));
   }
   if (exists && S_ISREG(st.st_mode)) {
     // Replacing an image keeps its permissions and owner, as overwriting it in place would:

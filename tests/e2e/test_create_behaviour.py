@@ -162,7 +162,7 @@ def test_bad_usage_is_explained():
         assert p.returncode == 1 and f"{d}/missing" in p.stderr and "No such file" in p.stderr, p.stderr
         assert not os.path.exists(f"{d}/img") and not leftovers(f"{d}/img")
         p = run([SQAR, "create", f"{d}/src", f"{d}/no-such-dir/img"], check=False)
-        assert p.returncode == 1 and f"{d}/no-such-dir/img: cannot create the image in {d}/no-such-dir" in p.stderr, \
+        assert p.returncode == 1 and f"{d}/no-such-dir/img: cannot create it in {d}/no-such-dir" in p.stderr, \
             p.stderr
         assert "Usage: sqar create" in run([SQAR, "create", "--help"]).stdout
 
