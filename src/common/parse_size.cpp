@@ -15,9 +15,8 @@ std::optional<unsigned> unit_shift(std::string_view unit) {
     std::string_view name;
     unsigned shift;
   };
-  static constexpr Unit kUnits[] = {{"", 0},     {"b", 0},   {"k", 10},  {"kib", 10}, {"kb", 10},
-                                    {"m", 20},   {"mib", 20}, {"mb", 20}, {"g", 30},   {"gib", 30},
-                                    {"gb", 30}};
+  static constexpr Unit kUnits[] = {{"", 0},     {"b", 0},   {"k", 10}, {"kib", 10}, {"kb", 10}, {"m", 20},
+                                    {"mib", 20}, {"mb", 20}, {"g", 30}, {"gib", 30}, {"gb", 30}};
   for (const Unit& u : kUnits)
     if (lower == u.name) return u.shift;
   return std::nullopt;
