@@ -82,7 +82,14 @@ std::string extract_status(const ops::ExtractProgress& p, double secs) {
   return "hard links and directory metadata...";
 }
 
-int extract_tar(reader::Image& image, const std::string& out, const ops::ExtractOptions& opt) {
+// The archive is written as the image is walked, so there is no total to show a bar against.
+std::string tar_status(const ops::TarExportProgress& p, double secs) {
+  const uint64_t bytes = p.bytes_done.load();
+  return std::to_string(p.entries_done.load()) + " entries, " + human_bytes(bytes) + "  " +
+         human_bytes(uint64_t(double(bytes) / std::max(secs, 0.001))) + "/s";
+}
+
+int extract_tar(reader::Image& image, const std::string& out, const ops::ExtractOptions& opt, bool show) {
   if (out.empty()) throw UsageError("empty --tar file");
   if (opt.dest != ".") throw UsageError("--tar writes an archive, not a directory: -C does not apply");
   // As tar does: an archive on a terminal is unreadable and almost always a mistake.
@@ -96,7 +103,23 @@ int extract_tar(reader::Image& image, const std::string& out, const ops::Extract
   topt.problems = [](ops::Severity, const std::string& path, const std::string& message) {
     print_message("sqar extract: warning: " + path + ": " + message);
   };
-  ops::export_tar(image, topt);
+  ops::TarExportProgress progress;
+  const auto start = std::chrono::steady_clock::now();
+  ops::TarExportStats stats;
+  {
+    std::unique_ptr<StatusLine> bar;
+    if (show) {
+      topt.progress = &progress;
+      bar = std::make_unique<StatusLine>([&progress](double secs) { return tar_status(progress, secs); });
+    }
+    stats = ops::export_tar(image, topt);
+  }
+  if (show) {
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::fprintf(stderr, "%s: %llu entries, %s of file content into %s in %.2f s\n", image.path().c_str(),
+                 (unsigned long long)stats.entries, human_bytes(stats.bytes).c_str(),
+                 out == "-" ? "standard output" : out.c_str(), secs);
+  }
   return 0;
 }
 
@@ -144,11 +167,11 @@ int extract_main(int argc, char** argv) {
     opt.patterns = image_pattern_args(argc, argv, optind);
     if (opt.dest.empty()) throw UsageError("empty -C directory");
     auto image = open_image(image_path, offset, streaming_cache_bytes(opt.jobs));
-    if (tar_out) return extract_tar(*image, *tar_out, opt);
+    const bool show = want_progress(quiet, force_progress);
+    if (tar_out) return extract_tar(*image, *tar_out, opt, show);
     ops::ExtractProgress progress;
     size_t failed;
     bool image_error = false;  // about the image as a whole (its manifest trailer), already named
-    const bool show = want_progress(quiet, force_progress);
     const auto start = std::chrono::steady_clock::now();
     {
       std::unique_ptr<StatusLine> bar;

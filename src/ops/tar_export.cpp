@@ -351,6 +351,7 @@ class Exporter {
     archive_entry_set_gid(e.get(), inode.gid);
     archive_entry_set_mtime(e.get(), inode.mtime, 0);
     ++stats_.entries;
+    if (opt_.progress) opt_.progress->entries_done.fetch_add(1, std::memory_order_relaxed);
     if (it.link_to) {
       archive_entry_copy_hardlink(e.get(), it.link_to->c_str());
       archive_entry_set_size(e.get(), 0);
@@ -430,6 +431,7 @@ class Exporter {
     auto write = [&](const void* data, size_t len) {
       if (hasher) hasher->update(data, len);
       if (archive_write_data(a_.get(), data, len) < 0) check(ARCHIVE_FATAL, path);
+      if (opt_.progress) opt_.progress->bytes_done.fetch_add(len, std::memory_order_relaxed);
     };
     auto ends_early = [&] { return Error(img_.path() + ": " + path + ": content ends before the file's size"); };
     uint64_t done = 0;

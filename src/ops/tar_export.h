@@ -17,6 +17,7 @@
 // naming the entry. Writing to a file goes to an unnamed file beside it that gets its name
 // only when the archive is complete.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -25,6 +26,13 @@
 #include "reader/image.h"
 
 namespace sqar::ops {
+
+// Counters for a progress display, updated as the archive is written (the total is not known
+// before the walk that writes it).
+struct TarExportProgress {
+  std::atomic<uint64_t> entries_done{0};
+  std::atomic<uint64_t> bytes_done{0};  // file content written
+};
 
 struct TarExportOptions {
   std::string output;                 // archive path; "-" is standard output
@@ -35,6 +43,7 @@ struct TarExportOptions {
   // mismatch is an error naming the file, and no archive file is left.
   bool verify = true;
   ProblemSink problems;  // warnings (skipped sockets); errors are thrown
+  TarExportProgress* progress = nullptr;  // may be null
 };
 
 struct TarExportStats {

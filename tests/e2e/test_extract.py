@@ -166,6 +166,18 @@ def test_progress_only_on_a_terminal():
         if p.returncode != 0 or "entries" in p.stdout:
             raise AssertionError(f"-q still printed: {p.stdout!r}")
         compare_trees(f"{d}/src", f"{d}/tty", "extraction with the status line")
+        # The same for --tar: a summary on a terminal or with --progress, silence otherwise,
+        # and never a byte of it in the archive on standard output.
+        p = run(["script", "-qec", f"{SQAR} extract --tar {d}/tty.tar {img}", "/dev/null"], check=False)
+        if p.returncode != 0 or f"2 entries, 3.0 MiB of file content into {d}/tty.tar" not in p.stdout:
+            raise AssertionError(f"extract --tar: no summary on a terminal: {p.stdout!r}")
+        p = sqar("extract", "--tar", f"{d}/pipe.tar", img)
+        if p.stdout or p.stderr:
+            raise AssertionError(f"extract --tar: output without a terminal: {p.stdout!r} {p.stderr!r}")
+        p = run([SQAR, "extract", "--progress", "--tar", "-", img], text=False)
+        with open(f"{d}/pipe.tar", "rb") as f:
+            if p.stdout != f.read() or b"2 entries, 3.0 MiB of file content into standard output" not in p.stderr:
+                raise AssertionError(f"extract --progress --tar -: {p.stderr!r}")
         log("ok: status line and summary on a terminal only")
 
 
