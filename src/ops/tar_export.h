@@ -42,7 +42,7 @@ struct TarExportOptions {
   // Check each file's content against the manifest trailer (when the image has one); a
   // mismatch is an error naming the file, and no archive file is left.
   bool verify = true;
-  ProblemSink problems;  // warnings (skipped sockets); errors are thrown
+  ProblemSink problems;                   // warnings (skipped sockets); errors are thrown
   TarExportProgress* progress = nullptr;  // may be null
 };
 
