@@ -5,6 +5,7 @@
 #include <cstring>
 #include <ctime>
 #include <map>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <unordered_set>
@@ -12,8 +13,10 @@
 
 #include "cli_util.h"
 #include "command.h"
+#include "common/display_name.h"
 #include "format/squashfs.h"
 #include "ops/data_key.h"
+#include "ops/manifest_check.h"
 #include "read_common.h"
 
 namespace sqar::cli {
@@ -128,7 +131,21 @@ int info_main(int argc, char** argv) {
     auto image = open_image(image_path, offset);
     const reader::Superblock& sb = image->super();
     Stats s = collect(*image);
-    auto manifest = image->manifest();
+    // A damaged trailer does not hide the rest: info is what users reach for to look at a bad
+    // image. It is described as damaged, and the status is 1.
+    std::optional<Manifest> manifest;
+    std::string trailer_problem;
+    try {
+      manifest = image->manifest();
+    } catch (const std::exception& e) {
+      trailer_problem = ops::manifest_trailer_problem(e, image->path());
+    }
+    auto status = [&] {
+      if (trailer_problem.empty()) return 0;
+      std::fflush(stdout);
+      report("info", image_path, trailer_problem);
+      return 1;
+    };
     double ratio = s.file_bytes ? double(sb.bytes_used) / double(s.file_bytes) : 0.0;
     const char* kinds[] = {"directory", "regular", "symlink", "block_device", "char_device", "fifo", "socket"};
     auto count = [&](const char* k) {
@@ -157,12 +174,14 @@ int info_main(int argc, char** argv) {
       std::printf(
           "\"manifest\":%s,\"manifest_entries\":%llu,\"manifest_fragment_digests\":%llu,\"exportable\":%s,\"xattrs\":%"
           "s,\"entries_with_xattrs\":%llu,"
-          "\"flags\":%u}\n",
+          "\"flags\":%u",
           manifest ? "true" : "false", (unsigned long long)(manifest ? manifest->files.size() : 0),
           (unsigned long long)(manifest ? manifest->fragment_digests.size() : 0),
           image->has_export_table() ? "true" : "false", has_xattrs ? "true" : "false",
           (unsigned long long)s.xattr_entries, sb.flags);
-      return 0;
+      if (!trailer_problem.empty()) std::printf(",\"manifest_problem\":\"%s\"", json_escape(trailer_problem).c_str());
+      std::printf("}\n");
+      return status();
     }
     std::printf("Image:            %s%s\n", image_path.c_str(),
                 offset ? (" (at offset " + std::to_string(offset) + ")").c_str() : "");
@@ -211,8 +230,9 @@ int info_main(int argc, char** argv) {
                   counted(manifest->fragment_digests.size(), "fragment block", "fragment blocks");
       }
     }
-    std::printf("Manifest trailer: %s\n", trailer.c_str());
-    return 0;
+    if (!trailer_problem.empty()) trailer = "damaged (" + trailer_problem + ")";
+    std::printf("Manifest trailer: %s\n", printable(trailer).c_str());
+    return status();
   });
 }
 

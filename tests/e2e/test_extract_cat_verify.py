@@ -144,7 +144,8 @@ def test_a_file_not_written_whole_is_removed():
 
 def test_damaged_manifest_trailer():
     """A damaged trailer cannot vouch for anything: extract still writes every entry, says
-    once that content is not checked, and exits 1; no entry is counted as not extracted."""
+    once that content is not checked, and exits 1; no entry is counted as not extracted. info
+    describes the image all the same, names the damage, and exits 1."""
     with tempdir() as d:
         src, img = build(d)
         used = json.loads(sqar("info", "--json", img).stdout)["image_bytes"]
@@ -159,6 +160,18 @@ def test_damaged_manifest_trailer():
         assert "content is not checked" in p.stderr and "could not be extracted" not in p.stderr, p.stderr
         assert open(f"{d}/out/big.bin", "rb").read() == BIG
         log(f"ok: {p.stderr.strip()}")
+        # info still describes the image, with the trailer as damaged, and exits 1.
+        for args in ([], ["--json"]):
+            p = run([SQAR, "info", *args, img], check=False)
+            assert p.returncode == 1 and "manifest trailer checksum mismatch" in p.stderr, (args, p.stderr)
+            if args:
+                got = json.loads(p.stdout)
+                assert not got["manifest"] and "checksum mismatch" in got["manifest_problem"], got
+                assert got["counts"]["regular"] == 5, got
+            else:
+                assert "Manifest trailer: damaged (manifest trailer checksum mismatch)" in p.stdout, p.stdout
+                assert "Entries:          " in p.stdout, p.stdout
+        log("ok: info describes an image with a damaged trailer and says so")
 
 
 if __name__ == "__main__":
