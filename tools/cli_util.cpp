@@ -172,4 +172,10 @@ void check_tar_usage(const std::string& tar, int operands, const char* cmd, bool
         "directories, not --tar");
 }
 
+void check_tar_companions(const std::string& tar, bool tar_memory_given, bool excludes_from_stdin) {
+  if (tar.empty() && tar_memory_given) throw UsageError("--tar-memory applies only with --tar");
+  if (tar == "-" && excludes_from_stdin)
+    throw UsageError("--tar - and --exclude-from - would both read standard input; put the patterns in a file");
+}
+
 }  // namespace sqar::cli

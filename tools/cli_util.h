@@ -46,5 +46,8 @@ uint64_t parse_tar_memory(const std::string& arg);
 // With --tar the archive is the source: `operands` must be the IMAGE alone, standard input
 // ("-") must not be a terminal, and no option for SOURCE directories may be set.
 void check_tar_usage(const std::string& tar, int operands, const char* cmd, bool source_dir_options);
+// --tar-memory without --tar, and standard input named twice (--tar - with --exclude-from -):
+// usage errors rather than an option silently ignored or an archive read as patterns.
+void check_tar_companions(const std::string& tar, bool tar_memory_given, bool excludes_from_stdin);
 
 }  // namespace sqar::cli

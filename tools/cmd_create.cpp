@@ -61,7 +61,8 @@ const char kHelp[] =
     "                          SOURCE /var/log) is taken as the path below it ('/journal'); one\n"
     "                          with '/' that excludes nothing gets a warning naming the image path\n"
     "                          it probably meant\n"
-    "      --exclude-from FILE read GLOBs from FILE, one a line ('#' starts a comment)\n"
+    "      --exclude-from FILE read GLOBs from FILE, one a line ('#' starts a comment; '-':\n"
+    "                          standard input)\n"
     "      --keep-as-directory store a single SOURCE directory under its own name instead of\n"
     "                          making it the root (as mksquashfs -keep-as-directory)\n"
     "      --one-file-system   do not descend into directories on other filesystems\n"
@@ -273,6 +274,7 @@ int run_create(int argc, char** argv) {
                                     {nullptr, 0, nullptr, 0}};
   CreateOptions opt;
   bool quiet = false, json = false, force_progress = false, level_given = false;
+  bool tar_memory_given = false, excludes_from_stdin = false;
   bool compressor_given = false, block_given = false;
   optind = 1;
   opterr = 0;  // our own messages, as the other commands give them
@@ -309,7 +311,10 @@ int run_create(int argc, char** argv) {
       case 'q': quiet = true; break;
       case 'h': std::fputs(kHelp, stdout); return 0;
       case kExclude: opt.scan.excludes.add(arg); break;
-      case kExcludeFrom: add_excludes_from(opt.scan.excludes, arg); break;
+      case kExcludeFrom:
+        add_excludes_from(opt.scan.excludes, arg);
+        excludes_from_stdin |= arg == "-";
+        break;
       case kOneFs: opt.scan.one_file_system = true; break;
       case kNoXattrs: opt.scan.xattrs = false; break;
       case kAllRoot:
@@ -331,10 +336,15 @@ int run_create(int argc, char** argv) {
       case kProgress: force_progress = true; break;
       case kJson: json = true; break;
       case kTar: opt.tar = parse_tar_archive(arg); break;
-      case kTarMemory: opt.tar_memory = parse_tar_memory(arg); break;
+      case kTarMemory:
+        opt.tar_memory = parse_tar_memory(arg);
+        tar_memory_given = true;
+        break;
       default: throw_getopt_error(c, argv);
     }
   }
+  check_tar_companions(opt.tar, tar_memory_given, excludes_from_stdin);
+  if (opt.reuse_strict && opt.reuse.empty()) throw UsageError("--reuse-strict applies only with --reuse OLD");
   if (!opt.tar.empty()) {
     check_tar_usage(
         opt.tar, argc - optind, "create",

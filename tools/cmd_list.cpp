@@ -126,8 +126,14 @@ int list_main(int argc, char** argv) {
       switch (c) {
         case 'l': long_format = true; break;
         case 'n': numeric = true; break;
-        case '0': output = Output::null; break;
-        case kJson: output = Output::json; break;
+        case '0':
+          if (output == Output::json) throw UsageError("-0 and --json are two output formats; choose one");
+          output = Output::null;
+          break;
+        case kJson:
+          if (output == Output::null) throw UsageError("-0 and --json are two output formats; choose one");
+          output = Output::json;
+          break;
         case kOffset: offset = parse_offset_arg(optarg); break;
         case 'h': std::fputs(kHelp, stdout); return 0;
         default: throw_getopt_error(c, argv);

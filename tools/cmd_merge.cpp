@@ -40,7 +40,8 @@ const char kAppendHelp[] =
     "      --tar-memory SIZE   with --tar: content kept in memory before the rest goes to an\n"
     "                          unlinked scratch file beside IMAGE (default 256M)\n"
     "      --exclude GLOB      leave out matching new entries (repeatable)\n"
-    "      --exclude-from FILE read GLOBs from FILE, one a line ('#' starts a comment)\n"
+    "      --exclude-from FILE read GLOBs from FILE, one a line ('#' starts a comment; '-':\n"
+    "                          standard input)\n"
     "      --keep-as-directory store a single SOURCE directory under its own name\n"
     "      --one-file-system   do not descend into directories on other filesystems\n"
     "      --no-xattrs         do not store extended attributes of new entries\n"
@@ -206,6 +207,7 @@ int run(int argc, char** argv, bool append) {
   ops::MergeOptions opt;
   opt.append = append;
   bool quiet = false, json = false, force_progress = false;
+  bool tar_memory_given = false, excludes_from_stdin = false;
   optind = 1;
   opterr = 0;
   int c, longindex = -1;
@@ -247,7 +249,10 @@ int run(int argc, char** argv, bool append) {
       case 'q': quiet = true; break;
       case 'h': std::fputs(append ? kAppendHelp : kMergeHelp, stdout); return 0;
       case kExclude: opt.excludes.add(arg); break;
-      case kExcludeFrom: add_excludes_from(opt.excludes, arg); break;
+      case kExcludeFrom:
+        add_excludes_from(opt.excludes, arg);
+        excludes_from_stdin |= arg == "-";
+        break;
       case kOneFs: opt.one_file_system = true; break;
       case kNoXattrs: opt.xattrs = false; break;
       case kNoDedup: opt.dedup = false; break;
@@ -257,7 +262,10 @@ int run(int argc, char** argv, bool append) {
       case kJson: json = true; break;
       case kProgress: force_progress = true; break;
       case kTar: opt.tar = parse_tar_archive(arg); break;
-      case kTarMemory: opt.tar_memory = parse_tar_memory(arg); break;
+      case kTarMemory:
+        opt.tar_memory = parse_tar_memory(arg);
+        tar_memory_given = true;
+        break;
       case kAllRoot: opt.uid = opt.gid = 0; break;
       case kUid: opt.uid = parse_owner_id(arg); break;
       case kGid: opt.gid = parse_owner_id(arg); break;
@@ -265,6 +273,7 @@ int run(int argc, char** argv, bool append) {
       default: throw_getopt_error(c, argv);
     }
   }
+  check_tar_companions(opt.tar, tar_memory_given, excludes_from_stdin);
   if (!opt.tar.empty()) {
     check_tar_usage(opt.tar, argc - optind, "append",
                     opt.one_file_system || opt.keep_as_directory || opt.skip_unreadable || opt.strict);

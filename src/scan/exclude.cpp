@@ -40,7 +40,8 @@ void ExcludeList::add(std::string pattern) {
 void ExcludeList::add_from_file(const std::string& path) {
   // Read with plain system calls: an ifstream opens a directory and then reads nothing, which
   // silently excluded nothing; an error reading the file must name it and the cause.
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const bool from_stdin = path == "-";  // as tar -X - reads it
+  const int fd = from_stdin ? STDIN_FILENO : open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw_errno(path, errno);
   std::string text;
   struct stat st;
@@ -53,8 +54,8 @@ void ExcludeList::add_from_file(const std::string& path) {
     if (n <= 0) break;
     text.append(buf, size_t(n));
   }
-  close(fd);
-  if (err) throw_errno(path, err);
+  if (!from_stdin) close(fd);
+  if (err) throw_errno(from_stdin ? "standard input" : path, err);
   size_t pos = 0;
   while (pos < text.size()) {
     size_t end = text.find('\n', pos);

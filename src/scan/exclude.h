@@ -16,7 +16,8 @@ namespace sqar {
 class ExcludeList {
  public:
   void add(std::string pattern);
-  void add_from_file(const std::string& path);  // one pattern a line; '#' comments, blank lines skipped
+  // One pattern a line; '#' comments, blank lines skipped. "-" reads standard input.
+  void add_from_file(const std::string& path);
   bool excluded(std::string_view relative_path, std::string_view name, bool is_dir) const;
   // Users write the paths they see on disk: a pattern with a leading '/' that starts with a
   // SOURCE's absolute path ("/var/log/journal" with SOURCE /var/log) is taken as that path in

@@ -110,7 +110,31 @@ def test_a_device_or_fifo_as_image_is_refused_and_kept():
         log(f"ok: {p.stderr.strip()}")
 
 
+def test_exclude_from_standard_input_and_options_that_need_another():
+    """--exclude-from - reads the patterns from standard input, as tar -X - does; with --tar -
+    (standard input read twice) it is a usage error, as are --tar-memory without --tar and
+    --reuse-strict without --reuse, and list's two output formats at once."""
+    with tempdir() as d:
+        src = small_tree(f"{d}/src")
+        run([SQAR, "create", "-q", "--exclude-from", "-", src, f"{d}/img"], input="# logs\nsub\n")
+        listed = run([SQAR, "list", f"{d}/img"]).stdout.split()
+        assert listed == ["a.log"], listed
+        for args, says in ((["--tar", "-", "--exclude-from", "-"], "would both read standard input"),
+                           (["--tar-memory", "1M", src], "--tar-memory applies only with --tar"),
+                           (["--reuse-strict", src], "--reuse-strict applies only with --reuse")):
+            p = run([SQAR, "create", *args, f"{d}/other"], check=False, input="")
+            assert p.returncode == 2 and says in p.stderr, (args, p.returncode, p.stderr)
+            assert not os.path.exists(f"{d}/other"), args
+        p = run([SQAR, "append", "--tar", "-", "--exclude-from", "-", f"{d}/img"], check=False, input="")
+        assert p.returncode == 2 and "would both read standard input" in p.stderr, p.stderr
+        for args in (["-0", "--json"], ["--json", "-0"]):
+            p = run([SQAR, "list", *args, f"{d}/img"], check=False)
+            assert p.returncode == 2 and "choose one" in p.stderr, (args, p.stderr)
+        log("ok: --exclude-from - reads standard input; options that need another are usage errors")
+
+
 if __name__ == "__main__":
     main([test_exclude_from_a_directory_or_an_unreadable_file,
+          test_exclude_from_standard_input_and_options_that_need_another,
           test_nightly_reuse_on_its_first_night_and_over_a_damaged_image,
           test_image_on_standard_output_is_refused, test_a_device_or_fifo_as_image_is_refused_and_kept])
