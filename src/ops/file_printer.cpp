@@ -41,6 +41,7 @@ std::string lexical_target(const std::string& base, const std::string& target) {
 }  // namespace
 
 reader::Inode resolve_regular_file(reader::Image& image, std::string path) {
+  constexpr size_t kMaxPath = 4096;
   // Errors name the path asked for, and where its symlinks led when that differs.
   const std::string asked = path.empty() ? "/" : path;  // the root normalizes to ""
   auto fail = [&](const std::string& why) {
@@ -49,7 +50,7 @@ reader::Inode resolve_regular_file(reader::Image& image, std::string path) {
   // Walks PATH one component at a time from the root, looking each up in the directory
   // before it (linear in the depth, even for a hostile image's 1000-deep chain); a symlink
   // anywhere on the way (not only the last component) is replaced by its target and the walk
-  // starts again, at most 40 times.
+  // starts again, at most 40 times, on a path of at most 4096 bytes.
   for (int hops = 0;;) {
     if (path.empty()) throw fail("is a directory");
     reader::Inode dir = image.root();
@@ -66,6 +67,10 @@ reader::Inode resolve_regular_file(reader::Image& image, std::string path) {
         const std::string rest = last ? "" : path.substr(j + 1);
         const std::string target = lexical_target(walked, image.read_symlink(ino));
         path = rest.empty() ? target : target.empty() ? rest : target + "/" + rest;
+        // Bounded as the kernel bounds a path (PATH_MAX): a hostile image's symlinks could
+        // otherwise grow it by a 4 KiB target per hop, each hop walked from the root again.
+        if (path.size() > kMaxPath)
+          throw Error(asked + ": its symlinks lead to a path over 4096 bytes (file name too long)");
         break;
       }
       if (last) {

@@ -7,6 +7,7 @@ unsquashfs reads the well-formed images to prove the writer itself right; the ho
 sqar only (never to the kernel's driver)."""
 import json
 import os
+import struct
 import subprocess
 
 from boundslib import (MIB, READ_BOUND, bad_sibling_image, measured, measured_head, sparse_bomb_image, write_image,
@@ -163,6 +164,32 @@ def deep_nesting_in_bounded_memory():
                 assert counts["directory"] == depth + 1 and counts["regular"] == depth, counts
 
 
+def symlink_paths_stay_bounded_in_cat():
+    """A directory that lists itself (under 1000 other names) and a 4 KiB symlink through it:
+    each hop of `cat`'s path resolution would add 4 KiB of path, walked again from the root
+    (minutes of CPU for a 20 KB image). The path is bounded as the kernel bounds it (4096
+    bytes): refused at once, naming the path asked for."""
+    img = Image(block_size=4096)
+    filler, placeholder = img.file(b"f"), img.dir({})
+    entries = {f"a{i:05d}": filler for i in range(1000)}
+    entries["d"] = placeholder  # pointed at the directory itself below
+    entries["s"] = img.symlink("d/" * 2046 + "s")
+    looping = img.dir(entries)
+    with tempdir() as tmp:
+        data = bytearray(img.build(img.dir({"d": looping})))
+        dir_table = struct.unpack_from("<Q", data, 72)[0]
+        # The entry "d" (type 1, name size - 1 = 0) after its u16 offset and s16 number delta;
+        # both inodes share one metadata block, so the offset alone redirects it.
+        at = data.index(b"\x01\x00\x00\x00d", dir_table) - 4
+        struct.pack_into("<H", data, at, looping.ref & 0xFFFF)
+        image = f"{tmp}/self.sqfs"
+        with open(image, "wb") as f:
+            f.write(data)
+        p = run([SQAR, "cat", image, "d/s"], check=False, timeout=60)
+        assert p.returncode == 1 and "d/s: its symlinks lead to a path over 4096 bytes" in p.stderr, p.stderr
+        assert len(p.stderr) < 500, "the error should not print the grown path"
+
+
 def bad_inode_does_not_hide_siblings():
     """dir/f07's fragment index is out of range: `list` lists the 19 others and the directory,
     names f07 and the cause on stderr, and exits 1; unsquashfs lists all 20."""
@@ -243,5 +270,5 @@ if __name__ == "__main__":
     need_tool("unsquashfs")
     main([craftfs_is_read_by_unsquashfs_as_by_sqar, xattr_bomb_is_refused_in_bounded_memory,
           sparse_bomb_stat_in_bounded_memory, sparse_bomb_read_in_bounded_memory, long_block_list_reads_as_stored,
-          deep_nesting_in_bounded_memory, bad_inode_does_not_hide_siblings,
+          deep_nesting_in_bounded_memory, symlink_paths_stay_bounded_in_cat, bad_inode_does_not_hide_siblings,
           other_claimed_counts_are_bounded, mixed_hard_link_group, one_number_for_two_inodes])
