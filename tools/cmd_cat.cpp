@@ -99,14 +99,31 @@ int cat_main(int argc, char** argv) {
           return;
         }
         // Collected first: the content is read outside the walk, not from inside its callback.
-        std::vector<std::pair<std::string, reader::Inode>> files;
+        // Only references are kept, and the walk reads no block lists: each file's list is
+        // read when it is printed, so memory stays bounded however many names share a file
+        // claiming millions of blocks.
+        std::vector<std::pair<std::string, reader::InodeRef>> files;
         PathSelection selection({pattern});
-        image->walk([&](const std::string& path, const reader::Inode& ino) {
-          if (selection.select(path) && ino.is_regular()) files.emplace_back(path, ino);
-          return ino.is_dir();
-        });
+        reader::WalkOptions walk_options;
+        walk_options.with_blocks = false;
+        image->walk(
+            [&](const std::string& path, const reader::Inode& ino) {
+              if (selection.select(path) && ino.is_regular()) files.emplace_back(path, ino.ref);
+              return ino.is_dir();
+            },
+            walk_options);
         if (files.empty()) throw Error(std::string(arg) + ": no regular file in the image matches");
-        for (const auto& [path, ino] : files) print_or_report([&] { printer.print(ino, path); });
+        for (const auto& [path, ref] : files) {
+          print_or_report([&] {
+            reader::Inode file;
+            try {
+              file = image->read_inode(ref);
+            } catch (const Error& e) {
+              throw Error(path + ": " + e.what());
+            }
+            printer.print(file, path);
+          });
+        }
       });
     }
     return status;
