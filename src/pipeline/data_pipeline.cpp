@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <deque>
 #include <memory>
 #include <unordered_map>
@@ -168,6 +169,7 @@ class DataPipeline final : public UnitReader {
     std::vector<uint64_t> hashed(todo.size(), 0);
     std::vector<XattrList> xattrs(opt_.read_file_xattrs ? todo.size() : 0);
     std::vector<std::string> xattr_keys(todo.size());
+    std::vector<OpenedFile> opened(todo.size());
     // Hashed on all cores; the decisions below are taken in image order.
     ThreadPool(threads_).parallel_for(todo.size(), [&](size_t k, unsigned) {
       const Node& n = node_of(todo[k]);
@@ -176,7 +178,7 @@ class DataPipeline final : public UnitReader {
         hashed[k] = n.size;
       } else {
         errs[k] = hash_source_file(tree_.path_of(n), n.size, prehash_[todo[k]], changed[k], hashed[k],
-                                   opt_.read_file_xattrs ? &xattrs[k] : nullptr, &xattr_keys[k]);
+                                   opt_.read_file_xattrs ? &xattrs[k] : nullptr, &xattr_keys[k], &opened[k]);
       }
       if (opt_.bytes_done) opt_.bytes_done->fetch_add(n.size, std::memory_order_relaxed);
     });
@@ -185,8 +187,8 @@ class DataPipeline final : public UnitReader {
       uint32_t f = todo[k];
       const Node& n = node_of(f);
       if (!opt_.content) stats_.bytes_read += n.size;  // a tar member was not read for its hash
-      if (errs[k] == ENOENT) {
-        vanished(f);
+      if (errs[k] == ENOENT || errs[k] == kNotRegularFile) {
+        errs[k] == ENOENT ? vanished(f) : no_longer_regular(f);
         continue;
       }
       if (errs[k]) {
@@ -201,6 +203,7 @@ class DataPipeline final : public UnitReader {
         kinds_[f] = FileKind::kUnique;
         continue;
       }
+      if (!opt_.content) take_attributes_of_opened(f, opened[k]);
       if (!changed[k].empty()) grew(f);  // the hash is of its first n.size bytes, as stored
       if (opt_.read_file_xattrs) store_xattrs(f, xattrs[k]);
       locs_[f].hash = prehash_[f];
@@ -290,7 +293,7 @@ class DataPipeline final : public UnitReader {
     if (dirfd < 0) return errno;
     s.xattr_key.clear();
     return read.start(dirfd, tree_.name_cstr(n), u.offset, u.len, u.last, s.data, s.changed,
-                      reads_xattrs(u) ? &s.xattrs : nullptr, &s.xattr_key, n.size > chunk_ ? &s.inode : nullptr);
+                      reads_xattrs(u) ? &s.xattrs : nullptr, &s.xattr_key, &s.opened);
   }
 
   // ---- sequencer (main thread) ----
@@ -311,11 +314,14 @@ class DataPipeline final : public UnitReader {
     const uint32_t f = u.file;
     if (skip_[f] || ended_before(f, u.offset)) return;
     const Node& n = node_of(f);
-    if (s.err == ENOENT) {  // the file or its directory is gone
+    // The file or its directory is gone, or something else than a regular file is at its name.
+    if (s.err == ENOENT || s.err == kNotRegularFile) {
+      const bool gone = s.err == ENOENT;
       if (u.offset == 0) {
-        vanished(f);
+        gone ? vanished(f) : no_longer_regular(f);
       } else {
-        file_changed(f, "vanished while being read", "stored its first " + std::to_string(u.offset) + " bytes");
+        file_changed(f, gone ? "vanished while being read" : "was replaced while being read",
+                     "stored its first " + std::to_string(u.offset) + " bytes");
         end_at(f, u.offset);
       }
       return;
@@ -325,15 +331,21 @@ class DataPipeline final : public UnitReader {
       skip_file(f, errno_message(xattr_error_subject(tree_.path_of(n), s.xattr_key), s.err));
       return;
     }
-    // The units of a large file are read through separate opens: all must read the same file.
-    if (n.size > chunk_) {
+    if (!opt_.content) {
       if (u.offset == 0) {
-        inode_ = s.inode;
-      } else if (s.inode != inode_) {
+        first_open_ = s.opened;
+        take_attributes_of_opened(f, s.opened);
+      } else if (s.opened.inode != first_open_.inode) {
+        // The units of a large file are read through separate opens: all must read one file.
         file_changed(f, "was replaced while being read",
                      "stored the first " + std::to_string(u.offset) + " bytes of the file found first");
         end_at(f, u.offset);
         return;
+      } else if (s.opened.ctime.tv_sec != first_open_.ctime.tv_sec ||
+                 s.opened.ctime.tv_nsec != first_open_.ctime.tv_nsec) {
+        // Written to in place between two of its units (as tar says, "file changed as we
+        // read it"): what is stored may mix two versions.
+        file_changed(f, "was written to while being read", "stored what was read, which may mix its versions");
       }
     }
     // A file stores what was read of its first n.size bytes (the size the scan saw): all of
@@ -414,6 +426,44 @@ class DataPipeline final : public UnitReader {
     file_changed(f, "shrank while being read (" + std::to_string(node_of(f).size) + " bytes when scanned)",
                  "stored the " + std::to_string(now) + " bytes it still had");
   }
+  // Something else (a FIFO, a directory, a symlink, a device, a socket) is at the name of a
+  // regular file the scan found: the file is gone, and what replaced it is not read.
+  void no_longer_regular(uint32_t f) {
+    file_changed(f, "is no longer a regular file", "left out");
+    skip_[f] = true;
+    tree_.nodes[tree_.files[f]].omitted = true;
+    if (kinds_[f] == FileKind::kPrehashed) orphan_duplicates_of(f);
+  }
+  // The entry gets the mode, owner and mtime of the file whose content is stored, as it was
+  // opened: a file replaced after the scan (a secret written to a temporary file with mode
+  // 0600 and renamed over the name) must not be stored with the old file's mode 0644.
+  void take_attributes_of_opened(uint32_t f, const OpenedFile& now) {
+    Node& n = tree_.nodes[tree_.files[f]];
+    const uint32_t mtime = uint32_t(std::clamp<int64_t>(now.mtime, 0, UINT32_MAX));  // as the scan clamps
+    const bool mode_differs = (n.mode & 07777) != (now.mode & 07777);
+    const bool owner_differs = n.uid != now.uid || n.gid != now.gid;
+    if (!mode_differs && !owner_differs && n.mtime == mtime) return;
+    auto octal = [](mode_t m) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "%04o", unsigned(m & 07777));
+      return std::string(buf);
+    };
+    std::string what;
+    if (mode_differs) what += ", mode " + octal(n.mode) + " -> " + octal(now.mode);
+    if (owner_differs)
+      what += ", owner " + std::to_string(n.uid) + ":" + std::to_string(n.gid) + " -> " + std::to_string(now.uid) +
+              ":" + std::to_string(now.gid);
+    if (n.mtime != mtime) what += ", mtime " + std::to_string(n.mtime) + " -> " + std::to_string(mtime);
+    n.mode = (n.mode & S_IFMT) | (now.mode & 07777);
+    n.uid = now.uid;
+    n.gid = now.gid;
+    n.mtime = mtime;
+    // A changed mtime alone is a file written to since the scan, which is common in a live
+    // tree (logs): stored as read, without a warning unless the owner or mode changed too.
+    if (mode_differs || owner_differs || opt_.strict)
+      file_changed(f, "changed after the scan (" + what.substr(2) + ")", "stored with the attributes it had when read");
+  }
+
   void vanished(uint32_t f) {
     file_changed(f, "vanished before it was read", "left out");
     skip_[f] = true;
@@ -475,7 +525,7 @@ class DataPipeline final : public UnitReader {
         s.unit = ReadUnit{f, off, std::min(chunk_, n.size - off), off + chunk_ >= n.size};
         s.changed.clear();
         s.err = read.start(AT_FDCWD, path.c_str(), off, s.unit.len, s.unit.last, s.data, s.changed, nullptr, nullptr,
-                           &s.inode);
+                           &s.opened);
         if (s.err == SourceRead::kReadPending) s.err = read.finish(s.data, s.changed);
         process_unit(s.unit, s);
       }
@@ -573,7 +623,7 @@ class DataPipeline final : public UnitReader {
 
   // sequencer state
   StreamHasher hasher_;
-  uint64_t inode_ = 0;  // of the large file being sequenced, from its first unit
+  OpenedFile first_open_;  // of the file being sequenced, from its first unit
   // Files that ended before the size the scan saw -> the size they are stored with.
   std::unordered_map<uint32_t, uint64_t> cut_;
   std::unordered_set<uint32_t> warned_;  // files already reported as changed

@@ -38,7 +38,7 @@ struct ReadSlot {
   // attribute that could not be read when err came from that.
   XattrList xattrs;
   std::string xattr_key;
-  uint64_t inode = 0;  // of the open file, for files of several units
+  OpenedFile opened;  // fstat of the file the unit was read from
   // Set by the reader (release) once the fields above are final; cleared by release().
   std::atomic<bool> ready{false};
 };

@@ -15,13 +15,47 @@ namespace sqar {
 namespace {
 constexpr size_t kStreamChunk = 1 << 20;
 
-int open_source(int dirfd, const char* name) {
+// Opens a file the scan found regular, and checks that it still is: a live tree may have put a
+// FIFO (whose open would wait for a writer forever), a device, a directory or a symlink at its
+// name since. Returns the fd, -1 with errno set, or kNotRegularFile; `st` receives the open
+// file's fstat.
+int open_source(int dirfd, const char* name, struct stat& st) {
   // O_NOATIME keeps the build from dirtying inodes of the source tree (allowed for root/owner).
-  int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOATIME);
-  if (fd < 0 && errno == EPERM) fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  // O_NONBLOCK makes opening a FIFO return at once; it is cleared again for the reads.
+  int flags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOATIME | O_NONBLOCK;
+  int fd = openat(dirfd, name, flags);
+  if (fd < 0 && errno == EPERM) {
+    flags &= ~O_NOATIME;
+    fd = openat(dirfd, name, flags);
+  }
+  // A symlink (O_NOFOLLOW) or a socket (ENXIO) now at the name: no longer the regular file.
+  if (fd < 0) return errno == ELOOP || errno == ENXIO ? kNotRegularFile : -1;
+  if (fstat(fd, &st) != 0 || (S_ISREG(st.st_mode) && fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0)) {
+    const int err = errno;
+    close(fd);
+    errno = err;
+    return -1;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    close(fd);
+    return kNotRegularFile;
+  }
   return fd;
 }
-int open_source(const std::string& path) { return open_source(AT_FDCWD, path.c_str()); }
+int open_source(const std::string& path, struct stat& st) { return open_source(AT_FDCWD, path.c_str(), st); }
+// The errno value or kNotRegularFile for a failed open_source.
+int open_failure(int fd) { return fd == kNotRegularFile ? kNotRegularFile : errno; }
+
+OpenedFile opened_file(const struct stat& st) {
+  OpenedFile o;
+  o.inode = uint64_t(st.st_ino);
+  o.mode = st.st_mode;
+  o.uid = st.st_uid;
+  o.gid = st.st_gid;
+  o.mtime = int64_t(st.st_mtim.tv_sec);
+  o.ctime = st.st_ctim;
+  return o;
+}
 
 struct Fd {
   int fd;
@@ -81,20 +115,16 @@ SourceRead::~SourceRead() {
 
 int SourceRead::start(int dirfd, const char* name, uint64_t offset, uint64_t len, bool expect_eof,
                       std::vector<uint8_t>& out, std::string& changed, XattrList* xattrs,
-                      std::string* xattrs_failed_key, uint64_t* inode) {
+                      std::string* xattrs_failed_key, OpenedFile* opened) {
   if (fd_ >= 0) close(fd_);
-  fd_ = open_source(dirfd, name);
-  if (fd_ < 0) return errno;
-  if (inode) {
-    struct stat st;
-    if (fstat(fd_, &st) != 0) {
-      const int err = errno;
-      close(fd_);
-      fd_ = -1;
-      return err;
-    }
-    *inode = uint64_t(st.st_ino);
+  struct stat st;
+  fd_ = open_source(dirfd, name, st);
+  if (fd_ < 0) {
+    const int err = open_failure(fd_);
+    fd_ = -1;
+    return err;
   }
+  if (opened) *opened = opened_file(st);
   if (xattrs) {
     if (int err = read_xattrs_of_fd(fd_, *xattrs, *xattrs_failed_key)) {
       close(fd_);
@@ -142,9 +172,11 @@ int SourceRead::finish(std::vector<uint8_t>& out, std::string& changed, int64_t 
 }
 
 int hash_source_file(const std::string& path, uint64_t expected_size, Hash128& out, std::string& changed,
-                     uint64_t& hashed, XattrList* xattrs, std::string* xattrs_failed_key) {
-  Fd f{open_source(path)};
-  if (f.fd < 0) return errno;
+                     uint64_t& hashed, XattrList* xattrs, std::string* xattrs_failed_key, OpenedFile* opened) {
+  struct stat st;
+  Fd f{open_source(path, st)};
+  if (f.fd < 0) return open_failure(f.fd);
+  if (opened) *opened = opened_file(st);
   if (xattrs) {
     if (int err = read_xattrs_of_fd(f.fd, *xattrs, *xattrs_failed_key)) return err;
   }
@@ -182,7 +214,8 @@ int hash_source_file(const std::string& path, uint64_t expected_size, Hash128& o
 }
 
 bool source_files_identical(const std::string& a, const std::string& b, uint64_t size) {
-  Fd fa{open_source(a)}, fb{open_source(b)};
+  struct stat sa, sb;
+  Fd fa{open_source(a, sa)}, fb{open_source(b, sb)};
   if (fa.fd < 0 || fb.fd < 0) return false;
   std::vector<uint8_t> ba(kStreamChunk), bb(kStreamChunk);
   for (uint64_t off = 0; off < size;) {

@@ -1,7 +1,10 @@
 // Reading source files with as few system calls as possible: small files cost open + one read
 // + close, which is what limits trees of 10^5 small files.
 #pragma once
+#include <sys/stat.h>
+
 #include <cstdint>
+#include <ctime>
 #include <string>
 #include <vector>
 
@@ -10,6 +13,19 @@
 #include "scan/xattr_reader.h"
 
 namespace sqar {
+
+// Returned (instead of an errno value) when the name a read opens is no longer a regular file:
+// a live tree put a FIFO, a device, a directory, a symlink or a socket there after the scan.
+constexpr int kNotRegularFile = -2;
+
+// What fstat said of the file a read opened, to compare with what the scan saw of it.
+struct OpenedFile {
+  uint64_t inode = 0;
+  mode_t mode = 0;
+  uint32_t uid = 0, gid = 0;
+  int64_t mtime = 0;
+  timespec ctime{};
+};
 
 // Reads [offset, offset+len) of the file `name` in the directory open as `dirfd` (AT_FDCWD and
 // a path work too) into `out`. When `expect_eof` the file must end exactly there (one extra byte
@@ -29,16 +45,16 @@ class SourceRead {
   SourceRead& operator=(const SourceRead&) = delete;
   ~SourceRead();
 
-  // Returns 0 (done), an errno value, or kReadPending (call finish() with the same out/changed).
-  // `out` ends up with the bytes of the range that exist (fewer than len when the file shrank).
-  // With `xattrs`, the file's attributes are read from it once it is open (an error is
-  // returned as errno; `xattrs_failed_key` then names the attribute, or is empty). With
-  // `inode`, the open file's inode number is stored there: the ranges of one large file are
-  // read through separate opens, and the caller compares them to notice a file replaced
-  // between two of its ranges.
+  // Returns 0 (done), an errno value, kNotRegularFile, or kReadPending (call finish() with the
+  // same out/changed). `out` ends up with the bytes of the range that exist (fewer than len
+  // when the file shrank). With `xattrs`, the file's attributes are read from it once it is
+  // open (an error is returned as errno; `xattrs_failed_key` then names the attribute, or is
+  // empty). With `opened`, the open file's fstat is stored there: the caller compares it with
+  // the scan (a file replaced or changed since), and the ranges of one large file, read
+  // through separate opens, with each other (a file replaced or written between two ranges).
   int start(int dirfd, const char* name, uint64_t offset, uint64_t len, bool expect_eof, std::vector<uint8_t>& out,
             std::string& changed, XattrList* xattrs = nullptr, std::string* xattrs_failed_key = nullptr,
-            uint64_t* inode = nullptr);
+            OpenedFile* opened = nullptr);
   // Completes a pending read (blocking); returns 0 or an errno value.
   int finish(std::vector<uint8_t>& out, std::string& changed);
 
@@ -76,8 +92,10 @@ class DirectoryHandle {
 // of it when it shrank; `changed` then says so, or that it grew). Returns 0 or an errno value.
 // With `xattrs`, also reads the file's attributes (as SourceRead::start does).
 // `hashed` receives the number of bytes hashed (less than expected_size when the file shrank).
+// Returns kNotRegularFile when the name is no longer a regular file.
 int hash_source_file(const std::string& path, uint64_t expected_size, Hash128& out, std::string& changed,
-                     uint64_t& hashed, XattrList* xattrs = nullptr, std::string* xattrs_failed_key = nullptr);
+                     uint64_t& hashed, XattrList* xattrs = nullptr, std::string* xattrs_failed_key = nullptr,
+                     OpenedFile* opened = nullptr);
 
 // Byte comparison of two source files (for --verify-dedup). Returns true when identical.
 bool source_files_identical(const std::string& a, const std::string& b, uint64_t size);

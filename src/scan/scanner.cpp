@@ -43,6 +43,9 @@ struct DirTask {
   std::string rel;   // below the source directory: exclude patterns match it, and it is opened by it
   std::vector<Entry> entries;
   std::string error;  // listing failed: "PATH: cause"
+  // The directory was gone, or something else was at its name, when it was to be listed: a
+  // live tree removed it after its parent was listed.
+  bool vanished = false;
   bool ready = false;
 };
 
@@ -141,6 +144,7 @@ int read_names(int fd, std::vector<std::string>& names) {
 void list_directory(DirTask& task, const ScanOptions& opt, DirectoryCursor& cursor, const std::string& base) {
   const int fd = cursor.open(base, task.rel, true);
   if (fd < 0) {
+    task.vanished = errno == ENOENT || errno == ENOTDIR || errno == ELOOP;
     task.error = errno_message(task.path, errno);
     return;
   }
@@ -340,7 +344,11 @@ class Scanner {
         task = tasks_[i].get();
       }
       wait_or_list(i, *task);
-      if (!task->error.empty()) {
+      if (!task->error.empty() && task->vanished && task->node != 0) {
+        // Left out as a file that vanishes is: it is not in the tree any more.
+        if (opt_.warn) opt_.warn(task->error + " (the directory vanished during the scan; left out)");
+        tree_.nodes[task->node].omitted = true;
+      } else if (!task->error.empty()) {
         if (!opt_.skip_unreadable) throw Error(task->error + opt_.unreadable_hint);
         if (opt_.warn) opt_.warn(task->error + " (stored as an empty directory)");
         tree_.unlisted_dirs.emplace_back(task->node, task->error);

@@ -16,7 +16,9 @@ repeated."""
 import ctypes
 import os
 import select
+import shutil
 import signal
+import stat
 import struct
 import subprocess
 
@@ -74,32 +76,38 @@ def all_stopped(pid):
     return True
 
 
-def run_changing(cmd, src, change, trigger_at=("a", "first"), changed=None):
-    """Runs cmd; when it opens src/a/first (the first file of the data pass; or trigger_at),
-    stops it, calls change() and continues it. Returns (CompletedProcess-like, valid): valid is
-    False when a file of src/z that change() changes (any, unless `changed` names them) was
-    opened after that point but before sqar stopped."""
+def run_changing(cmd, src, change, trigger_at=("a", "first"), changed=None, guarded="z", dirs=False):
+    """Runs cmd; when it opens src/a/first (the first file of the data pass; or trigger_at:
+    directory below src, name in it) stops it, calls change() and continues it. Returns
+    (CompletedProcess-like, valid): valid is False when a file of src/z (or `guarded`) that
+    change() changes (any, unless `changed` names them) was opened after that point but before
+    sqar stopped. dirs=True watches directory opens (the scan) instead of file opens. The
+    process gets `trigger_opens`: how often the trigger was opened before sqar stopped."""
     ino = Inotify()
-    guard = ino.watch(f"{src}/z", IN_OPEN)
-    trigger = ino.watch(f"{src}/{trigger_at[0]}", IN_OPEN) if trigger_at[0] != "z" else guard
+    guard = ino.watch(f"{src}/{guarded}", IN_OPEN)
+    trigger = ino.watch(f"{src}/{trigger_at[0]}", IN_OPEN) if trigger_at[0] != guarded else guard
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     fired = False
     early = []
+    trigger_opens = 0
     try:
         while p.poll() is None and not fired:
             for wd, mask, name in ino.events(0.05):
-                if mask & IN_ISDIR or not name:
+                if not dirs and (mask & IN_ISDIR or not name):
                     continue
+                trigger_opens += wd == trigger and name == trigger_at[1]
                 if wd == trigger and name == trigger_at[1] and not fired:
                     os.kill(p.pid, signal.SIGSTOP)
                     fired = True
                 elif wd == guard and fired and name != trigger_at[1] and (changed is None or name in changed):
-                    early.append(name)
+                    early.append(name or guarded)
             if fired:
                 while not all_stopped(p.pid):
                     pass
-                early += [n for wd, m, n in ino.events(0) if wd == guard and n and n != trigger_at[1]
-                          and not m & IN_ISDIR and (changed is None or n in changed)]
+                late = ino.events(0)
+                early += [n or guarded for wd, m, n in late if wd == guard and n != trigger_at[1]
+                          and (dirs or (n and not m & IN_ISDIR)) and (changed is None or n in changed)]
+                trigger_opens += sum(wd == trigger and n == trigger_at[1] for wd, _, n in late)
                 change()
                 os.kill(p.pid, signal.SIGCONT)
         out, err = p.communicate()
@@ -110,6 +118,7 @@ def run_changing(cmd, src, change, trigger_at=("a", "first"), changed=None):
         ino.close()
     assert fired, f"sqar never opened {src}/{'/'.join(trigger_at)}: {err}"
     p.stdout, p.stderr = out, err
+    p.trigger_opens = trigger_opens
     return p, not early
 
 
@@ -137,7 +146,19 @@ ORIGINAL = {
     "dir_gone/f1": pseudo_random(3_000, 11),
     "dir_gone/f2": pseudo_random(4_000, 12),
     "steady": pseudo_random(7_000, 13),
+    # Replaced by something that is not a regular file: a FIFO (whose open would wait for a
+    # writer forever), a symlink, a directory.
+    "to_fifo": pseudo_random(1_000, 15),
+    "to_symlink": pseudo_random(1_100, 16),
+    "to_dir": pseudo_random(1_200, 17),
+    # A public file replaced by rename with a private one of the same size (mode 0600, another
+    # owner), as a key is written: stored with the new file's mode and owner, never the old.
+    "secret": b"public placeholder\n",
 }
+SECRET = b"PRIVATE KEY 1234..\n"
+SECRET_OWNER = (1000, 1000) if os.geteuid() == 0 else (os.getuid(), os.getgid())
+OLD_OWNER = f"{os.getuid()}:{os.getgid()}"
+NEW_OWNER = f"{SECRET_OWNER[0]}:{SECRET_OWNER[1]}"
 REWRITTEN = pseudo_random(2 * MIB + 11, 99)
 
 
@@ -146,7 +167,7 @@ def build_tree(src):
     for i in range(4000):  # what the data pass reads between the trigger and the files changed
         write(f"{src}/m/{i % 40}/f{i}", pseudo_random(200 + i % 700, 1000 + i))
     for name, data in ORIGINAL.items():
-        write(f"{src}/z/{name}", data)
+        write(f"{src}/z/{name}", data, mode=0o644)
 
 
 def change_tree(src, evict_after):
@@ -168,6 +189,15 @@ def change_tree(src, evict_after):
     for n in ("f1", "f2"):
         os.unlink(f"{z}/dir_gone/{n}")
     os.rmdir(f"{z}/dir_gone")
+    for name, make in (("to_fifo", os.mkfifo), ("to_symlink", lambda p: os.symlink("steady", p)),
+                       ("to_dir", os.mkdir)):
+        os.unlink(f"{z}/{name}")
+        make(f"{z}/{name}")
+    fd = os.open(f"{z}/secret.tmp", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.write(fd, SECRET)
+    os.fchown(fd, *SECRET_OWNER)
+    os.close(fd)
+    os.rename(f"{z}/secret.tmp", f"{z}/secret")
     if evict_after:
         evict(z)
 
@@ -193,6 +223,11 @@ EXPECTED = {
     "dir_gone/f1": (None, "vanished before it was read"),
     "dir_gone/f2": (None, "vanished before it was read"),
     "steady": (ORIGINAL["steady"], None),
+    "to_fifo": (None, "is no longer a regular file"),
+    "to_symlink": (None, "is no longer a regular file"),
+    "to_dir": (None, "is no longer a regular file"),
+    "secret": (SECRET, "changed after the scan (mode 0644 -> 0600" +
+               (f", owner {OLD_OWNER} -> {NEW_OWNER}" if OLD_OWNER != NEW_OWNER else "")),
 }
 
 
@@ -201,6 +236,8 @@ def evict(root):
     left = 0
     for d, _, names in os.walk(root):
         for n in names:
+            if not stat.S_ISREG(os.lstat(os.path.join(d, n)).st_mode):
+                continue  # the FIFO, the symlink: no pages of their own (and a FIFO's open waits)
             fd = os.open(os.path.join(d, n), os.O_RDONLY)
             try:
                 os.fsync(fd)
@@ -244,6 +281,9 @@ def check_image(p, src, img, what):
             assert line in p.stderr, f"{what}: no warning '{line}' in:\n{p.stderr}"
         else:
             assert f"{src}/z/{name}:" not in p.stderr, f"{what}: {name} did not change but was warned about"
+    st = os.lstat(f"{out}/z/secret")
+    assert (st.st_mode & 0o7777, st.st_uid, st.st_gid) == (0o600, *SECRET_OWNER), \
+        f"{what}: the replaced secret is stored with mode {st.st_mode:o}, owner {st.st_uid}:{st.st_gid}"
     assert os.path.isdir(f"{out}/z/dir_gone") and not os.listdir(f"{out}/z/dir_gone"), \
         f"{what}: the directory that vanished is not an empty directory in the image"
     # Everything else is as on disk.
@@ -302,6 +342,73 @@ def test_during_hashing_pass():
         log("ok: a file that shrank during the hashing pass is stored as it is, apart from its former twin")
 
 
+def test_directory_vanishing_during_the_scan():
+    """A directory removed after its parent was listed and before it is listed itself is left
+    out with a warning, as a vanished file is, and the build exits 0 (it failed the build). The
+    removal is made when the scan opens a directory listed before it ("a"), with sqar stopped;
+    the try does not count if the scan had already opened the directory removed."""
+    with tempdir(prefix=os.path.join(os.getcwd(), "sqar-live-")) as d:
+        for attempt in range(1, 4):
+            src, img = f"{d}/src{attempt}", f"{d}/img{attempt}.sqfs"
+            write(f"{src}/a/file", b"a\n")
+            for i in range(300):  # listed between "a" and the directory removed
+                write(f"{src}/b{i:03d}/file", b"%d\n" % i)
+            write(f"{src}/z_gone/file", b"gone\n")
+            p, valid = run_changing([SQAR, "create", "-q", "-j", "1", src, img], src,
+                                    lambda: shutil.rmtree(f"{src}/z_gone"), trigger_at=("", "a"), guarded="z_gone",
+                                    dirs=True)
+            if valid:
+                break
+            log(f"try {attempt}: the scan had opened z_gone before it stopped; trying again")
+        else:
+            raise AssertionError("in 3 tries the scan always reached z_gone before it could be stopped")
+        err = p.stderr
+        assert p.returncode == 0, f"exit {p.returncode}: {err}"
+        assert f"warning: {src}/z_gone: No such file or directory (the directory vanished during the scan; left " \
+               f"out)" in err, err
+        listed = run([SQAR, "list", img]).stdout.split()
+        assert "z_gone" not in listed and "a/file" in listed and "b299/file" in listed, listed
+        run([SQAR, "verify", img])
+        log(f"ok: {err.strip()}")
+
+
+def test_written_to_between_its_reads():
+    """A large file is read in 1 MiB units, each through its own open; one written to in place
+    between two of them (same size, same inode: only its ctime tells) may mix two versions. The
+    build warns, as tar's "file changed as we read it", and --strict fails. The write is made
+    when the data pass first opens the file, with sqar stopped. 64 units of text at zstd-15
+    keep the readers within their read-ahead budget (32 MiB at -j2) of the compressors, so most
+    units are opened after the write."""
+    with tempdir(prefix=os.path.join(os.getcwd(), "sqar-live-")) as d:
+        content = b"".join(b"log line %09d of a file written to\n" % i for i in range(1_900_000))
+        units = (len(content) + MIB - 1) // MIB
+        for strict in ([], ["--strict"]):
+            for attempt in range(1, 6):
+                src, img = f"{d}/src{len(strict)}-{attempt}", f"{d}/img{len(strict)}-{attempt}.sqfs"
+                write(f"{src}/z/torn", content)
+
+                def rewrite():
+                    with open(f"{src}/z/torn", "r+b") as f:
+                        f.seek(len(content) - 9000)
+                        f.write(b"rewritten" * 1000)
+
+                p, _ = run_changing([SQAR, "create", "-q", "-j", "2", "-l", "15", *strict, src, img], src, rewrite,
+                                    trigger_at=("z", "torn"), changed=())
+                if p.trigger_opens < units:  # some unit was opened after the write
+                    break
+                log(f"try {attempt}: all {units} units were opened before sqar stopped; trying again")
+            else:
+                raise AssertionError(f"in 5 tries sqar always opened all {units} units before it could be stopped")
+            line = f"{src}/z/torn: was written to while being read"
+            if strict:
+                assert p.returncode == 1 and line + " (--strict)" in p.stderr, p.stderr
+                assert not os.path.exists(img), "--strict: an image was left behind"
+            else:
+                assert p.returncode == 0 and f"warning: {line}" in p.stderr, p.stderr
+                run([SQAR, "verify", img])
+        log(f"ok: {line}")
+
+
 def test_strict():
     with tempdir(prefix=os.path.join(os.getcwd(), "sqar-live-")) as d:
         p, src, img = build_changing(d, strict=True)
@@ -315,4 +422,5 @@ def test_strict():
 if __name__ == "__main__":
     if not hasattr(os, "posix_fadvise"):
         skip("no posix_fadvise")
-    main([test_warm, test_cold, test_reuse, test_during_hashing_pass, test_strict])
+    main([test_warm, test_cold, test_reuse, test_during_hashing_pass, test_directory_vanishing_during_the_scan,
+          test_written_to_between_its_reads, test_strict])
