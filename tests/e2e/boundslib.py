@@ -106,6 +106,17 @@ def sparse_bomb_image(path, block_size=1 << 20):
                                            "small": img.file(b"s")}))
 
 
+def deep_image(path, depth):
+    """d/d/.../d (`depth` directories), each but the last also holding `f`; the last holds
+    `leaf` ("bottom\\n"). Both files are one inode."""
+    img = Image(block_size=4096, compress_meta=True)
+    leaf = img.file(b"bottom\n")
+    node = img.dir({"leaf": leaf})
+    for _ in range(depth - 1):
+        node = img.dir({"d": node, "f": leaf})
+    return write_image(path, img, img.dir({"d": node}))
+
+
 def bad_sibling_image(path):
     """dir/f00..f19 with content "content N\\n"; f07's fragment index is outside the table."""
     img = Image(block_size=4096)
