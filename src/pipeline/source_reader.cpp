@@ -21,16 +21,14 @@ constexpr size_t kStreamChunk = 1 << 20;
 // file's fstat.
 int open_source(int dirfd, const char* name, struct stat& st) {
   // O_NOATIME keeps the build from dirtying inodes of the source tree (allowed for root/owner).
-  // O_NONBLOCK makes opening a FIFO return at once; it is cleared again for the reads.
-  int flags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOATIME | O_NONBLOCK;
-  int fd = openat(dirfd, name, flags);
-  if (fd < 0 && errno == EPERM) {
-    flags &= ~O_NOATIME;
-    fd = openat(dirfd, name, flags);
-  }
+  // O_NONBLOCK makes opening a FIFO return at once. It stays set: it has no effect on reading
+  // regular files (open(2)), and clearing it cost a system call per file (a filesystem that
+  // answers EAGAIN anyway gets it cleared then: read_at_most).
+  int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOATIME | O_NONBLOCK);
+  if (fd < 0 && errno == EPERM) fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   // A symlink (O_NOFOLLOW) or a socket (ENXIO) now at the name: no longer the regular file.
   if (fd < 0) return errno == ELOOP || errno == ENXIO ? kNotRegularFile : -1;
-  if (fstat(fd, &st) != 0 || (S_ISREG(st.st_mode) && fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0)) {
+  if (fstat(fd, &st) != 0) {
     const int err = errno;
     close(fd);
     errno = err;
@@ -64,6 +62,12 @@ struct Fd {
   }
 };
 
+// For a filesystem that honours O_NONBLOCK on a regular file (EAGAIN): reads block from then on.
+bool clear_nonblock(int fd) {
+  const int flags = fcntl(fd, F_GETFL);
+  return flags >= 0 && (flags & O_NONBLOCK) && fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == 0;
+}
+
 // Reads until len bytes or EOF; returns bytes read or -errno. A short read that already
 // reaches `enough` bytes is taken as EOF (regular files read short only there), which saves
 // the extra pread per small file that only confirmed EOF.
@@ -73,6 +77,7 @@ int64_t read_at_most(int fd, uint8_t* buf, uint64_t len, uint64_t offset, uint64
     ssize_t n = pread(fd, buf + done, len - done, off_t(offset + done));
     if (n < 0) {
       if (errno == EINTR) continue;
+      if (errno == EAGAIN && clear_nonblock(fd)) continue;
       return -errno;
     }
     if (n == 0) break;
@@ -193,6 +198,7 @@ int hash_source_file(const std::string& path, uint64_t expected_size, Hash128& o
     ssize_t n = read(f.fd, buf.data(), want);
     if (n < 0) {
       if (errno == EINTR) continue;
+      if (errno == EAGAIN && clear_nonblock(f.fd)) continue;
       return errno;
     }
     if (n == 0) break;
