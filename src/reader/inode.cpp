@@ -145,6 +145,9 @@ Inode ImageImpl::read_inode(InodeRef ref, bool want_blocks) {
       ino.nlink = r.u32();
       uint32_t len = r.u32();
       if (len > kMaxSymlinkTarget) r.fail("symlink target of " + std::to_string(len) + " bytes is too long");
+      // No system can make one (symlink("") is ENOENT) and unsquashfs refuses it: damage, not
+      // an entry to copy into a merged image.
+      if (len == 0) r.fail("symlink with an empty target");
       ino.symlink_target.resize(len);
       r.read(ino.symlink_target.data(), len);
       if (ino.symlink_target.find('\0') != std::string::npos) r.fail("symlink target contains a NUL byte");

@@ -240,15 +240,15 @@ def bad_inode_does_not_hide_siblings():
 
 
 def other_claimed_counts_are_bounded():
-    """A symlink target longer than the kernel's limit (a page) and a directory index claiming
-    65535 entries for a listing of a few blocks: each is refused naming the entry, and its
-    siblings still list."""
+    """A symlink target longer than the kernel's limit (a page), an empty one (unsquashfs refuses
+    it) and a directory index claiming 65535 entries for a listing of a few blocks: each is
+    refused naming the entry, and its siblings still list."""
     img = Image(block_size=4096)
     names = {f"entry-{i:04d}-with-a-long-name": img.file(b"%d" % i) for i in range(700)}
     indexed = img.dir(names, index=True)
     indexed.index_count = 65535
     root = img.dir({"a-long-link": img.symlink("x" * 5000), "b-indexed": indexed, "c-file": img.file(b"c\n"),
-                    "d-ok-link": img.symlink("x" * 4096)})
+                    "d-ok-link": img.symlink("x" * 4096), "e-empty-link": img.symlink("")})
     with tempdir() as tmp:
         image = write_image(f"{tmp}/counts.sqfs", img, root)
         p = run([SQAR, "list", image], check=False)
@@ -256,6 +256,12 @@ def other_claimed_counts_are_bounded():
         assert p.stdout.split() == ["c-file", "d-ok-link"], p.stdout
         assert "a-long-link" in p.stderr and "symlink target of 5000 bytes" in p.stderr, p.stderr
         assert "b-indexed" in p.stderr and "directory index of 65535 entries" in p.stderr, p.stderr
+        assert "e-empty-link" in p.stderr and "symlink with an empty target" in p.stderr, p.stderr
+        # verify fails on it too, and merge does not copy it into a new image.
+        p = run([SQAR, "verify", image], check=False)
+        assert p.returncode == 1 and "e-empty-link" in p.stderr, p.stderr
+        p = run([SQAR, "merge", image, f"{tmp}/merged.sqfs"], check=False)
+        assert p.returncode == 1 and not os.path.exists(f"{tmp}/merged.sqfs"), p.stderr
 
 
 def mixed_hard_link_group():
