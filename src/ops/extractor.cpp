@@ -409,6 +409,7 @@ class Extractor::Impl {
   // wait always ends. Before, the 36k directories of the ports set were made by one thread
   // before any file was written.
   void write_entries() {
+    written_.assign(items_.size(), 0);
     // 64 blocks (8 MiB at 128 KiB): big enough that a range costs far more than the shared
     // file's mutex, small enough that two threads share a 45 MB file evenly.
     const uint64_t range = uint64_t(img_.super().block_size) * 64;
@@ -545,8 +546,10 @@ class Extractor::Impl {
             write_range(dfd, it, t, dstate);
           else if (it.inode.is_dir())
             make_dir(dfd, it, dstate);
-          else
+          else {
             write_entry(dfd, it, dstate);
+            written_[t.item] = 1;
+          }
         } catch (const std::exception& e) {
           fail(path_of(it), e);
         }
@@ -688,6 +691,7 @@ class Extractor::Impl {
         why = std::string("close: ") + strerror(errno);
       }
       if (sf.failed) ::unlinkat(dfd, std::string(name_of(it)).c_str(), 0);
+      if (!report && !sf.failed) written_[size_t(&it - items_.data())] = 1;
     }
     if (report) throw Error(why);
   }
@@ -911,6 +915,22 @@ class Extractor::Impl {
     for (const Item& it : items_) {
       if (!it.keep || it.link_to < 0) continue;
       const Item& first = items_[size_t(it.link_to)];
+      if (!written_[size_t(it.link_to)]) {
+        // Whatever is at the first name now is not the image's file (an entry that was in the
+        // way, or nothing): a link to it would give this name other content. A name that is
+        // itself in the way is reported with the others (without --overwrite).
+        try {
+          struct stat st;
+          const int dfd = to.open(path_of(items_[size_t(it.parent)]));
+          if (!opt_.overwrite && ::fstatat(dfd, std::string(name_of(it)).c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0)
+            throw AlreadyExists("already exists");
+          throw Error("not extracted: it is a hard link to " + path_of(first) + ", which was not extracted");
+        } catch (const std::exception& e) {
+          fail(path_of(it), e);
+        }
+        entry_done();
+        continue;
+      }
       try {
         int fdfd = from.open(path_of(items_[size_t(first.parent)]));
         int dfd = to.open(path_of(items_[size_t(it.parent)]));
@@ -1005,6 +1025,10 @@ class Extractor::Impl {
   reader::Image& img_;
   const ExtractOptions opt_;
   std::vector<Item> items_;
+  // Per item: 1 once a file or other non-directory was written whole. Set by the workers (each
+  // for its own items), read by make_links after them: a hard link is made only to a first
+  // name this extraction wrote.
+  std::vector<uint8_t> written_;
   std::string names_;  // every entry's name, back to back (see Item)
   std::vector<bool> hit_;
   int root_fd_ = -1;

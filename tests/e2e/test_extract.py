@@ -190,6 +190,27 @@ def test_usage():
         raise AssertionError("extract --help does not teach")
 
 
+def test_hard_link_whose_first_name_is_in_the_way():
+    """a and b are one inode. Extracting over a target that already holds another file named a
+    (no --overwrite) refuses a, and must not make b a link to that other file: b is named as
+    not extracted. With --overwrite both are the image's file, linked."""
+    with tempdir() as d:
+        write(f"{d}/src/a", b"the image's file\n")
+        os.link(f"{d}/src/a", f"{d}/src/b")
+        img = f"{d}/img"
+        sqar_create_image(f"{d}/src", img)
+        write(f"{d}/out/a", b"someone else's file\n")
+        p = run([SQAR, "extract", img, "-C", f"{d}/out"], check=False)
+        assert p.returncode == 1 and "b: not extracted: it is a hard link to a, which was not extracted" in p.stderr, \
+            p.stderr
+        assert not os.path.lexists(f"{d}/out/b"), "b was linked to the file that was in the way"
+        assert open(f"{d}/out/a", "rb").read() == b"someone else's file\n", "a was replaced without --overwrite"
+        sqar("extract", "--overwrite", img, "-C", f"{d}/out")
+        a, b = os.stat(f"{d}/out/a"), os.stat(f"{d}/out/b")
+        assert a.st_ino == b.st_ino and open(f"{d}/out/b", "rb").read() == b"the image's file\n"
+        log(f"ok: {p.stderr.strip()}")
+
+
 if __name__ == "__main__":
     main([test_mksquashfs_images, test_gensquashfs_images, test_sqar_images, test_selection_overwrite_offset, test_no_same_owner,
-          test_progress_only_on_a_terminal, test_usage])
+          test_progress_only_on_a_terminal, test_hard_link_whose_first_name_is_in_the_way, test_usage])
