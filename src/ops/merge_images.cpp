@@ -117,6 +117,9 @@ class Merger {
     data_opt.dedup = opt_.dedup;
     data_opt.skip_unreadable = opt_.skip_unreadable;
     data_opt.strict = opt_.strict;
+    data_opt.fixed_uid = opt_.uid.has_value();  // restamp() set them on the new entries
+    data_opt.fixed_gid = opt_.gid.has_value();
+    data_opt.fixed_mtime = opt_.mtime.has_value();
     data_opt.read_file_xattrs = opt_.xattrs && scanned.has_value();  // the others' come with their tree
     data_opt.warn = opt_.warn;
     data_opt.prestored = &pre;

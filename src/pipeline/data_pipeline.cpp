@@ -439,9 +439,10 @@ class DataPipeline final : public UnitReader {
   // 0600 and renamed over the name) must not be stored with the old file's mode 0644.
   void take_attributes_of_opened(uint32_t f, const OpenedFile& now) {
     Node& n = tree_.nodes[tree_.files[f]];
-    const uint32_t mtime = uint32_t(std::clamp<int64_t>(now.mtime, 0, UINT32_MAX));  // as the scan clamps
+    const uint32_t uid = opt_.fixed_uid ? n.uid : now.uid, gid = opt_.fixed_gid ? n.gid : now.gid;
+    const uint32_t mtime = opt_.fixed_mtime ? n.mtime : uint32_t(std::clamp<int64_t>(now.mtime, 0, UINT32_MAX));
     const bool mode_differs = (n.mode & 07777) != (now.mode & 07777);
-    const bool owner_differs = n.uid != now.uid || n.gid != now.gid;
+    const bool owner_differs = n.uid != uid || n.gid != gid;
     if (!mode_differs && !owner_differs && n.mtime == mtime) return;
     auto octal = [](mode_t m) {
       char buf[8];
@@ -451,12 +452,12 @@ class DataPipeline final : public UnitReader {
     std::string what;
     if (mode_differs) what += ", mode " + octal(n.mode) + " -> " + octal(now.mode);
     if (owner_differs)
-      what += ", owner " + std::to_string(n.uid) + ":" + std::to_string(n.gid) + " -> " + std::to_string(now.uid) +
-              ":" + std::to_string(now.gid);
+      what += ", owner " + std::to_string(n.uid) + ":" + std::to_string(n.gid) + " -> " + std::to_string(uid) + ":" +
+              std::to_string(gid);
     if (n.mtime != mtime) what += ", mtime " + std::to_string(n.mtime) + " -> " + std::to_string(mtime);
     n.mode = (n.mode & S_IFMT) | (now.mode & 07777);
-    n.uid = now.uid;
-    n.gid = now.gid;
+    n.uid = uid;
+    n.gid = gid;
     n.mtime = mtime;
     // A changed mtime alone is a file written to since the scan, which is common in a live
     // tree (logs): stored as read, without a warning unless the owner or mode changed too.

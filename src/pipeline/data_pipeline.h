@@ -39,6 +39,9 @@ struct DataOptions {
   // The scan left the attributes of regular files with content to the data phase
   // (ScanOptions::file_xattrs_later): read them from each file as it is opened, into Tree::xattrs.
   bool read_file_xattrs = false;
+  // Each file's mode, owner and mtime are taken from the file as it is opened (it may have been
+  // replaced since the scan), except those that --uid, --gid or --mtime (--all-root) set.
+  bool fixed_uid = false, fixed_gid = false, fixed_mtime = false;
   // --reuse OLD: full blocks of files whose content OLD holds, and fragment blocks OLD has
   // with the same content, are copied from OLD (after checking they decode to the source
   // bytes) instead of compressed. Not owned.

@@ -195,6 +195,9 @@ CreateStats create_image(CreateOptions opt, CreateProgress* progress) {
   DataOptions& data_opt = opt.data;
   data_opt.threads = opt.threads;
   data_opt.skip_unreadable = scan.skip_unreadable;
+  data_opt.fixed_uid = opt.metadata.uid.has_value();  // applied as the metadata is written
+  data_opt.fixed_gid = opt.metadata.gid.has_value();
+  data_opt.fixed_mtime = opt.metadata.mtime.has_value();
   data_opt.read_file_xattrs = scan.xattrs && !tar_content;
   data_opt.content = tar_content.get();
   data_opt.warn = opt.warn;
