@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 
 #include "common/display_name.h"
@@ -37,6 +38,80 @@ void throw_getopt_error(int c, char** argv) {
   const std::string arg = long_option || optopt <= 0 || optopt >= 128 ? last : std::string("-") + char(optopt);
   if (c == ':') throw UsageError("option '" + arg + "' needs a value");
   throw UsageError("unknown option '" + arg + "'");
+}
+
+const std::vector<ForeignOption> kMksquashfsOptions = {
+    {"-comp", "-c/--compressor NAME"},
+    {"-Xcompression-level", "-l/--level N"},
+    {"-noappend", "not needed, sqar create always writes a new image (-f/--force replaces one)"},
+    {"-no-xattrs", "--no-xattrs"},
+    {"-xattrs", "not needed, xattrs are stored by default"},
+    {"-all-root", "--all-root"},
+    {"-root-owned", "--all-root"},
+    {"-force-uid", "--uid N"},
+    {"-force-gid", "--gid N"},
+    {"-all-time", "--mtime T"},
+    {"-mkfs-time", "SOURCE_DATE_EPOCH=T in the environment"},
+    {"-fstime", "SOURCE_DATE_EPOCH=T in the environment"},
+    {"-quiet", "-q/--quiet"},
+    {"-no-progress", "-q/--quiet"},
+    {"-progress", "--progress"},
+    {"-processors", "-j/--threads N"},
+    {"-e", "--exclude GLOB (one pattern each)"},
+    {"-ef", "--exclude-from FILE"},
+    {"-wildcards", "not needed, --exclude takes globs"},
+    {"-keep-as-directory", "--keep-as-directory"},
+    {"-one-file-system", "--one-file-system"},
+    {"-no-exports", "--no-export"},
+    {"-info", "--progress (sqar names each file only in errors and warnings)"},
+};
+
+const std::vector<ForeignOption> kUnsquashfsOptions = {
+    {"-d", "-C/--directory DIR"},
+    {"-dest", "-C/--directory DIR"},
+    {"-f", "--overwrite"},
+    {"-force", "--overwrite"},
+    {"-n", "-q/--quiet"},
+    {"-no-progress", "-q/--quiet"},
+    {"-p", "-j/--threads N"},
+    {"-processors", "-j/--threads N"},
+    {"-no-xattrs", "--no-xattrs"},
+    {"-o", "--offset N"},
+    {"-offset", "--offset N"},
+    {"-l", "sqar list IMAGE"},
+    {"-ll", "sqar list -l IMAGE"},
+    {"-lls", "sqar list -l IMAGE"},
+    {"-s", "sqar info IMAGE"},
+    {"-stat", "sqar info IMAGE"},
+    {"-cat", "sqar cat IMAGE PATH"},
+};
+
+void reject_foreign_options(int argc, char** argv, const char* optstring, const option* longopts,
+                            const std::vector<ForeignOption>& foreign, const char* tool) {
+  auto takes_value = [&](char c) {
+    const char* p = std::strchr(optstring, c);
+    return c != ':' && p && p[1] == ':';
+  };
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--") return;
+    if (arg.size() < 2 || arg[0] != '-') continue;
+    if (arg[1] == '-') {  // a long option of ours: its value may be the next argument
+      const std::string name = arg.substr(2, arg.find('=') - 2);
+      for (const option* o = longopts; o->name; ++o)
+        if (name == o->name && o->has_arg == required_argument && arg.find('=') == std::string::npos) ++i;
+      continue;
+    }
+    for (const ForeignOption& f : foreign)
+      if (arg == f.word) throw UsageError("'" + arg + "' is " + std::string(tool) + "'s option; sqar's: " + f.hint);
+    // A cluster of our short options: the first that takes a value takes the rest, or the
+    // next argument.
+    for (size_t k = 1; k < arg.size(); ++k) {
+      if (!takes_value(arg[k])) continue;
+      if (k + 1 == arg.size()) ++i;
+      break;
+    }
+  }
 }
 
 std::optional<int64_t> parse_int(const std::string& text) {

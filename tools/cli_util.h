@@ -1,11 +1,14 @@
 // Small helpers shared by the sqar sub-commands: the error shape, option values and
 // human-readable numbers (byte counts: common/parse_size.h).
 #pragma once
+#include <getopt.h>
+
 #include <cstdint>
 #include <functional>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace sqar {
 class ExcludeList;
@@ -45,6 +48,19 @@ std::string parse_tar_archive(const std::string& arg);
 uint64_t parse_tar_memory(const std::string& arg);
 // With --tar the archive is the source: `operands` must be the IMAGE alone, standard input
 // ("-") must not be a terminal, and no option for SOURCE directories may be set.
+// mksquashfs and unsquashfs spell long options with one dash (-comp, -noappend, -d DIR);
+// getopt reads those as clusters of short options ("-comp" is -c "omp": "unknown compressor
+// 'omp'"). Before parsing, a command looks for those words among its options (values of its
+// own options are skipped, as getopt would take them) and names sqar's spelling instead.
+struct ForeignOption {
+  const char* word;  // as typed, with its dash
+  const char* hint;  // what to use in sqar
+};
+extern const std::vector<ForeignOption> kMksquashfsOptions;
+extern const std::vector<ForeignOption> kUnsquashfsOptions;
+void reject_foreign_options(int argc, char** argv, const char* optstring, const option* longopts,
+                            const std::vector<ForeignOption>& foreign, const char* tool);
+
 void check_tar_usage(const std::string& tar, int operands, const char* cmd, bool source_dir_options);
 // --tar-memory without --tar, and standard input named twice (--tar - with --exclude-from -):
 // usage errors rather than an option silently ignored or an archive read as patterns.

@@ -282,6 +282,7 @@ int run_create(int argc, char** argv) {
   optind = 1;
   opterr = 0;  // our own messages, as the other commands give them
   int c;
+  reject_foreign_options(argc, argv, ":c:l:b:j:fqh", longopts, kMksquashfsOptions, "mksquashfs");
   while ((c = getopt_long(argc, argv, ":c:l:b:j:fqh", longopts, nullptr)) != -1) {
     std::string arg = optarg ? optarg : "";
     switch (c) {

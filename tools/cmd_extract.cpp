@@ -146,6 +146,7 @@ int extract_main(int argc, char** argv) {
     std::optional<std::string> tar_out;
     optind = 1;
     opterr = 0;
+    reject_foreign_options(argc, argv, ":C:j:qh", longopts, kUnsquashfsOptions, "unsquashfs");
     for (int c; (c = getopt_long(argc, argv, ":C:j:qh", longopts, nullptr)) != -1;) {
       switch (c) {
         case 'C': opt.dest = optarg; break;

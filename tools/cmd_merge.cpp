@@ -211,7 +211,9 @@ int run(int argc, char** argv, bool append) {
   optind = 1;
   opterr = 0;
   int c, longindex = -1;
-  while ((c = getopt_long(argc, argv, append ? ":rc:l:b:j:qh" : ":rfc:l:b:j:qh", longopts, &longindex)) != -1) {
+  const char* optstring = append ? ":rc:l:b:j:qh" : ":rfc:l:b:j:qh";
+  reject_foreign_options(argc, argv, optstring, longopts, kMksquashfsOptions, "mksquashfs");
+  while ((c = getopt_long(argc, argv, optstring, longopts, &longindex)) != -1) {
     const std::string arg = optarg ? optarg : "";
     // Options of the other command are unknown here.
     const bool append_only = c == kExclude || c == kExcludeFrom || c == kOneFs || c == kNoXattrs ||

@@ -133,8 +133,30 @@ def test_exclude_from_standard_input_and_options_that_need_another():
         log("ok: --exclude-from - reads standard input; options that need another are usage errors")
 
 
+def test_mksquashfs_and_unsquashfs_spellings_are_named():
+    """mksquashfs's one-dash options were read as clusters of short options ("-comp xz" said
+    "unknown compressor 'omp'"): each is named with sqar's spelling (exit 2, nothing written),
+    while a value that looks like one (--exclude -e) and clusters of sqar's own flags still work."""
+    with tempdir() as d:
+        src = small_tree(f"{d}/src")
+        for cmd, word, hint in ((["create", "-comp", "xz", src], "-comp", "-c/--compressor"),
+                                (["create", "-noappend", src], "-noappend", "not needed, sqar create always writes a new image"),
+                                (["create", "-all-root", src], "-all-root", "--all-root"),
+                                (["create", "-e", "sub", src], "-e", "--exclude"),
+                                (["create", "-fstime", "0", src], "-fstime", "SOURCE_DATE_EPOCH")):
+            p = run([SQAR, *cmd, f"{d}/img"], check=False)
+            assert p.returncode == 2 and f"'{word}' is mksquashfs's option; sqar's: {hint}" in p.stderr, \
+                (cmd, p.stderr)
+            assert not os.path.exists(f"{d}/img"), cmd
+        run([SQAR, "create", "-qf", "--exclude", "-e", "-b", "4K", src, f"{d}/img"])
+        p = run([SQAR, "extract", f"{d}/img", "-d", f"{d}/out"], check=False)
+        assert p.returncode == 2 and "'-d' is unsquashfs's option; sqar's: -C/--directory DIR" in p.stderr, p.stderr
+        log("ok: mksquashfs and unsquashfs spellings are named with sqar's")
+
+
 if __name__ == "__main__":
     main([test_exclude_from_a_directory_or_an_unreadable_file,
           test_exclude_from_standard_input_and_options_that_need_another,
+          test_mksquashfs_and_unsquashfs_spellings_are_named,
           test_nightly_reuse_on_its_first_night_and_over_a_damaged_image,
           test_image_on_standard_output_is_refused, test_a_device_or_fifo_as_image_is_refused_and_kept])
