@@ -29,7 +29,9 @@ const char kHelp[] =
     "With PATHs or GLOBs only matching entries (and everything below a matching directory) are\n"
     "extracted, together with the directories that lead to them. Globs match whole paths inside\n"
     "the image ('*' does not cross '/'; a '**' component spans any number of directories, as in\n"
-    "gitignore: 'etc/**/*.conf'); quote them so the shell leaves them alone.\n"
+    "gitignore: 'etc/**/*.conf'); quote them so the shell leaves them alone. As with tar -x, a\n"
+    "PATH or GLOB that matches nothing is named and the exit status is 1, while what the others\n"
+    "match is extracted; when none matches, nothing is written.\n"
     "\n"
     "Options:\n"
     "  -C, --directory DIR   extract into DIR (created if missing; default: the current directory)\n"
@@ -172,7 +174,9 @@ int extract_main(int argc, char** argv) {
     if (tar_out) return extract_tar(*image, *tar_out, opt, show);
     ops::ExtractProgress progress;
     size_t failed;
-    bool image_error = false;  // about the image as a whole (its manifest trailer), already named
+    // Errors that are not entries failing (a damaged manifest trailer, a PATTERN that matched
+    // nothing), already named.
+    bool other_error = false;
     const auto start = std::chrono::steady_clock::now();
     {
       std::unique_ptr<StatusLine> bar;
@@ -181,7 +185,7 @@ int extract_main(int argc, char** argv) {
         bar = std::make_unique<StatusLine>([&progress](double secs) { return extract_status(progress, secs); });
       }
       opt.problems = [&](ops::Severity severity, const std::string& path, const std::string& message) {
-        if (severity == ops::Severity::error) image_error |= path.empty();
+        if (severity == ops::Severity::error) other_error = true;
         if (severity == ops::Severity::error)
           report("extract", image_path, path.empty() ? message : path + ": " + message);
         else
@@ -200,7 +204,7 @@ int extract_main(int argc, char** argv) {
                    failed == 1 ? "y" : "ies");
       return 1;
     }
-    return image_error ? 1 : 0;
+    return other_error ? 1 : 0;
   });
 }
 

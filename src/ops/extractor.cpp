@@ -171,8 +171,12 @@ class Extractor::Impl {
       items_.push_back(std::move(it));
       return true;
     });
+    // As tar -x does: what the other PATTERNs match is extracted, and a PATTERN that matches
+    // nothing is named (the front end exits 1). When none matches, nothing is written at all.
+    if (!opt_.patterns.empty() && std::none_of(hit_.begin(), hit_.end(), [](bool hit) { return hit; }))
+      throw Error(img_.path() + ": " + opt_.patterns[0] + ": not found in the image");
     for (size_t i = 0; i < opt_.patterns.size(); ++i)
-      if (!hit_[i]) throw Error(img_.path() + ": " + opt_.patterns[i] + ": not found in the image");
+      if (!hit_[i] && opt_.problems) opt_.problems(Severity::error, opt_.patterns[i], "not found in the image");
     // Keep the selection and the directories leading to it.
     items_[0].keep = true;
     for (auto& it : items_) {

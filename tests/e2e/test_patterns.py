@@ -70,6 +70,15 @@ def test_extract():
             assert files == want, f"extract {pattern}: got {sorted(files)}, want {sorted(want)}"
             for p in files:
                 assert pathlib.Path(f"{out}/{p}").read_bytes() == pathlib.Path(f"{src}/{p}").read_bytes(), p
+        # As tar -x: a PATTERN that matches nothing is named (exit 1) and the others are still
+        # extracted; when none matches, nothing is written.
+        pattern, glob = PATTERNS[0]
+        p = run([SQAR, "extract", "-q", "-C", f"{d}/some", img, pattern, "no/such/entry"], check=False)
+        assert p.returncode == 1 and "no/such/entry: not found in the image" in p.stderr, p.stderr
+        files = {q.relative_to(f"{d}/some").as_posix() for q in pathlib.Path(f"{d}/some").rglob("*") if q.is_file()}
+        assert files == {q for q in reference(src, glob) if os.path.isfile(f"{src}/{q}")}, sorted(files)
+        expect_fail(["extract", "-C", f"{d}/none", img, "no/such/entry"], 1, img, "no/such/entry: not found")
+        assert not os.path.exists(f"{d}/none"), "extract of nothing made its directory"
 
 
 def test_cat():
