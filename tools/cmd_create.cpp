@@ -358,6 +358,10 @@ int run_create(int argc, char** argv) {
   }
   for (int i = optind; i < argc - 1; ++i) opt.scan.sources.push_back(argv[i]);
   opt.image = argv[argc - 1];
+  // An empty argument is almost always an unset shell variable: it names no file.
+  if (opt.image.empty()) throw UsageError("empty IMAGE");
+  for (const std::string& s : opt.scan.sources)
+    if (s.empty()) throw UsageError("empty SOURCE");
   // The superblock is written last and the tables after the data, so the image needs a file
   // it can seek in; a file named '-' is never what was meant.
   if (opt.image == "-")

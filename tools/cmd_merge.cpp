@@ -152,7 +152,9 @@ void print_stats(const char* cmd, const ops::MergeOptions& opt, const ops::Merge
                  "  recoded: %s (%s) of %s with another compressor or block size, decoded and compressed again\n",
                  counted(s.recoded_files, "file", "files").c_str(), human_bytes(s.recoded_bytes).c_str(),
                  counted(s.recoded_inputs, "input", "inputs").c_str());
-  std::fprintf(stderr, "  new: %s compressed, %s stored as duplicates; blocks: %llu compressed, %llu stored raw\n",
+  std::fprintf(stderr,
+               "  new: %s given to the compressor, %s stored as duplicates; blocks: %llu stored compressed, %llu "
+               "stored raw\n",
                human_bytes(d.codec_input_bytes).c_str(), counted(d.dedup_files, "file", "files").c_str(),
                (unsigned long long)d.blocks_compressed, (unsigned long long)(d.blocks_raw + d.blocks_incompressible));
   std::fprintf(stderr, "  time %.2f s (inputs read %.2f, copied %.2f, new data %.2f, tables and sync %.2f)\n",
@@ -290,6 +292,17 @@ int run(int argc, char** argv, bool append) {
     opt.output = argv[argc - 1];
     if (opt.output == "-") throw UsageError("OUT cannot be '-': a SquashFS image needs a seekable file");
   }
+  // An empty argument is almost always an unset shell variable; '-' names no image here.
+  for (const std::string& a : opt.images) {
+    if (a.empty()) throw UsageError("empty IMAGE");
+    if (a == "-")
+      throw UsageError(append ? "IMAGE cannot be '-': append reads the image file it names and replaces it"
+                              : "an IMAGE cannot be '-' (standard input): merge reads its inputs in place; save "
+                                "the stream to a file first");
+  }
+  for (const std::string& a : opt.sources)
+    if (a.empty()) throw UsageError("empty SOURCE");
+  if (!append && opt.output.empty()) throw UsageError("empty OUT");
   const std::string prefix = std::string("sqar ") + cmd + ": ";
   opt.warn = [prefix](const std::string& w) { print_message(prefix + "warning: " + w); };
   opt.note = [prefix](const std::string& w) { print_message(prefix + "note: " + w); };

@@ -127,6 +127,13 @@ def test_exclude_from_standard_input_and_options_that_need_another():
             assert not os.path.exists(f"{d}/other"), args
         p = run([SQAR, "append", "--tar", "-", "--exclude-from", "-", f"{d}/img"], check=False, input="")
         assert p.returncode == 2 and "would both read standard input" in p.stderr, p.stderr
+        # An empty argument (an unset variable) names no file; '-' is no image for append or merge.
+        for cmd, says in ((["create", src, ""], "empty IMAGE"), (["create", "", f"{d}/other"], "empty SOURCE"),
+                          (["append", "-", src], "IMAGE cannot be '-'"), (["append", f"{d}/img", ""], "empty SOURCE"),
+                          (["merge", "-", f"{d}/img", f"{d}/other"], "an IMAGE cannot be '-'"),
+                          (["merge", f"{d}/img", ""], "empty OUT")):
+            p = run([SQAR, *cmd], check=False)
+            assert p.returncode == 2 and says in p.stderr, (cmd, p.returncode, p.stderr)
         for args in (["-0", "--json"], ["--json", "-0"]):
             p = run([SQAR, "list", *args, f"{d}/img"], check=False)
             assert p.returncode == 2 and "choose one" in p.stderr, (args, p.stderr)
