@@ -36,6 +36,10 @@ const char kHelp[] =
     "Options:\n"
     "  -C, --directory DIR   extract into DIR (created if missing; default: the current directory)\n"
     "  -j, --threads N       worker threads (default: all cores)\n"
+    "      --exclude GLOB    leave out matching entries (and all below a matching directory),\n"
+    "                        matched as 'sqar create --exclude' matches: '*.o' by name at any\n"
+    "                        depth, 'var/cache' or '/var/cache' by path inside the image\n"
+    "      --exclude-from FILE  read GLOBs from FILE, one a line ('-': standard input)\n"
     "      --overwrite       replace existing files, symlinks and devices (existing directories\n"
     "                        are reused; without this option any existing non-directory is an error)\n"
     "      --no-same-owner   do not restore owners (the default unless running as root)\n"
@@ -99,6 +103,7 @@ int extract_tar(reader::Image& image, const std::string& out, const ops::Extract
   ops::TarExportOptions topt;
   topt.output = out;
   topt.patterns = opt.patterns;
+  topt.excludes = opt.excludes;
   topt.xattrs = opt.xattrs;
   topt.threads = opt.jobs;
   topt.verify = opt.verify;
@@ -127,7 +132,7 @@ int extract_tar(reader::Image& image, const std::string& out, const ops::Extract
 
 int extract_main(int argc, char** argv) {
   return run_guarded("extract", [&] {
-    enum { kOverwrite = 256, kNoSameOwner, kNoXattrs, kOffset, kProgress, kNoVerify, kTar };
+    enum { kOverwrite = 256, kNoSameOwner, kNoXattrs, kOffset, kProgress, kNoVerify, kTar, kExclude, kExcludeFrom };
     static const option longopts[] = {{"directory", required_argument, nullptr, 'C'},
                                       {"threads", required_argument, nullptr, 'j'},
                                       {"overwrite", no_argument, nullptr, kOverwrite},
@@ -138,13 +143,15 @@ int extract_main(int argc, char** argv) {
                                       {"progress", no_argument, nullptr, kProgress},
                                       {"no-verify", no_argument, nullptr, kNoVerify},
                                       {"tar", required_argument, nullptr, kTar},
+                                      {"exclude", required_argument, nullptr, kExclude},
+                                      {"exclude-from", required_argument, nullptr, kExcludeFrom},
                                       {"help", no_argument, nullptr, 'h'},
                                       {nullptr, 0, nullptr, 0}};
     ops::ExtractOptions opt;
     opt.jobs = default_jobs();
     opt.same_owner = geteuid() == 0;
     uint64_t offset = 0;
-    bool quiet = false, force_progress = false;
+    bool quiet = false, force_progress = false, excludes_from_stdin = false;
     std::optional<std::string> tar_out;
     optind = 1;
     opterr = 0;
@@ -161,12 +168,19 @@ int extract_main(int argc, char** argv) {
         case 'q': quiet = true; break;
         case kProgress: force_progress = true; break;
         case kTar: tar_out = optarg; break;
+        case kExclude: opt.excludes.add(optarg); break;
+        case kExcludeFrom:
+          add_excludes_from(opt.excludes, optarg);
+          excludes_from_stdin |= std::string(optarg) == "-";
+          break;
         case 'h': std::fputs(kHelp, stdout); return 0;
         default: throw_getopt_error(c, argv);
       }
     }
     if (optind >= argc) throw UsageError("missing IMAGE");
     std::string image_path = argv[optind++];
+    if (image_path == "-" && excludes_from_stdin)
+      throw UsageError("IMAGE - and --exclude-from - would both read standard input; put the patterns in a file");
     opt.patterns = image_pattern_args(argc, argv, optind);
     if (opt.dest.empty()) throw UsageError("empty -C directory");
     auto image = open_image(image_path, offset, streaming_cache_bytes(opt.jobs));

@@ -78,6 +78,7 @@ struct Item {
   int64_t dir_slot = -1;  // directories: index into the directory states
   bool selected = false;
   bool keep = false;
+  bool excluded = false;  // by --exclude, or below an excluded directory
 };
 
 bool all_zero(const uint8_t* p, size_t n) { return n == 0 || (p[0] == 0 && std::memcmp(p, p + 1, n - 1) == 0); }
@@ -161,9 +162,11 @@ class Extractor::Impl {
         it.name_offset = names_.size();
         it.name_length = uint32_t(name.size());
         names_.append(name);
+        it.excluded = items_[size_t(it.parent)].excluded ||
+                      (!opt_.excludes.empty() && opt_.excludes.excluded(path, name, inode.is_dir()));
       }
       bool parent_selected = it.parent > 0 && items_[size_t(it.parent)].selected;
-      it.selected = opt_.patterns.empty() || parent_selected || (!path.empty() && matches(path));
+      it.selected = !it.excluded && (opt_.patterns.empty() || parent_selected || (!path.empty() && matches(path)));
       if (inode.is_dir()) {
         open_dirs.push_back(int64_t(items_.size()));
         open_lengths.push_back(path.size());

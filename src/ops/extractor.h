@@ -22,6 +22,7 @@
 
 #include "ops/problem.h"
 #include "reader/image.h"
+#include "scan/exclude.h"
 
 namespace sqar::ops {
 
@@ -39,6 +40,9 @@ struct ExtractProgress {
 struct ExtractOptions {
   std::string dest = ".";
   std::vector<std::string> patterns;  // PATH or GLOB inside the image; empty: everything
+  // --exclude: entries left out (and all below an excluded directory), matched as create's
+  // --exclude matches them, by path inside the image.
+  ExcludeList excludes;
   unsigned jobs = 1;
   bool overwrite = false;   // replace existing non-directories (never follows or removes dirs)
   bool same_owner = false;  // restore uid/gid (default when running as root)

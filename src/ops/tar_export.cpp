@@ -159,6 +159,7 @@ class Exporter {
     Inode inode;
     bool selected;
     bool written;
+    bool excluded = false;  // by --exclude: so is everything below it
   };
 
   static la_ssize_t write_cb(archive* a, void* self, const void* buf, size_t len) {
@@ -270,8 +271,13 @@ class Exporter {
             learn(inode);
             const std::string parent = parent_of(path);
             while (open.size() > 1 && open.back().path_length != parent.size()) open.pop_back();
-            const bool selected =
-                opt_.patterns.empty() || open.back().selected || match_patterns(opt_.patterns, path, hits);
+            const bool excluded =
+                open.back().excluded ||
+                (!opt_.excludes.empty() &&
+                 opt_.excludes.excluded(path, std::string_view(path).substr(parent.empty() ? 0 : parent.size() + 1),
+                                        inode.is_dir()));
+            const bool selected = !excluded && (opt_.patterns.empty() || open.back().selected ||
+                                                match_patterns(opt_.patterns, path, hits));
             if (selected) {
               // The directories leading to a match, each once, before it (as extract makes them).
               for (auto& d : open)
@@ -281,7 +287,7 @@ class Exporter {
                 }
               queue(describe(path, inode));
             }
-            if (inode.is_dir()) open.push_back({path.size(), inode, selected, selected});
+            if (inode.is_dir()) open.push_back({path.size(), inode, selected, selected, excluded});
             return true;
           },
           wo);

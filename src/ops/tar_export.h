@@ -24,6 +24,7 @@
 
 #include "ops/problem.h"
 #include "reader/image.h"
+#include "scan/exclude.h"
 
 namespace sqar::ops {
 
@@ -37,6 +38,7 @@ struct TarExportProgress {
 struct TarExportOptions {
   std::string output;                 // archive path; "-" is standard output
   std::vector<std::string> patterns;  // PATH or GLOB inside the image; empty: everything
+  ExcludeList excludes;               // left out, with all below an excluded directory
   bool xattrs = true;
   unsigned threads = 1;  // decoding blocks ahead of the writer; the archive is the same for any count
   // Check each file's content against the manifest trailer (when the image has one); a

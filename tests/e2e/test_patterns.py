@@ -81,6 +81,29 @@ def test_extract():
         assert not os.path.exists(f"{d}/none"), "extract of nothing made its directory"
 
 
+def test_extract_exclude():
+    """--exclude as tar -x takes it, matched as create's --exclude: a GLOB without '/' by name at
+    any depth, one with '/' by path inside the image; an excluded directory takes all below it.
+    The same entries are left out of --tar, and --exclude-from reads the GLOBs from a file."""
+    with tempdir() as d:
+        src, img = build(d)
+        everything = {q.relative_to(src).as_posix() for q in pathlib.Path(src).rglob("*")}
+        # Any component named *.conf (the directory etc/dir.conf takes its content along), and
+        # the directory etc/a/b with all below it.
+        want = {p for p in everything
+                if not any(c.endswith(".conf") for c in p.split("/")) and not (p + "/").startswith("etc/a/b/")}
+        assert "etc/dir.conf/inside.txt" in everything and "etc/a/b/readme" in everything and "etc/a/notes.txt" in want
+        sqar("extract", "-q", "-C", f"{d}/out", "--exclude", "*.conf", "--exclude", "/etc/a/b", img)
+        got = {q.relative_to(f"{d}/out").as_posix() for q in pathlib.Path(f"{d}/out").rglob("*")}
+        assert got == want, f"extract --exclude: extra {sorted(got - want)}, missing {sorted(want - got)}"
+        write(f"{d}/patterns", b"# as create reads them\n*.conf\n/etc/a/b\n")
+        tar = subprocess.run([SQAR, "extract", "--tar", "-", "--exclude-from", f"{d}/patterns", img],
+                             stdout=subprocess.PIPE, check=True).stdout
+        listed = subprocess.run(["tar", "-t"], input=tar, stdout=subprocess.PIPE, check=True).stdout.decode()
+        got = {line.rstrip("/") for line in listed.splitlines()}
+        assert got == want, f"extract --tar --exclude-from: extra {sorted(got - want)}, missing {sorted(want - got)}"
+
+
 def test_cat():
     with tempdir() as d:
         src, img = build(d)
@@ -108,4 +131,4 @@ def test_create_exclude():
             assert got == want, f"--exclude {pattern}: extra {sorted(got - want)}, missing {sorted(want - got)}"
 
 
-main([test_list, test_extract, test_cat, test_create_exclude])
+main([test_list, test_extract, test_extract_exclude, test_cat, test_create_exclude])
