@@ -146,7 +146,8 @@ class TreeComparer {
           for (const auto& e : image_.read_dir(d.image_dir)) only_in_image(child_path(d.path, e.name), e);
           break;
         case Side::disk_only:
-          for (uint32_t c : tree_.children(tree_.nodes[d.node])) only_on_disk(child_path(d.path, name_of(c)), c);
+          for (uint32_t c : tree_.children(tree_.nodes[d.node]))
+            if (!tree_.nodes[c].omitted) only_on_disk(child_path(d.path, name_of(c)), c);
           break;
       }
     }
@@ -170,7 +171,10 @@ class TreeComparer {
     auto children = tree_.children(tree_.nodes[d.node]);
     auto disk = children.begin();
     size_t i = 0;
-    while (i < entries.size() || disk != children.end()) {
+    while (true) {
+      // A directory that vanished while the tree was scanned is not on disk any more.
+      while (disk != children.end() && tree_.nodes[*disk].omitted) ++disk;
+      if (i == entries.size() && disk == children.end()) break;
       const int order = i == entries.size()      ? 1
                         : disk == children.end() ? -1
                                                  : std::string_view(entries[i].name).compare(name_of(*disk));
