@@ -6,7 +6,9 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "cli_util.h"
 #include "command.h"
@@ -278,6 +280,7 @@ int run_create(int argc, char** argv) {
   CreateOptions opt;
   bool quiet = false, json = false, force_progress = false, level_given = false;
   bool tar_memory_given = false, excludes_from_stdin = false;
+  std::vector<std::string> exclude_files;
   bool compressor_given = false, block_given = false;
   optind = 1;
   opterr = 0;  // our own messages, as the other commands give them
@@ -316,7 +319,7 @@ int run_create(int argc, char** argv) {
       case 'h': std::fputs(kHelp, stdout); return 0;
       case kExclude: opt.scan.excludes.add(arg); break;
       case kExcludeFrom:
-        add_excludes_from(opt.scan.excludes, arg);
+        exclude_files.push_back(arg);  // read once the command line is known to be good
         excludes_from_stdin |= arg == "-";
         break;
       case kOneFs: opt.scan.one_file_system = true; break;
@@ -369,6 +372,9 @@ int run_create(int argc, char** argv) {
         "IMAGE cannot be '-' (standard output): a SquashFS image needs a seekable file. Write it "
         "to a file and copy that, or stream a tar instead ('sqar extract --tar - IMAGE', "
         "or 'tar -C SOURCE -cf - .')");
+  // Read only now: '--exclude-from -' beside '--tar -' must be refused before standard input
+  // (the archive) is read as patterns.
+  for (const std::string& f : exclude_files) add_excludes_from(opt.scan.excludes, f);
   if (!opt.reuse.empty())
     take_open_settings_from(opt.reuse, opt.data.codec, compressor_given, level_given, block_given);
   if (!level_given) opt.data.codec.level = preferred_level(opt.data.codec.id);

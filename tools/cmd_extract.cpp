@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <memory>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "cli_util.h"
 #include "command.h"
@@ -152,6 +154,7 @@ int extract_main(int argc, char** argv) {
     opt.same_owner = geteuid() == 0;
     uint64_t offset = 0;
     bool quiet = false, force_progress = false, excludes_from_stdin = false;
+    std::vector<std::string> exclude_files;
     std::optional<std::string> tar_out;
     optind = 1;
     opterr = 0;
@@ -170,7 +173,7 @@ int extract_main(int argc, char** argv) {
         case kTar: tar_out = optarg; break;
         case kExclude: opt.excludes.add(optarg); break;
         case kExcludeFrom:
-          add_excludes_from(opt.excludes, optarg);
+          exclude_files.push_back(optarg);  // read once the command line is known to be good
           excludes_from_stdin |= std::string(optarg) == "-";
           break;
         case 'h': std::fputs(kHelp, stdout); return 0;
@@ -183,6 +186,7 @@ int extract_main(int argc, char** argv) {
       throw UsageError("IMAGE - and --exclude-from - would both read standard input; put the patterns in a file");
     opt.patterns = image_pattern_args(argc, argv, optind);
     if (opt.dest.empty()) throw UsageError("empty -C directory");
+    for (const std::string& f : exclude_files) add_excludes_from(opt.excludes, f);
     auto image = open_image(image_path, offset, streaming_cache_bytes(opt.jobs));
     const bool show = want_progress(quiet, force_progress);
     if (tar_out) return extract_tar(*image, *tar_out, opt, show);

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "cli_util.h"
 #include "command.h"
@@ -210,6 +211,7 @@ int run(int argc, char** argv, bool append) {
   opt.append = append;
   bool quiet = false, json = false, force_progress = false;
   bool tar_memory_given = false, excludes_from_stdin = false;
+  std::vector<std::string> exclude_files;
   optind = 1;
   opterr = 0;
   int c, longindex = -1;
@@ -254,7 +256,7 @@ int run(int argc, char** argv, bool append) {
       case 'h': std::fputs(append ? kAppendHelp : kMergeHelp, stdout); return 0;
       case kExclude: opt.excludes.add(arg); break;
       case kExcludeFrom:
-        add_excludes_from(opt.excludes, arg);
+        exclude_files.push_back(arg);  // read once the command line is known to be good
         excludes_from_stdin |= arg == "-";
         break;
       case kOneFs: opt.one_file_system = true; break;
@@ -303,6 +305,9 @@ int run(int argc, char** argv, bool append) {
   for (const std::string& a : opt.sources)
     if (a.empty()) throw UsageError("empty SOURCE");
   if (!append && opt.output.empty()) throw UsageError("empty OUT");
+  // Read only now: '--exclude-from -' beside '--tar -' must be refused before standard input
+  // (the archive) is read as patterns.
+  for (const std::string& f : exclude_files) add_excludes_from(opt.excludes, f);
   const std::string prefix = std::string("sqar ") + cmd + ": ";
   opt.warn = [prefix](const std::string& w) { print_message(prefix + "warning: " + w); };
   opt.note = [prefix](const std::string& w) { print_message(prefix + "note: " + w); };

@@ -176,8 +176,11 @@ class Extractor::Impl {
     });
     // As tar -x does: what the other PATTERNs match is extracted, and a PATTERN that matches
     // nothing is named (the front end exits 1). When none matches, nothing is written at all.
-    if (!opt_.patterns.empty() && std::none_of(hit_.begin(), hit_.end(), [](bool hit) { return hit; }))
-      throw Error(img_.path() + ": " + opt_.patterns[0] + ": not found in the image");
+    if (!opt_.patterns.empty() && std::none_of(hit_.begin(), hit_.end(), [](bool hit) { return hit; })) {
+      std::string all;
+      for (const std::string& p : opt_.patterns) all += (all.empty() ? "" : ", ") + p;
+      throw Error(img_.path() + ": " + all + ": not found in the image");
+    }
     for (size_t i = 0; i < opt_.patterns.size(); ++i)
       if (!hit_[i] && opt_.problems) opt_.problems(Severity::error, opt_.patterns[i], "not found in the image");
     // Keep the selection and the directories leading to it.

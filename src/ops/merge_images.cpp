@@ -251,6 +251,7 @@ class Merger {
     scan.xattrs = opt_.xattrs;
     scan.file_xattrs_later = opt_.xattrs;
     scan.skip_unreadable = opt_.skip_unreadable;
+    scan.strict = opt_.strict;
     scan.threads = std::min(2 * opt_.threads, 16u);
     scan.max_threads = 16;
     scan.warn = opt_.warn;

@@ -24,8 +24,13 @@ int open_source(int dirfd, const char* name, struct stat& st) {
   // O_NONBLOCK makes opening a FIFO return at once. It stays set: it has no effect on reading
   // regular files (open(2)), and clearing it cost a system call per file (a filesystem that
   // answers EAGAIN anyway gets it cleared then: read_at_most).
-  int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOATIME | O_NONBLOCK);
-  if (fd < 0 && errno == EPERM) fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  int flags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOATIME | O_NONBLOCK;
+  int fd = openat(dirfd, name, flags);
+  if (fd < 0 && errno == EPERM) fd = openat(dirfd, name, flags &= ~O_NOATIME);
+  // Another process holds a lease on the file (Samba's oplocks): with O_NONBLOCK the open
+  // refuses instead of breaking it. A FIFO never answers so, so open again, waiting for the
+  // holder to let go, as cat would.
+  if (fd < 0 && errno == EWOULDBLOCK) fd = openat(dirfd, name, flags & ~O_NONBLOCK);
   // A symlink (O_NOFOLLOW) or a socket (ENXIO) now at the name: no longer the regular file.
   if (fd < 0) return errno == ELOOP || errno == ENXIO ? kNotRegularFile : -1;
   if (fstat(fd, &st) != 0) {

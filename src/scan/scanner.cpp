@@ -346,6 +346,7 @@ class Scanner {
       wait_or_list(i, *task);
       if (!task->error.empty() && task->vanished && task->node != 0) {
         // Left out as a file that vanishes is: it is not in the tree any more.
+        if (opt_.strict) throw Error(task->error + " (the directory vanished during the scan; --strict)");
         if (opt_.warn) opt_.warn(task->error + " (the directory vanished during the scan; left out)");
         tree_.nodes[task->node].omitted = true;
       } else if (!task->error.empty()) {

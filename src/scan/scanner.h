@@ -22,6 +22,9 @@ struct ScanOptions {
   // readers: pipeline/source_reader.h), which reads them from the open file.
   bool file_xattrs_later = false;
   bool skip_unreadable = false;
+  // A directory that vanishes during the scan fails it (create --strict) instead of being left
+  // out with a warning.
+  bool strict = false;
   // Added to the error for a directory that cannot be listed, without skip_unreadable: what the
   // command's user can do about it ("" for a command without that option).
   std::string unreadable_hint = " (--skip-unreadable stores it as an empty directory and goes on)";

@@ -170,6 +170,7 @@ CreateStats create_image(CreateOptions opt, CreateProgress* progress) {
   scan.threads = std::min(2 * opt.threads, 16u);
   scan.max_threads = 16;  // more only while listing waits on the disk (Scanner::adapt_listers)
   scan.warn = opt.warn;
+  scan.strict = opt.data.strict;
   scan.warn_unstorable_times = !opt.metadata.mtime;
   // The image must not swallow itself (nor the image it replaces) when written inside a source.
   scan.skip_inodes.push_back(out.identity());

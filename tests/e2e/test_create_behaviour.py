@@ -586,11 +586,44 @@ def test_single_file_sources_and_progress_on_a_tty():
         assert all(len(t) <= 39 for t in bars), [t for t in bars if len(t) > 39]
 
 
+LEASE_HOLDER = """
+import fcntl, os, signal, sys, time
+fd = os.open(sys.argv[1], os.O_RDONLY)
+def release(*_):
+    fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_UNLCK)
+    print("released", flush=True)
+signal.signal(signal.SIGIO, release)
+fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_WRLCK)
+print("held", flush=True)
+time.sleep(60)
+"""
+
+
+def test_file_under_a_lease_is_waited_for():
+    """A file another process holds a lease on (as Samba's oplocks do): source files are opened
+    with O_NONBLOCK (a FIFO at a file's name must not hang the build), which makes such an open
+    fail with EWOULDBLOCK instead of breaking the lease. sqar opens it again, waiting as cat
+    does, and packs it."""
+    with tempdir() as d:
+        write(f"{d}/src/leased", b"leased content\n")
+        holder = subprocess.Popen(["python3", "-c", LEASE_HOLDER, f"{d}/src/leased"], stdout=subprocess.PIPE, text=True)
+        try:
+            assert holder.stdout.readline().strip() == "held", "could not take the lease"
+            p = run([SQAR, "create", "-q", f"{d}/src", f"{d}/img"], check=False, timeout=120)
+            assert p.returncode == 0, p.stderr
+            assert holder.stdout.readline().strip() == "released", "the lease was never broken"
+        finally:
+            holder.kill()
+            holder.wait()
+        assert run([SQAR, "cat", f"{d}/img", "leased"]).stdout == "leased content\n"
+        log("ok: a leased file is packed once its holder lets go")
+
+
 if __name__ == "__main__":
     main([test_duplicates_are_never_compressed, test_large_duplicates_are_hashed_not_compressed,
           test_output_is_identical_for_any_thread_count, test_existing_image_is_never_overwritten_without_force,
           test_image_inside_its_source_is_not_packed, test_xattrs_read_the_same_without_listxattrat,
-          test_xattrs_of_files_are_read_from_the_open_file,
+          test_xattrs_of_files_are_read_from_the_open_file, test_file_under_a_lease_is_waited_for,
           test_bad_usage_is_explained, test_unreadable_file_names_path_and_cause,
           test_no_space_left_is_reported_and_cleaned_up, test_no_space_left_without_o_tmpfile,
           test_interrupt_leaves_no_partial_image, test_interrupt_without_o_tmpfile_removes_the_named_image,

@@ -127,6 +127,13 @@ def test_exclude_from_standard_input_and_options_that_need_another():
             assert not os.path.exists(f"{d}/other"), args
         p = run([SQAR, "append", "--tar", "-", "--exclude-from", "-", f"{d}/img"], check=False, input="")
         assert p.returncode == 2 and "would both read standard input" in p.stderr, p.stderr
+        # Refused before a byte of standard input is read: it is the archive, not patterns.
+        write(f"{d}/stream.tar", b"x" * (1 << 20))
+        for cmd in (["create", "--tar", "-", "--exclude-from", "-", f"{d}/other"],
+                    ["append", "--tar", "-", "--exclude-from", "-", f"{d}/img"]):
+            with open(f"{d}/stream.tar", "rb") as stream:
+                p = run([SQAR, *cmd], check=False, stdin=stream)
+                assert p.returncode == 2 and os.lseek(stream.fileno(), 0, os.SEEK_CUR) == 0, (cmd, p.stderr)
         # An empty argument (an unset variable) names no file; '-' is no image for append or merge.
         for cmd, says in ((["create", src, ""], "empty IMAGE"), (["create", "", f"{d}/other"], "empty SOURCE"),
                           (["append", "-", src], "IMAGE cannot be '-'"), (["append", f"{d}/img", ""], "empty SOURCE"),

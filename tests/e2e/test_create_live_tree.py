@@ -347,31 +347,36 @@ def test_during_hashing_pass():
 
 def test_directory_vanishing_during_the_scan():
     """A directory removed after its parent was listed and before it is listed itself is left
-    out with a warning, as a vanished file is, and the build exits 0 (it failed the build). The
-    removal is made when the scan opens a directory listed before it ("a"), with sqar stopped;
-    the try does not count if the scan had already opened the directory removed."""
+    out with a warning, as a vanished file is, and the build exits 0 (it failed the build);
+    with --strict it fails, naming it, and leaves no image. The removal is made when the scan
+    opens a directory listed before it ("a"), with sqar stopped; the try does not count if the
+    scan had already opened the directory removed."""
     with tempdir(prefix=os.path.join(os.getcwd(), "sqar-live-")) as d:
-        for attempt in range(1, 4):
-            src, img = f"{d}/src{attempt}", f"{d}/img{attempt}.sqfs"
-            write(f"{src}/a/file", b"a\n")
-            for i in range(300):  # listed between "a" and the directory removed
-                write(f"{src}/b{i:03d}/file", b"%d\n" % i)
-            write(f"{src}/z_gone/file", b"gone\n")
-            p, valid = run_changing([SQAR, "create", "-q", "-j", "1", src, img], src,
-                                    lambda: shutil.rmtree(f"{src}/z_gone"), trigger_at=("", "a"), guarded="z_gone",
-                                    dirs=True)
-            if valid:
-                break
-            log(f"try {attempt}: the scan had opened z_gone before it stopped; trying again")
-        else:
-            raise AssertionError("in 3 tries the scan always reached z_gone before it could be stopped")
-        err = p.stderr
-        assert p.returncode == 0, f"exit {p.returncode}: {err}"
-        assert f"warning: {src}/z_gone: No such file or directory (the directory vanished during the scan; left " \
-               f"out)" in err, err
-        listed = run([SQAR, "list", img]).stdout.split()
-        assert "z_gone" not in listed and "a/file" in listed and "b299/file" in listed, listed
-        run([SQAR, "verify", img])
+        for strict in ([], ["--strict"]):
+            for attempt in range(1, 4):
+                src, img = f"{d}/src{len(strict)}-{attempt}", f"{d}/img{len(strict)}-{attempt}.sqfs"
+                write(f"{src}/a/file", b"a\n")
+                for i in range(300):  # listed between "a" and the directory removed
+                    write(f"{src}/b{i:03d}/file", b"%d\n" % i)
+                write(f"{src}/z_gone/file", b"gone\n")
+                p, valid = run_changing([SQAR, "create", "-q", "-j", "1", *strict, src, img], src,
+                                        lambda: shutil.rmtree(f"{src}/z_gone"), trigger_at=("", "a"),
+                                        guarded="z_gone", dirs=True)
+                if valid:
+                    break
+                log(f"try {attempt}: the scan had opened z_gone before it stopped; trying again")
+            else:
+                raise AssertionError("in 3 tries the scan always reached z_gone before it could be stopped")
+            err = p.stderr
+            said = f"{src}/z_gone: No such file or directory (the directory vanished during the scan; "
+            if strict:
+                assert p.returncode == 1 and said + "--strict)" in err, f"exit {p.returncode}: {err}"
+                assert not os.path.exists(img) and not leftovers(img), "--strict: an image was left behind"
+                continue
+            assert p.returncode == 0 and f"warning: {said}left out)" in err, f"exit {p.returncode}: {err}"
+            listed = run([SQAR, "list", img]).stdout.split()
+            assert "z_gone" not in listed and "a/file" in listed and "b299/file" in listed, listed
+            run([SQAR, "verify", img])
         log(f"ok: {err.strip()}")
 
 
