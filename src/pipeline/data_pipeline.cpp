@@ -188,7 +188,7 @@ class DataPipeline final : public UnitReader {
       const Node& n = node_of(f);
       if (!opt_.content) stats_.bytes_read += n.size;  // a tar member was not read for its hash
       if (errs[k] == ENOENT || errs[k] == kNotRegularFile) {
-        errs[k] == ENOENT ? vanished(f) : no_longer_regular(f);
+        left_out_before_read(f, errs[k]);
         continue;
       }
       if (errs[k]) {
@@ -318,7 +318,7 @@ class DataPipeline final : public UnitReader {
     if (s.err == ENOENT || s.err == kNotRegularFile) {
       const bool gone = s.err == ENOENT;
       if (u.offset == 0) {
-        gone ? vanished(f) : no_longer_regular(f);
+        left_out_before_read(f, s.err);
       } else {
         file_changed(f, gone ? "vanished while being read" : "was replaced while being read",
                      "stored its first " + std::to_string(u.offset) + " bytes");
@@ -426,14 +426,6 @@ class DataPipeline final : public UnitReader {
     file_changed(f, "shrank while being read (" + std::to_string(node_of(f).size) + " bytes when scanned)",
                  "stored the " + std::to_string(now) + " bytes it still had");
   }
-  // Something else (a FIFO, a directory, a symlink, a device, a socket) is at the name of a
-  // regular file the scan found: the file is gone, and what replaced it is not read.
-  void no_longer_regular(uint32_t f) {
-    file_changed(f, "is no longer a regular file", "left out");
-    skip_[f] = true;
-    tree_.nodes[tree_.files[f]].omitted = true;
-    if (kinds_[f] == FileKind::kPrehashed) orphan_duplicates_of(f);
-  }
   // The entry gets the mode, owner and mtime of the file whose content is stored, as it was
   // opened: a file replaced after the scan (a secret written to a temporary file with mode
   // 0600 and renamed over the name) must not be stored with the old file's mode 0644.
@@ -465,8 +457,10 @@ class DataPipeline final : public UnitReader {
       file_changed(f, "changed after the scan (" + what.substr(2) + ")", "stored with the attributes it had when read");
   }
 
-  void vanished(uint32_t f) {
-    file_changed(f, "vanished before it was read", "left out");
+  // A file whose first open found it gone (ENOENT), or found something else at its name
+  // (kNotRegularFile: a FIFO, a directory, a symlink, a device, a socket, which is not read).
+  void left_out_before_read(uint32_t f, int err) {
+    file_changed(f, err == ENOENT ? "vanished before it was read" : "is no longer a regular file", "left out");
     skip_[f] = true;
     tree_.nodes[tree_.files[f]].omitted = true;
     if (kinds_[f] == FileKind::kPrehashed) orphan_duplicates_of(f);
