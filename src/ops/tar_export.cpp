@@ -24,6 +24,7 @@
 #include "ops/decode_ahead.h"
 #include "ops/manifest_check.h"
 #include "ops/path_select.h"
+#include "ops/safe_dir.h"
 #include "writer/image_file.h"
 
 namespace sqar::ops {
@@ -33,11 +34,6 @@ using reader::FileKind;
 using reader::Inode;
 
 constexpr uint32_t kNoXattr = 0xFFFFFFFF;
-
-std::string parent_of(const std::string& path) {
-  auto slash = path.rfind('/');
-  return slash == std::string::npos ? std::string() : path.substr(0, slash);
-}
 
 // Where the archive bytes go: the unnamed file that becomes OUTPUT; or, as tar writes them, a
 // device or FIFO that OUTPUT names (/dev/null, a tape, a pipe a reader waits on), which a
@@ -269,13 +265,10 @@ class Exporter {
               return true;
             }
             learn(inode);
-            const std::string parent = parent_of(path);
+            const auto [parent, name] = split_parent(path);
             while (open.size() > 1 && open.back().path_length != parent.size()) open.pop_back();
             const bool excluded =
-                open.back().excluded ||
-                (!opt_.excludes.empty() &&
-                 opt_.excludes.excluded(path, std::string_view(path).substr(parent.empty() ? 0 : parent.size() + 1),
-                                        inode.is_dir()));
+                open.back().excluded || (!opt_.excludes.empty() && opt_.excludes.excluded(path, name, inode.is_dir()));
             const bool selected = !excluded && (opt_.patterns.empty() || open.back().selected ||
                                                 match_patterns(opt_.patterns, path, hits));
             if (selected) {
