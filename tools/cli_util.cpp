@@ -3,6 +3,7 @@
 #include <getopt.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -247,9 +248,14 @@ void check_tar_usage(const std::string& tar, int operands, const char* cmd, bool
         "directories, not --tar");
 }
 
-void check_tar_companions(const std::string& tar, bool tar_memory_given, bool excludes_from_stdin) {
+bool names_standard_input(const std::vector<std::string>& files) {
+  return std::find(files.begin(), files.end(), "-") != files.end();
+}
+
+void check_tar_companions(const std::string& tar, bool tar_memory_given,
+                          const std::vector<std::string>& exclude_files) {
   if (tar.empty() && tar_memory_given) throw UsageError("--tar-memory applies only with --tar");
-  if (tar == "-" && excludes_from_stdin)
+  if (tar == "-" && names_standard_input(exclude_files))
     throw UsageError("--tar - and --exclude-from - would both read standard input; put the patterns in a file");
 }
 

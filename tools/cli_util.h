@@ -64,6 +64,9 @@ void reject_foreign_options(int argc, char** argv, const char* optstring, const 
 void check_tar_usage(const std::string& tar, int operands, const char* cmd, bool source_dir_options);
 // --tar-memory without --tar, and standard input named twice (--tar - with --exclude-from -):
 // usage errors rather than an option silently ignored or an archive read as patterns.
-void check_tar_companions(const std::string& tar, bool tar_memory_given, bool excludes_from_stdin);
+// `exclude_files` are the --exclude-from arguments, read only after these checks.
+void check_tar_companions(const std::string& tar, bool tar_memory_given, const std::vector<std::string>& exclude_files);
+// Whether one of `files` is "-", standard input.
+bool names_standard_input(const std::vector<std::string>& files);
 
 }  // namespace sqar::cli

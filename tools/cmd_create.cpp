@@ -279,7 +279,7 @@ int run_create(int argc, char** argv) {
                                     {nullptr, 0, nullptr, 0}};
   CreateOptions opt;
   bool quiet = false, json = false, force_progress = false, level_given = false;
-  bool tar_memory_given = false, excludes_from_stdin = false;
+  bool tar_memory_given = false;
   std::vector<std::string> exclude_files;
   bool compressor_given = false, block_given = false;
   optind = 1;
@@ -320,7 +320,6 @@ int run_create(int argc, char** argv) {
       case kExclude: opt.scan.excludes.add(arg); break;
       case kExcludeFrom:
         exclude_files.push_back(arg);  // read once the command line is known to be good
-        excludes_from_stdin |= arg == "-";
         break;
       case kOneFs: opt.scan.one_file_system = true; break;
       case kNoXattrs: opt.scan.xattrs = false; break;
@@ -350,7 +349,7 @@ int run_create(int argc, char** argv) {
       default: throw_getopt_error(c, argv);
     }
   }
-  check_tar_companions(opt.tar, tar_memory_given, excludes_from_stdin);
+  check_tar_companions(opt.tar, tar_memory_given, exclude_files);
   if (opt.reuse_strict && opt.reuse.empty()) throw UsageError("--reuse-strict applies only with --reuse OLD");
   if (!opt.tar.empty()) {
     check_tar_usage(

@@ -153,7 +153,7 @@ int extract_main(int argc, char** argv) {
     opt.jobs = default_jobs();
     opt.same_owner = geteuid() == 0;
     uint64_t offset = 0;
-    bool quiet = false, force_progress = false, excludes_from_stdin = false;
+    bool quiet = false, force_progress = false;
     std::vector<std::string> exclude_files;
     std::optional<std::string> tar_out;
     optind = 1;
@@ -174,7 +174,6 @@ int extract_main(int argc, char** argv) {
         case kExclude: opt.excludes.add(optarg); break;
         case kExcludeFrom:
           exclude_files.push_back(optarg);  // read once the command line is known to be good
-          excludes_from_stdin |= std::string(optarg) == "-";
           break;
         case 'h': std::fputs(kHelp, stdout); return 0;
         default: throw_getopt_error(c, argv);
@@ -182,7 +181,7 @@ int extract_main(int argc, char** argv) {
     }
     if (optind >= argc) throw UsageError("missing IMAGE");
     std::string image_path = argv[optind++];
-    if (image_path == "-" && excludes_from_stdin)
+    if (image_path == "-" && names_standard_input(exclude_files))
       throw UsageError("IMAGE - and --exclude-from - would both read standard input; put the patterns in a file");
     opt.patterns = image_pattern_args(argc, argv, optind);
     if (opt.dest.empty()) throw UsageError("empty -C directory");

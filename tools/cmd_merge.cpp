@@ -210,7 +210,7 @@ int run(int argc, char** argv, bool append) {
   ops::MergeOptions opt;
   opt.append = append;
   bool quiet = false, json = false, force_progress = false;
-  bool tar_memory_given = false, excludes_from_stdin = false;
+  bool tar_memory_given = false;
   std::vector<std::string> exclude_files;
   optind = 1;
   opterr = 0;
@@ -257,7 +257,6 @@ int run(int argc, char** argv, bool append) {
       case kExclude: opt.excludes.add(arg); break;
       case kExcludeFrom:
         exclude_files.push_back(arg);  // read once the command line is known to be good
-        excludes_from_stdin |= arg == "-";
         break;
       case kOneFs: opt.one_file_system = true; break;
       case kNoXattrs: opt.xattrs = false; break;
@@ -279,7 +278,7 @@ int run(int argc, char** argv, bool append) {
       default: throw_getopt_error(c, argv);
     }
   }
-  check_tar_companions(opt.tar, tar_memory_given, excludes_from_stdin);
+  check_tar_companions(opt.tar, tar_memory_given, exclude_files);
   if (!opt.tar.empty()) {
     check_tar_usage(opt.tar, argc - optind, "append",
                     opt.one_file_system || opt.keep_as_directory || opt.skip_unreadable || opt.strict);
