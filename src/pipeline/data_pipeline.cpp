@@ -341,12 +341,14 @@ class DataPipeline final : public UnitReader {
                      "stored the first " + std::to_string(u.offset) + " bytes of the file found first");
         end_at(f, u.offset);
         return;
-      } else if (s.opened.ctime.tv_sec != first_open_.ctime.tv_sec ||
-                 s.opened.ctime.tv_nsec != first_open_.ctime.tv_nsec) {
-        // Written to in place between two of its units (as tar says, "file changed as we
-        // read it"): what is stored may mix two versions.
-        file_changed(f, "was written to while being read", "stored what was read, which may mix its versions");
       }
+      // Written to in place while a unit was read, or between two of its units (as tar says,
+      // "file changed as we read it"): what is stored may mix two versions. A read that saw
+      // the file grow or shrink is named so below instead.
+      const bool between_units = u.offset != 0 && (s.opened.ctime.tv_sec != first_open_.ctime.tv_sec ||
+                                                   s.opened.ctime.tv_nsec != first_open_.ctime.tv_nsec);
+      if ((between_units || s.opened.changed_during_read) && s.changed.empty())
+        file_changed(f, "was written to while being read", "stored what was read, which may mix its versions");
     }
     // A file stores what was read of its first n.size bytes (the size the scan saw): all of
     // them when it grew, up to where it ends now when it shrank.

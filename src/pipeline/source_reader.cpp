@@ -134,6 +134,8 @@ int SourceRead::start(int dirfd, const char* name, uint64_t offset, uint64_t len
     fd_ = -1;
     return err;
   }
+  opened_ = opened;
+  opened_ctime_ = st.st_ctim;
   if (opened) *opened = opened_file(st);
   if (xattrs) {
     if (int err = read_xattrs_of_fd(fd_, *xattrs, *xattrs_failed_key)) {
@@ -186,6 +188,12 @@ int SourceRead::finish(std::vector<uint8_t>& out, std::string& changed) {
 }
 
 int SourceRead::finish(std::vector<uint8_t>& out, std::string& changed, int64_t n) {
+  // One fstat after the read tells a write during it (a log line appended and truncated back,
+  // a file rewritten in place at the same size), which the read itself cannot see.
+  struct stat st;
+  if (opened_ && n >= 0 && fstat(fd_, &st) == 0)
+    opened_->changed_during_read =
+        st.st_ctim.tv_sec != opened_ctime_.tv_sec || st.st_ctim.tv_nsec != opened_ctime_.tv_nsec;
   close(fd_);
   fd_ = -1;
   return check_range_read(n, offset_, len_, expect_eof_, out, changed);

@@ -25,6 +25,10 @@ struct OpenedFile {
   uint32_t uid = 0, gid = 0;
   int64_t mtime = 0;
   timespec ctime{};
+  // The file's ctime moved between the open and the end of the read: it was written to (or its
+  // attributes changed) while being read, so the bytes read may mix two versions. Tar checks
+  // the same way ("file changed as we read it").
+  bool changed_during_read = false;
 };
 
 // Reads [offset, offset+len) of the file `name` in the directory open as `dirfd` (AT_FDCWD and
@@ -51,7 +55,8 @@ class SourceRead {
   // open (an error is returned as errno; `xattrs_failed_key` then names the attribute, or is
   // empty). With `opened`, the open file's fstat is stored there: the caller compares it with
   // the scan (a file replaced or changed since), and the ranges of one large file, read
-  // through separate opens, with each other (a file replaced or written between two ranges).
+  // through separate opens, with each other (a file replaced or written between two ranges);
+  // its changed_during_read is set when the ctime moved while this range was read.
   int start(int dirfd, const char* name, uint64_t offset, uint64_t len, bool expect_eof, std::vector<uint8_t>& out,
             std::string& changed, XattrList* xattrs = nullptr, std::string* xattrs_failed_key = nullptr,
             OpenedFile* opened = nullptr);
@@ -62,6 +67,8 @@ class SourceRead {
   int finish(std::vector<uint8_t>& out, std::string& changed, int64_t bytes_read);
 
   int fd_ = -1;
+  OpenedFile* opened_ = nullptr;
+  timespec opened_ctime_{};
   uint64_t offset_ = 0, len_ = 0, done_ = 0;
   bool expect_eof_ = false;
 };

@@ -75,10 +75,10 @@ class SourceReadTest : public ::testing::Test {
   // a CI run three attempts in a row), so the pending path cannot be forced every time.
   static constexpr int kNeverPending = -3;
   int start_cold(SourceRead& r, const char* name, size_t size, bool expect_eof, std::vector<uint8_t>& out,
-                 std::string& changed) {
+                 std::string& changed, OpenedFile* opened = nullptr) {
     for (int attempt = 0; attempt < 30; ++attempt) {
       if (!evict(name)) return -2;
-      int rc = r.start(dirfd_, name, 0, size, expect_eof, out, changed);
+      int rc = r.start(dirfd_, name, 0, size, expect_eof, out, changed, nullptr, nullptr, opened);
       if (rc == SourceRead::kReadPending) return rc;
       if (rc != 0) return rc;
       usleep(2000);  // let whatever brought the pages back settle before evicting again
@@ -105,13 +105,38 @@ TEST_F(SourceReadTest, EvictedDataGoesPendingAndFinishesWithTheSameBytes) {
   SourceRead r;
   std::vector<uint8_t> out;
   std::string changed;
-  const int rc = start_cold(r, "cold", data.size(), true, out, changed);
+  OpenedFile opened;
+  const int rc = start_cold(r, "cold", data.size(), true, out, changed, &opened);
   if (rc == -2) GTEST_SKIP() << "this filesystem keeps pages that POSIX_FADV_DONTNEED should drop (tmpfs?)";
   if (rc == kNeverPending) GTEST_SKIP() << "skipped: 30 reads of an evicted file all completed without blocking here";
   ASSERT_EQ(rc, SourceRead::kReadPending);
   ASSERT_EQ(r.finish(out, changed), 0);
   EXPECT_EQ(out, data);
   EXPECT_EQ(changed, "");
+  EXPECT_FALSE(opened.changed_during_read);
+}
+
+// Rewritten in place between the open and the end of the read: the size is the same, so only
+// the ctime, taken again after the read, tells.
+TEST_F(SourceReadTest, FileWrittenInPlaceBeforeFinishIsReported) {
+  auto data = write_file("rewritten", 10000);
+  SourceRead r;
+  std::vector<uint8_t> out;
+  std::string changed;
+  OpenedFile opened;
+  const int rc = start_cold(r, "rewritten", data.size(), true, out, changed, &opened);
+  if (rc == -2) GTEST_SKIP() << "this filesystem keeps pages that POSIX_FADV_DONTNEED should drop (tmpfs?)";
+  if (rc == kNeverPending) GTEST_SKIP() << "skipped: 30 reads of an evicted file all completed without blocking here";
+  ASSERT_EQ(rc, SourceRead::kReadPending);
+  // Past the timestamp granularity of kernels without fine-grained ctimes (one jiffy).
+  usleep(20000);
+  int fd = openat(dirfd_, "rewritten", O_WRONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(pwrite(fd, "new", 3, 9000), 3);
+  close(fd);
+  ASSERT_EQ(r.finish(out, changed), 0);
+  EXPECT_EQ(changed, "");
+  EXPECT_TRUE(opened.changed_during_read);
 }
 
 TEST_F(SourceReadTest, PartlyCachedDataIsCompletedFromWhereTheCacheEnds) {
