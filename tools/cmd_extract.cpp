@@ -42,6 +42,11 @@ const char kHelp[] =
     "                        matched as 'sqar create --exclude' matches: '*.o' by name at any\n"
     "                        depth, 'var/cache' or '/var/cache' by path inside the image\n"
     "      --exclude-from FILE  read GLOBs from FILE, one a line ('-': standard input)\n"
+    "      --strip-components N  leave out the first N directories of each path, as tar -x does\n"
+    "                        ('proj-1.0/src/a.c' with 1: 'src/a.c'); entries N or fewer levels\n"
+    "                        deep are not extracted, and PATHs and GLOBs match the paths in the\n"
+    "                        image; two entries that would get one name: the first wins, the\n"
+    "                        other is named and left out\n"
     "      --overwrite       replace existing files, symlinks and devices (existing directories\n"
     "                        are reused; without this option any existing non-directory is an error)\n"
     "      --no-same-owner   do not restore owners (the default unless running as root)\n"
@@ -100,6 +105,7 @@ std::string tar_status(const ops::TarExportProgress& p, double secs) {
 int extract_tar(reader::Image& image, const std::string& out, const ops::ExtractOptions& opt, bool show) {
   if (out.empty()) throw UsageError("empty --tar file");
   if (opt.dest != ".") throw UsageError("--tar writes an archive, not a directory: -C does not apply");
+  if (opt.strip_components) throw UsageError("--strip-components applies to extracting into a directory, not to --tar");
   // As tar does: an archive on a terminal is unreadable and almost always a mistake.
   if (out == "-" && isatty(STDOUT_FILENO)) throw UsageError("refusing to write an archive to a terminal");
   ops::TarExportOptions topt;
@@ -134,7 +140,18 @@ int extract_tar(reader::Image& image, const std::string& out, const ops::Extract
 
 int extract_main(int argc, char** argv) {
   return run_guarded("extract", [&] {
-    enum { kOverwrite = 256, kNoSameOwner, kNoXattrs, kOffset, kProgress, kNoVerify, kTar, kExclude, kExcludeFrom };
+    enum {
+      kOverwrite = 256,
+      kNoSameOwner,
+      kNoXattrs,
+      kOffset,
+      kProgress,
+      kNoVerify,
+      kTar,
+      kExclude,
+      kExcludeFrom,
+      kStripComponents
+    };
     static const option longopts[] = {{"directory", required_argument, nullptr, 'C'},
                                       {"threads", required_argument, nullptr, 'j'},
                                       {"overwrite", no_argument, nullptr, kOverwrite},
@@ -147,6 +164,7 @@ int extract_main(int argc, char** argv) {
                                       {"tar", required_argument, nullptr, kTar},
                                       {"exclude", required_argument, nullptr, kExclude},
                                       {"exclude-from", required_argument, nullptr, kExcludeFrom},
+                                      {"strip-components", required_argument, nullptr, kStripComponents},
                                       {"help", no_argument, nullptr, 'h'},
                                       {nullptr, 0, nullptr, 0}};
     ops::ExtractOptions opt;
@@ -175,6 +193,14 @@ int extract_main(int argc, char** argv) {
         case kExcludeFrom:
           exclude_files.push_back(optarg);  // read once the command line is known to be good
           break;
+        case kStripComponents: {
+          const auto n = parse_int(optarg);
+          if (!n || *n < 0 || *n > 4096)
+            throw UsageError("--strip-components wants a number of path components (0-4096), not '" +
+                             std::string(optarg) + "'");
+          opt.strip_components = unsigned(*n);
+          break;
+        }
         case 'h': std::fputs(kHelp, stdout); return 0;
         default: throw_getopt_error(c, argv);
       }

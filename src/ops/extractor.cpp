@@ -79,6 +79,9 @@ struct Item {
   bool selected = false;
   bool keep = false;
   bool excluded = false;  // by --exclude, or below an excluded directory
+  // --strip-components: stripped entries (N or fewer levels deep) are not created; those one
+  // level below them are made in the root instead (parent 0; image_parent_ keeps the image's).
+  bool stripped = false;
 };
 
 bool all_zero(const uint8_t* p, size_t n) { return n == 0 || (p[0] == 0 && std::memcmp(p, p + 1, n - 1) == 0); }
@@ -167,6 +170,14 @@ class Extractor::Impl {
       }
       bool parent_selected = it.parent > 0 && items_[size_t(it.parent)].selected;
       it.selected = !it.excluded && (opt_.patterns.empty() || parent_selected || (!path.empty() && matches(path)));
+      if (opt_.strip_components && !path.empty()) {
+        const size_t depth = size_t(std::count(path.begin(), path.end(), '/')) + 1;
+        it.stripped = depth <= opt_.strip_components;
+        if (depth == opt_.strip_components + 1) {
+          image_parent_.emplace(int64_t(items_.size()), it.parent);
+          it.parent = 0;
+        }
+      }
       if (inode.is_dir()) {
         open_dirs.push_back(int64_t(items_.size()));
         open_lengths.push_back(path.size());
@@ -186,11 +197,12 @@ class Extractor::Impl {
     // Keep the selection and the directories leading to it.
     items_[0].keep = true;
     for (auto& it : items_) {
-      if (!it.selected) continue;
+      if (!it.selected || it.stripped) continue;
       it.keep = true;
       for (int64_t p = it.parent; p >= 0 && !items_[size_t(p)].keep; p = items_[size_t(p)].parent)
         items_[size_t(p)].keep = true;
     }
+    if (opt_.strip_components) drop_colliding_stripped_names();
     std::unordered_map<uint32_t, int64_t> first_of_inode;
     for (size_t i = 0; i < items_.size(); ++i) {
       Item& it = items_[i];
@@ -211,6 +223,34 @@ class Extractor::Impl {
       opt_.progress->bytes_total = bytes;
       opt_.progress->entries_total = entries - 1;  // the root is kept, but not an entry
     }
+  }
+
+  // With --strip-components, entries of different directories can land on one name in the
+  // root ('a/x' and 'b/x' with 1). The first in walk order is extracted; each later one is
+  // named and left out with everything below it, never merged into or written over the first.
+  void drop_colliding_stripped_names() {
+    std::unordered_map<std::string_view, size_t> first;
+    for (size_t i = 1; i < items_.size(); ++i) {
+      Item& it = items_[i];
+      if (!it.keep) continue;
+      if (!items_[size_t(it.parent)].keep) {  // below an entry left out here
+        it.keep = false;
+        continue;
+      }
+      if (!image_parent_.count(int64_t(i))) continue;
+      auto [pos, fresh] = first.emplace(name_of(it), i);
+      if (fresh) continue;
+      it.keep = false;
+      fail(walked_path(i), "not extracted: --strip-components gives it the name of " + walked_path(pos->second) +
+                               ", extracted as " + std::string(name_of(it)));
+    }
+  }
+
+  // The entry's path in the image; path_of gives it as extracted (stripped).
+  std::string walked_path(size_t index) const {
+    auto moved = image_parent_.find(int64_t(index));
+    if (moved == image_parent_.end()) return path_of(items_[index]);
+    return path_of(items_[size_t(moved->second)]) + "/" + std::string(name_of(items_[index]));
   }
 
   // The image position a file's content starts at: its first full block, or its tail's
@@ -1040,6 +1080,8 @@ class Extractor::Impl {
   // name this extraction wrote.
   std::vector<uint8_t> written_;
   std::string names_;  // every entry's name, back to back (see Item)
+  // --strip-components: the image parent of each entry moved to the root (for messages).
+  std::unordered_map<int64_t, int64_t> image_parent_;
   std::vector<bool> hit_;
   int root_fd_ = -1;
   bool created_root_ = false;

@@ -43,6 +43,9 @@ struct ExtractOptions {
   // --exclude: entries left out (and all below an excluded directory), matched as create's
   // --exclude matches them, by path inside the image.
   ExcludeList excludes;
+  // --strip-components: leave out the first N components of each path, as tar -x does.
+  // Entries N or fewer levels deep are not created; patterns still match whole image paths.
+  unsigned strip_components = 0;
   unsigned jobs = 1;
   bool overwrite = false;   // replace existing non-directories (never follows or removes dirs)
   bool same_owner = false;  // restore uid/gid (default when running as root)

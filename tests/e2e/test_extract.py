@@ -211,6 +211,44 @@ def test_hard_link_whose_first_name_is_in_the_way():
         log(f"ok: {p.stderr.strip()}")
 
 
+def test_strip_components():
+    """--strip-components N against GNU tar's on a tar of the same tree: a release tree under
+    'proj-1.0/' (every entry type, hard links, xattrs, holes) beside a top-level file, which
+    N=1 leaves out as tar does. PATTERNs match image paths, before stripping. Two entries that
+    would land on one name ('a/x' and 'b/x') are not merged: the first is extracted, the
+    other is named and left out with what lies below it (exit 1)."""
+    need_tool("tar")
+    with tempdir() as d:
+        make_full_tree(f"{d}/src/proj-1.0")
+        write(f"{d}/src/TOP", b"a file beside the release directory\n")
+        img, tar = f"{d}/img.sqfs", f"{d}/t.tar"
+        sqar_create_image(f"{d}/src", img)
+        run(["tar", "-C", f"{d}/src", "--xattrs", "--xattrs-include=*", "-cf", tar, "proj-1.0", "TOP"])
+        os.makedirs(f"{d}/by-tar")
+        run(["tar", "-x", "--xattrs", "--xattrs-include=*", "--numeric-owner", "--same-permissions",
+             "--strip-components", "1", "-f", tar, "-C", f"{d}/by-tar"])
+        sqar("extract", "--strip-components", "1", img, "-C", f"{d}/by-sqar")
+        assert not os.path.lexists(f"{d}/by-sqar/TOP"), "an entry at the stripped depth was extracted"
+        # GNU tar leaves sockets out.
+        compare_trees(f"{d}/by-tar", f"{d}/by-sqar", "extract --strip-components 1 (GNU tar's as the reference)",
+                      owners=OWNERS, ignore=("dev/socket",))
+        sqar("extract", "--strip-components", "1", img, "-C", f"{d}/sel", "proj-1.0/small.txt", "proj-1.0/dup")
+        got = sorted(os.path.relpath(os.path.join(r, n), f"{d}/sel") for r, ds, fs in os.walk(f"{d}/sel") for n in ds + fs)
+        assert got == ["dup", "dup/hard-2", "dup/one.log", "dup/tail-a", "dup/tail-b", "dup/two.log", "small.txt"], got
+
+        write(f"{d}/two/a/x/first", b"1\n")
+        write(f"{d}/two/b/x/second", b"2\n")
+        sqar_create_image(f"{d}/two", f"{d}/two.sqfs")
+        p = run([SQAR, "extract", "--strip-components", "1", f"{d}/two.sqfs", "-C", f"{d}/two-out"], check=False)
+        said = "b/x: not extracted: --strip-components gives it the name of a/x, extracted as x"
+        assert p.returncode == 1 and said in p.stderr, (p.returncode, p.stderr)
+        assert sorted(os.listdir(f"{d}/two-out/x")) == ["first"], os.listdir(f"{d}/two-out/x")
+        expect_fail(["extract", "--strip-components", "-1", img], 2, "--strip-components")
+        expect_fail(["extract", "--tar", f"{d}/x.tar", "--strip-components", "1", img], 2, "not to --tar")
+        log(f"ok: matches GNU tar; {p.stderr.strip()}")
+
+
 if __name__ == "__main__":
     main([test_mksquashfs_images, test_gensquashfs_images, test_sqar_images, test_selection_overwrite_offset, test_no_same_owner,
-          test_progress_only_on_a_terminal, test_hard_link_whose_first_name_is_in_the_way, test_usage])
+          test_progress_only_on_a_terminal, test_hard_link_whose_first_name_is_in_the_way, test_strip_components,
+          test_usage])
