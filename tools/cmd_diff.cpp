@@ -31,6 +31,8 @@ const char kHelp[] =
     "      --no-times      ignore mtimes\n"
     "      --no-owners     ignore uid and gid\n"
     "      --no-xattrs     ignore extended attributes\n"
+    "  -q, --quiet         print nothing: the exit status alone says whether they differ, and\n"
+    "                      the comparison stops at the first difference (as git diff --quiet)\n"
     "  -j, --threads N     threads comparing content (default: all cores)\n"
     "      --json          a JSON array on standard output instead, one object per line above\n"
     "                      with the keys change (only_in_image, only_in_dir, modified), path\n"
@@ -41,6 +43,7 @@ const char kHelp[] =
     "Examples:\n"
     "  sqar diff backup.sqfs /srv/data              what changed since the backup\n"
     "  sqar diff --no-owners image.sqfs ./unpacked  ignore ownership (unpacked as a user)\n"
+    "  sqar diff -q backup.sqfs /srv/data || sqar create -f /srv/data backup.sqfs\n"
     "\n" SQAR_STDIN_IMAGE_HELP
     "\n"
     "Exit status: 0 when they are equal, 1 when they differ, 2 on errors or bad usage. A file\n"
@@ -69,23 +72,28 @@ int diff_main(int argc, char** argv) {
       "diff",
       [&] {
         enum { kOffset = 256, kNoTimes, kNoOwners, kNoXattrs, kJson };
-        static const option longopts[] = {
-            {"no-times", no_argument, nullptr, kNoTimes},    {"no-owners", no_argument, nullptr, kNoOwners},
-            {"no-xattrs", no_argument, nullptr, kNoXattrs},  {"threads", required_argument, nullptr, 'j'},
-            {"offset", required_argument, nullptr, kOffset}, {"help", no_argument, nullptr, 'h'},
-            {"json", no_argument, nullptr, kJson},           {nullptr, 0, nullptr, 0}};
+        static const option longopts[] = {{"no-times", no_argument, nullptr, kNoTimes},
+                                          {"no-owners", no_argument, nullptr, kNoOwners},
+                                          {"no-xattrs", no_argument, nullptr, kNoXattrs},
+                                          {"threads", required_argument, nullptr, 'j'},
+                                          {"offset", required_argument, nullptr, kOffset},
+                                          {"help", no_argument, nullptr, 'h'},
+                                          {"json", no_argument, nullptr, kJson},
+                                          {"quiet", no_argument, nullptr, 'q'},
+                                          {nullptr, 0, nullptr, 0}};
         ops::CompareOptions opt;
         opt.jobs = default_jobs();
         uint64_t offset = 0;
-        bool json = false;
+        bool json = false, quiet = false;
         optind = 1;
         opterr = 0;
-        for (int c; (c = getopt_long(argc, argv, ":j:h", longopts, nullptr)) != -1;) {
+        for (int c; (c = getopt_long(argc, argv, ":j:qh", longopts, nullptr)) != -1;) {
           switch (c) {
             case kNoTimes: opt.times = false; break;
             case kNoOwners: opt.owners = false; break;
             case kNoXattrs: opt.xattrs = false; break;
             case kJson: json = true; break;
+            case 'q': quiet = opt.stop_at_first_difference = true; break;
             case 'j': opt.jobs = parse_jobs_arg(optarg); break;
             case kOffset: offset = parse_offset_arg(optarg); break;
             case 'h': std::fputs(kHelp, stdout); return 0;
@@ -93,18 +101,22 @@ int diff_main(int argc, char** argv) {
           }
         }
         if (argc - optind != 2) throw UsageError("need IMAGE and DIR");
+        if (quiet && json) throw UsageError("--quiet prints nothing, so --json does not apply");
         std::string image_path = argv[optind], root = argv[optind + 1];
         auto image = open_image(image_path, offset, streaming_cache_bytes(opt.jobs));
         const ops::CompareResult result = ops::compare_image_with_tree(*image, root, opt);
         // The differences found are printed even when some files could not be compared (as
         // diff -r goes on past an unreadable file); those make the status 2.
-        if (json) {
+        if (quiet) {
+          // Only the exit status.
+        } else if (json) {
           print_json(result.differences);
         } else {
           for (const auto& d : result.differences) std::printf("%s\n", escape_name(d.line).c_str());
         }
         std::fflush(stdout);
         for (const auto& e : result.errors) report("diff", image_path, e);
+        if (quiet && !result.differences.empty()) return 1;  // answered, whatever else failed
         if (!result.errors.empty()) return 2;
         return result.differences.empty() ? 0 : 1;
       },

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -134,9 +135,11 @@ class TreeComparer {
     pending_.push_back({path, std::move(dir), node, side});
   }
 
+  bool answered() const { return opt_.stop_at_first_difference && !result_.differences.empty(); }
+
   void walk() {
     compare_entry(".", image_.root(), 0);
-    while (!pending_.empty()) {
+    while (!pending_.empty() && !answered()) {
       DirPair d = std::move(pending_.back());
       pending_.pop_back();
       if (d.side != Side::image_only && unlisted(d.node)) continue;
@@ -273,6 +276,7 @@ class TreeComparer {
   }
 
   void compare_contents() {
+    if (answered()) return;
     const int root_fd = ::open(root_.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (root_fd < 0) throw Error(errno_message(root_, errno));
     struct CloseFd {
@@ -284,12 +288,15 @@ class TreeComparer {
     for (unsigned w = 0; w < workers; ++w) dirs.push_back(std::make_unique<DirStack>(root_fd));
     std::mutex mu;
     std::vector<Difference> found;
+    std::atomic<bool> any_found{false};
     parallel_for(content_checks_.size(), workers, [&](size_t i, unsigned w) {
+      if (opt_.stop_at_first_difference && any_found.load(std::memory_order_relaxed)) return;
       const ContentCheck& c = content_checks_[i];
       try {
         if (!same_content(image_, c.ref, *dirs[w], c.path, root_ + c.path)) {
           std::lock_guard lock(mu);
           found.push_back({c.path, "M " + c.path + ": content differs"});
+          any_found = true;
         }
       } catch (const std::exception& e) {
         std::lock_guard lock(mu);

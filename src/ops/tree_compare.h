@@ -16,6 +16,9 @@ namespace sqar::ops {
 struct CompareOptions {
   bool times = true, owners = true, xattrs = true;
   unsigned jobs = 1;
+  // Only whether they differ is wanted (diff --quiet): stop at the first difference found,
+  // leaving the rest of the tree and the remaining contents uncompared.
+  bool stop_at_first_difference = false;
 };
 
 struct Difference {

@@ -315,6 +315,30 @@ def test_diff():
         expect_fail(["diff", img], 2, "need IMAGE and DIR")
 
 
+def test_diff_quiet():
+    """-q prints nothing and answers by its exit status alone: 0 for an image and its source,
+    1 once one byte of one file differs (same size and mtime, so only the content comparison
+    can tell), as git diff --quiet; --json beside it is a usage error."""
+    with tempdir() as d:
+        src = make_full_tree(f"{d}/src")
+        img = f"{d}/img.sqfs"
+        sqar_create_image(src, img)
+        p = sqar("diff", "-q", img, src, check=False)
+        assert p.returncode == 0 and p.stdout == "" and p.stderr == "", p
+        st = os.lstat(f"{src}/random.bin")
+        with open(f"{src}/random.bin", "r+b") as f:
+            f.seek(200_000)
+            byte = f.read(1)
+            f.seek(200_000)
+            f.write(bytes([byte[0] ^ 1]))
+        os.utime(f"{src}/random.bin", ns=(st.st_atime_ns, st.st_mtime_ns))
+        p = sqar("diff", "--quiet", img, src, check=False)
+        assert p.returncode == 1 and p.stdout == "" and p.stderr == "", p
+        assert sqar("diff", img, src, check=False).stdout == "M random.bin: content differs\n"
+        expect_fail(["diff", "-q", "--json", img, src], 2, "--json does not apply")
+        log("ok: diff -q: exit 0 when equal, 1 on one changed byte, no output")
+
+
 def test_diff_subtrees_types_links_devices():
     """Whole subtrees on one side only, a directory that became a file and back, hard links,
     a device's numbers: every line exactly, in path order ('a-c' sorts before 'a/b')."""
@@ -419,5 +443,5 @@ if __name__ == "__main__":
     main([test_verify_clean_images, test_verify_flipped_data_byte_mksquashfs, test_verify_flipped_data_byte_sqar,
           test_verify_names_every_file_sharing_a_damaged_block, test_verify_damaged_raw_fragment_block,
           test_verify_progress_and_errors_on_a_terminal, test_verify_bad_manifest, test_verify_export_table_mismatch,
-          test_verify_reports_what_the_kernel_refuses, test_diff, test_diff_subtrees_types_links_devices,
+          test_verify_reports_what_the_kernel_refuses, test_diff, test_diff_quiet, test_diff_subtrees_types_links_devices,
           test_diff_after_extract_roundtrip, test_diff_goes_on_past_an_unreadable_file])
