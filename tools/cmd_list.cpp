@@ -25,8 +25,8 @@ const char kHelp[] =
     "('etc/**/*.conf'). Reads metadata only: fast on any image size.\n"
     "\n"
     "Options:\n"
-    "  -l, --long          mode, owner/group, size (major,minor for devices), mtime, path and\n"
-    "                      '-> target' for symlinks, like tar -tv\n"
+    "  -l, -v, --long      mode, owner/group, size (major,minor for devices), mtime, path and\n"
+    "                      '-> target' for symlinks, like tar -tv (--verbose too)\n"
     "  -n, --numeric       show numeric uid/gid instead of names (with -l)\n"
     "  -0, --null          end each path with a NUL byte instead of a newline, names as they\n"
     "                      are (for xargs -0); without it control characters (C1 too), '\\'\n"
@@ -110,21 +110,20 @@ void print_entry(reader::Image& image, const std::string& raw_path, const reader
 int list_main(int argc, char** argv) {
   return run_guarded("list", [&] {
     enum { kOffset = 256, kJson };
-    static const option longopts[] = {{"long", no_argument, nullptr, 'l'},
-                                      {"numeric", no_argument, nullptr, 'n'},
-                                      {"null", no_argument, nullptr, '0'},
-                                      {"json", no_argument, nullptr, kJson},
-                                      {"offset", required_argument, nullptr, kOffset},
-                                      {"help", no_argument, nullptr, 'h'},
-                                      {nullptr, 0, nullptr, 0}};
+    static const option longopts[] = {
+        {"long", no_argument, nullptr, 'l'},    {"verbose", no_argument, nullptr, 'l'},
+        {"numeric", no_argument, nullptr, 'n'}, {"null", no_argument, nullptr, '0'},
+        {"json", no_argument, nullptr, kJson},  {"offset", required_argument, nullptr, kOffset},
+        {"help", no_argument, nullptr, 'h'},    {nullptr, 0, nullptr, 0}};
     bool long_format = false, numeric = false;
     Output output = Output::text;
     uint64_t offset = 0;
     optind = 1;
     opterr = 0;
-    for (int c; (c = getopt_long(argc, argv, ":ln0h", longopts, nullptr)) != -1;) {
+    for (int c; (c = getopt_long(argc, argv, ":lvn0h", longopts, nullptr)) != -1;) {
       switch (c) {
-        case 'l': long_format = true; break;
+        case 'l':
+        case 'v': long_format = true; break;  // -v: as tar -tv
         case 'n': numeric = true; break;
         case '0':
           if (output == Output::json) throw UsageError("-0 and --json are two output formats; choose one");

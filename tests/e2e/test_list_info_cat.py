@@ -65,8 +65,11 @@ def test_list():
             for n in needles:
                 if n and n not in line:
                     raise AssertionError(f"list -l line for {name} lacks {n!r}: {line!r}")
+        # tar users' -tv spelling gives the same listing.
+        assert run([SQAR, "list", "-vn", img], env=env).stdout.splitlines() == long
+        assert run([SQAR, "list", "--verbose", "-n", img], env=env).stdout.splitlines() == long
         expect_fail(["list", img, "no/such"], 1, img, "no/such")
-        log("ok: list and list -l match the tree")
+        log("ok: list and list -l (-v) match the tree")
 
 
 def test_info():
