@@ -74,6 +74,7 @@ struct Item {
   size_t name_offset = 0;
   uint32_t name_length = 0;
   int64_t parent = -1;
+  uint32_t depth = 0;     // levels below the root, as extracted
   int64_t link_to = -1;   // earlier item with the same inode: becomes a hard link
   int64_t dir_slot = -1;  // directories: index into the directory states
   bool selected = false;
@@ -178,6 +179,7 @@ class Extractor::Impl {
           it.parent = 0;
         }
       }
+      if (it.parent >= 0) it.depth = items_[size_t(it.parent)].depth + 1;
       if (inode.is_dir()) {
         open_dirs.push_back(int64_t(items_.size()));
         open_lengths.push_back(path.size());
@@ -311,6 +313,15 @@ class Extractor::Impl {
   }
 
   std::string_view name_of(const Item& it) const { return {names_.data() + it.name_offset, it.name_length}; }
+
+  // The descriptor of directory item `index` through a thread's DirStack, keyed by item: the
+  // paths of a deep tree's directories are as long as its depth.
+  int open_dir(DirStack& ds, int64_t index) const {
+    return ds.open_node(uint64_t(index), items_[size_t(index)].depth, [this](uint64_t n) {
+      const Item& it = items_[size_t(n)];
+      return std::pair{uint64_t(it.parent), name_of(it)};
+    });
+  }
 
   // "a/b/c" relative to the root ("" for the root), from the names up the parent chain.
   std::string path_of(const Item& it) const {
@@ -583,7 +594,7 @@ class Extractor::Impl {
       if (dstate.state.load(std::memory_order_acquire) != kReady) return skip();
       int dfd;
       try {
-        dfd = stacks[w]->open(path_of(dir));
+        dfd = open_dir(*stacks[w], int64_t(batch.dir));
       } catch (const std::exception& e) {
         fail(path_of(dir), e.what());
         return skip();
@@ -948,7 +959,7 @@ class Extractor::Impl {
       for (size_t i : items->second) {
         const Item& it = items_[i];
         try {
-          ::unlinkat(dirs.open(path_of(items_[size_t(it.parent)])), std::string(name_of(it)).c_str(), 0);
+          ::unlinkat(open_dir(dirs, it.parent), std::string(name_of(it)).c_str(), 0);
         } catch (const std::exception&) {
           // named below either way
         }
@@ -971,7 +982,7 @@ class Extractor::Impl {
         // itself in the way is reported with the others (without --overwrite).
         try {
           struct stat st;
-          const int dfd = to.open(path_of(items_[size_t(it.parent)]));
+          const int dfd = open_dir(to, it.parent);
           if (!opt_.overwrite && ::fstatat(dfd, std::string(name_of(it)).c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0)
             throw AlreadyExists("already exists");
           throw Error("not extracted: it is a hard link to " + path_of(first) + ", which was not extracted");
@@ -982,8 +993,8 @@ class Extractor::Impl {
         continue;
       }
       try {
-        int fdfd = from.open(path_of(items_[size_t(first.parent)]));
-        int dfd = to.open(path_of(items_[size_t(it.parent)]));
+        int fdfd = open_dir(from, first.parent);
+        int dfd = open_dir(to, it.parent);
         std::string src(name_of(first)), name(name_of(it));
         while (::linkat(fdfd, src.c_str(), dfd, name.c_str(), 0) != 0) {
           if (errno != EEXIST) sys_fail("hard link to " + path_of(first));
@@ -1019,7 +1030,7 @@ class Extractor::Impl {
     for (unsigned w = 0; w < jobs; ++w) stacks.push_back(std::make_unique<DirStack>(root_fd_));
     auto by_name = [&](DirStack& ds, const Item& it) {
       try {
-        finish_dir_at(ds.open(path_of(items_[size_t(it.parent)])), std::string(name_of(it)), it);
+        finish_dir_at(open_dir(ds, it.parent), std::string(name_of(it)), it);
       } catch (const std::exception& e) {
         fail(path_of(it), e);
       }

@@ -23,15 +23,14 @@ DirStack::~DirStack() {
 
 namespace {
 
-int open_below(int parent, const std::string& name, std::string_view where) {
-  int fd = ::openat(parent, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) {
-    int err = errno;
-    if (err == ELOOP || err == ENOTDIR)
-      throw Error(std::string(where) + ": is a symlink or not a directory in the target; refusing to follow it");
-    throw_errno(std::string(where), err);
-  }
-  return fd;
+int open_below(int parent, const std::string& name) {
+  return ::openat(parent, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+}
+
+[[noreturn]] void throw_open_failure(const std::string& where, int err) {
+  if (err == ELOOP || err == ENOTDIR)
+    throw Error(where + ": is a symlink or not a directory in the target; refusing to follow it");
+  throw_errno(where, err);
 }
 
 }  // namespace
@@ -42,29 +41,48 @@ size_t DirStack::open_descriptors() const {
   return n;
 }
 
+std::string DirStack::path_to(size_t level) const {
+  std::string path;
+  for (size_t i = 0; i <= level && i < stack_.size(); ++i) path += (i ? "/" : "") + stack_[i].name;
+  return path;
+}
+
 int DirStack::fd_at(size_t level) {
   if (stack_[level].fd >= 0) return stack_[level].fd;
   size_t from = level;
   while (from > 0 && stack_[from - 1].fd < 0) --from;
   int parent = from == 0 ? root_ : stack_[from - 1].fd;
-  std::string where;
-  for (size_t i = 0; i < from; ++i) where += (i ? "/" : "") + stack_[i].name;
   for (size_t i = from; i <= level; ++i) {
-    where += (i ? "/" : "") + stack_[i].name;
-    stack_[i].fd = open_below(parent, stack_[i].name, where);
+    stack_[i].fd = open_below(parent, stack_[i].name);
+    if (stack_[i].fd < 0) throw_open_failure(path_to(i), errno);
     parent = stack_[i].fd;
   }
-  trim();
+  // The levels reopened on the way that the bound does not keep are closed again.
+  close_unkept(from, std::min(level, stack_.size() > kKeepTop ? stack_.size() - kKeepTop : 0));
   return stack_[level].fd;
 }
 
-void DirStack::trim() {
-  const size_t top = stack_.size() > kKeepTop ? stack_.size() - kKeepTop : 0;
-  for (size_t i = 0; i < top; ++i)
+void DirStack::close_unkept(size_t from, size_t to) {
+  for (size_t i = from; i < to; ++i)
     if (stack_[i].fd >= 0 && (i + 1) % kCheckpoint != 0) {
       ::close(stack_[i].fd);
       stack_[i].fd = -1;
     }
+}
+
+void DirStack::trim() {
+  const size_t top = stack_.size() > kKeepTop ? stack_.size() - kKeepTop : 0;
+  if (top <= trimmed_) return;
+  close_unkept(trimmed_, top);
+  trimmed_ = top;
+}
+
+void DirStack::pop_to(size_t levels) {
+  while (stack_.size() > levels) {
+    if (stack_.back().fd >= 0) ::close(stack_.back().fd);
+    stack_.pop_back();
+  }
+  trimmed_ = std::min(trimmed_, stack_.size());
 }
 
 int DirStack::open(std::string_view dir) {
@@ -78,19 +96,43 @@ int DirStack::open(std::string_view dir) {
     ++keep;
     pos = j + 1;
   }
-  while (stack_.size() > keep) {
-    if (stack_.back().fd >= 0) ::close(stack_.back().fd);
-    stack_.pop_back();
-  }
+  pop_to(keep);
   cur_.assign(dir.substr(0, keep ? pos - 1 : 0));
   while (pos < dir.size()) {
     size_t j = std::min(dir.find('/', pos), dir.size());
     int parent = stack_.empty() ? root_ : fd_at(stack_.size() - 1);
     std::string name(dir.substr(pos, j - pos));
-    int fd = open_below(parent, name, dir.substr(0, j));
+    int fd = open_below(parent, name);
+    if (fd < 0) throw_open_failure(std::string(dir.substr(0, j)), errno);
     stack_.push_back({std::move(name), fd});
     cur_.assign(dir.substr(0, j));
     pos = j + 1;
+    trim();
+  }
+  return stack_.empty() ? root_ : fd_at(stack_.size() - 1);
+}
+
+int DirStack::open_node(uint64_t node, size_t depth, const NodeUp& up) {
+  // Up from `node` to the deepest level held that is it or one of its ancestors: the stack is
+  // always one chain from the root, so a level holding the ancestor at its depth holds all
+  // the ancestors above it too.
+  std::vector<std::pair<uint64_t, std::string_view>> below;  // nodes to open, deepest first
+  size_t d = depth;
+  for (uint64_t n = node; d > 0 && !(d <= stack_.size() && stack_[d - 1].node == n); --d) {
+    const auto [parent, name] = up(n);
+    below.emplace_back(n, name);
+    n = parent;
+  }
+  pop_to(d);
+  for (auto it = below.rbegin(); it != below.rend(); ++it) {
+    const int parent = stack_.empty() ? root_ : fd_at(stack_.size() - 1);
+    std::string name(it->second);
+    const int fd = open_below(parent, name);
+    if (fd < 0) {
+      const int err = errno;
+      throw_open_failure(path_to(stack_.size()) + (stack_.empty() ? "" : "/") + name, err);
+    }
+    stack_.push_back({std::move(name), fd, it->first});
     trim();
   }
   return stack_.empty() ? root_ : fd_at(stack_.size() - 1);

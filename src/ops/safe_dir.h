@@ -3,6 +3,8 @@
 // parent, so an entry planted as a symlink (CVE-2021-40153 / CVE-2021-41072 style) makes the
 // open fail instead of redirecting writes outside the root.
 #pragma once
+#include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -34,18 +36,31 @@ class DirStack {
   // not a directory, or a symlink.
   int open(std::string_view dir);
 
+  // The same for a caller that names directories by the nodes of its own tree: `node` lies
+  // `depth` levels below the root (0: the root itself), and up(n) gives node n's parent and
+  // name. Only the levels that differ from the last call are visited, where open(path)
+  // compares the whole path: a 10,000-deep image took seconds there. One DirStack is used
+  // either by path or by node, never both.
+  using NodeUp = std::function<std::pair<uint64_t, std::string_view>(uint64_t)>;
+  int open_node(uint64_t node, size_t depth, const NodeUp& up);
+
   size_t open_descriptors() const;  // for tests: how many this stack holds now
 
  private:
   struct Level {
     std::string name;
-    int fd;  // -1 while closed (see the class comment)
+    int fd;             // -1 while closed (see the class comment)
+    uint64_t node = 0;  // open_node's key
   };
   int fd_at(size_t level);  // reopens when closed
   void trim();              // closes what the bound does not keep
+  void close_unkept(size_t from, size_t to);
+  void pop_to(size_t levels);               // closes and drops the levels from `levels` on
+  std::string path_to(size_t level) const;  // for messages
   int root_;
   std::vector<Level> stack_;
-  std::string cur_;  // the path of stack_'s top ("" is the root)
+  size_t trimmed_ = 0;  // levels below this were trimmed already (trim is incremental)
+  std::string cur_;     // the path of stack_'s top ("" is the root), for open(path)
 };
 
 }  // namespace sqar::ops

@@ -77,6 +77,40 @@ TEST_F(DeepDirsTest, DirStackStaysBoundedDownAndUp) {
   EXPECT_EQ(a.st_ino, b.st_ino);
 }
 
+// The same walks with directories named by node (as extract names them): node l is d at
+// level l (0 the root), node 1000 + i is side<i>, which lies in level i.
+TEST_F(DeepDirsTest, DirStackByNodeStaysBoundedDownAndUp) {
+  std::vector<std::string> side_names;
+  for (int i = 0; i < kDepth; ++i) side_names.push_back("side" + std::to_string(i));
+  const std::string link = "link-to-d";
+  ASSERT_EQ(::symlinkat("d", root_fd_, link.c_str()), 0);
+  const sqar::ops::DirStack::NodeUp up = [&](uint64_t n) -> std::pair<uint64_t, std::string_view> {
+    if (n == 5000) return {0, link};
+    if (n >= 1000) return {n - 1000, side_names[n - 1000]};
+    return {n - 1, "d"};
+  };
+  sqar::ops::DirStack stack(root_fd_);
+  const size_t bound = sqar::ops::DirStack::kKeepTop + kDepth / sqar::ops::DirStack::kCheckpoint + 1;
+  for (int l = 1; l <= kDepth; ++l) {
+    expect_level(stack.open_node(uint64_t(l), size_t(l), up), l);
+    EXPECT_LE(stack.open_descriptors(), bound);
+  }
+  for (int l = kDepth; l >= 1; --l) {
+    expect_level(stack.open_node(uint64_t(l), size_t(l), up), l);
+    EXPECT_LE(stack.open_descriptors(), bound);
+  }
+  EXPECT_EQ(stack.open_node(0, 0, up), root_fd_);
+  expect_level(stack.open_node(kDepth, kDepth, up), kDepth);
+  const int side = stack.open_node(1000 + 10, 11, up);
+  struct stat a, b;
+  ASSERT_EQ(::fstat(side, &a), 0);
+  ASSERT_EQ(::stat((root_ + "/" + chain(10) + "/side10").c_str(), &b), 0);
+  EXPECT_EQ(a.st_ino, b.st_ino);
+  expect_level(stack.open_node(kDepth - 1, kDepth - 1, up), kDepth - 1);
+  // A symlink where a directory is expected is never followed.
+  EXPECT_THROW(stack.open_node(5000, 1, up), std::exception);
+}
+
 TEST_F(DeepDirsTest, DirectoryCursorStaysBoundedDownAndUp) {
   sqar::DirectoryCursor cursor;
   const size_t bound = sqar::DirectoryCursor::kKeepTop + kDepth / sqar::DirectoryCursor::kCheckpoint + 2;
