@@ -102,6 +102,14 @@ std::string tar_status(const ops::TarExportProgress& p, double secs) {
          human_bytes(uint64_t(double(bytes) / std::max(secs, 0.001))) + "/s";
 }
 
+// The line shown after the progress bar, for a directory and for --tar alike.
+void print_summary(const std::string& image, uint64_t entries, uint64_t bytes, const std::string& into,
+                   std::chrono::steady_clock::time_point start) {
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::fprintf(stderr, "%s: %llu entries, %s of file content into %s in %.2f s\n", image.c_str(),
+               (unsigned long long)entries, human_bytes(bytes).c_str(), into.c_str(), secs);
+}
+
 int extract_tar(reader::Image& image, const std::string& out, const ops::ExtractOptions& opt, bool show) {
   if (out.empty()) throw UsageError("empty --tar file");
   if (opt.dest != ".") throw UsageError("--tar writes an archive, not a directory: -C does not apply");
@@ -129,12 +137,7 @@ int extract_tar(reader::Image& image, const std::string& out, const ops::Extract
     }
     stats = ops::export_tar(image, topt);
   }
-  if (show) {
-    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::fprintf(stderr, "%s: %llu entries, %s of file content into %s in %.2f s\n", image.path().c_str(),
-                 (unsigned long long)stats.entries, human_bytes(stats.bytes).c_str(),
-                 out == "-" ? "standard output" : out.c_str(), secs);
-  }
+  if (show) print_summary(image.path(), stats.entries, stats.bytes, out == "-" ? "standard output" : out, start);
   return 0;
 }
 
@@ -236,12 +239,7 @@ int extract_main(int argc, char** argv) {
       };
       failed = ops::Extractor(*image, opt).run();
     }
-    if (show) {
-      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      std::fprintf(stderr, "%s: %llu entries, %s of file content into %s in %.2f s\n", image_path.c_str(),
-                   (unsigned long long)progress.entries_done.load(), human_bytes(progress.bytes_done.load()).c_str(),
-                   opt.dest.c_str(), secs);
-    }
+    if (show) print_summary(image_path, progress.entries_done, progress.bytes_done, opt.dest, start);
     if (failed) {
       std::fprintf(stderr, "sqar extract: %s: %zu entr%s could not be extracted\n", image_path.c_str(), failed,
                    failed == 1 ? "y" : "ies");
