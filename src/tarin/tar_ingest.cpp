@@ -11,6 +11,7 @@
 
 #include "common/display_name.h"
 #include "common/error.h"
+#include "common/file_type_name.h"
 #include "common/utf8_locale.h"
 #include "format/squashfs.h"
 #include "scan/xattr_reader.h"
@@ -47,19 +48,6 @@ struct Name {
   bool excluded = false;  // --exclude matched it or a directory above it
   bool implicit = false;  // a directory no member named (only implied by a member below it)
 };
-
-const char* type_name(mode_t mode) {
-  switch (mode & S_IFMT) {
-    case S_IFDIR: return "directory";
-    case S_IFREG: return "file";
-    case S_IFLNK: return "symlink";
-    case S_IFCHR: return "character device";
-    case S_IFBLK: return "block device";
-    case S_IFIFO: return "fifo";
-    case S_IFSOCK: return "socket";
-    default: return "entry";
-  }
-}
 
 class Ingest {
  public:
@@ -181,7 +169,7 @@ class Ingest {
                      const std::string& member) {
     if (auto it = lookup_.find(key(parent, comp)); it != lookup_.end()) {
       if (!is_dir(it->second))
-        fail(member, std::string(rel) + " is a " + std::string(type_name(inodes_[names_[it->second].inode].mode)) +
+        fail(member, std::string(rel) + " is a " + std::string(file_type_name(inodes_[names_[it->second].inode].mode)) +
                          " (an earlier member), not a directory");
       return it->second;
     }

@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "common/error.h"
+#include "common/file_type_name.h"
 
 namespace sqar {
 
@@ -114,14 +115,6 @@ int view_truncate(sqfs_file_t* f, sqfs_u64 size) {
 }
 void view_destroy(sqfs_object_t*) {}  // owned by ImageFile
 
-const char* file_kind(mode_t mode) {
-  if (S_ISCHR(mode)) return "character device";
-  if (S_ISBLK(mode)) return "block device";
-  if (S_ISFIFO(mode)) return "FIFO";
-  if (S_ISSOCK(mode)) return "socket";
-  return "special file";
-}
-
 // The extended attributes of the file at `from` (labels, user.* notes a user keeps on an
 // archive) onto `to`, as overwriting the file in place would keep them. Best effort: a name
 // the caller may not read or set is skipped.
@@ -157,7 +150,7 @@ ImageFile::ImageFile(std::string final_path, bool overwrite)
     // file in place of a device or a FIFO (/dev/null, a tape, a pipe).
     if (S_ISDIR(st.st_mode)) throw Error(final_path + ": is a directory");
     if (!S_ISREG(st.st_mode))
-      throw Error(final_path + ": is a " + file_kind(st.st_mode) +
+      throw Error(final_path + ": is a " + file_type_name(st.st_mode) +
                   ", not a regular file: the output is made as a new file renamed into place, which would "
                   "replace it");
     if (!overwrite) throw Error(final_path + ": already exists (use --force to overwrite it)");
