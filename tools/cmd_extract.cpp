@@ -46,7 +46,8 @@ const char kHelp[] =
     "                        ('proj-1.0/src/a.c' with 1: 'src/a.c'); entries N or fewer levels\n"
     "                        deep are not extracted, and PATHs and GLOBs match the paths in the\n"
     "                        image; two entries that would get one name: the first wins, the\n"
-    "                        other is named and left out\n"
+    "                        other is named and left out (with --tar both are archived, and\n"
+    "                        tar -x keeps the last)\n"
     "      --overwrite       replace existing files, symlinks and devices (existing directories\n"
     "                        are reused; without this option any existing non-directory is an error)\n"
     "      --no-same-owner   do not restore owners (the default unless running as root)\n"
@@ -113,13 +114,13 @@ void print_summary(const std::string& image, uint64_t entries, uint64_t bytes, c
 int extract_tar(reader::Image& image, const std::string& out, const ops::ExtractOptions& opt, bool show) {
   if (out.empty()) throw UsageError("empty --tar file");
   if (opt.dest != ".") throw UsageError("--tar writes an archive, not a directory: -C does not apply");
-  if (opt.strip_components) throw UsageError("--strip-components applies to extracting into a directory, not to --tar");
   // As tar does: an archive on a terminal is unreadable and almost always a mistake.
   if (out == "-" && isatty(STDOUT_FILENO)) throw UsageError("refusing to write an archive to a terminal");
   ops::TarExportOptions topt;
   topt.output = out;
   topt.patterns = opt.patterns;
   topt.excludes = opt.excludes;
+  topt.strip_components = opt.strip_components;
   topt.xattrs = opt.xattrs;
   topt.threads = opt.jobs;
   topt.verify = opt.verify;

@@ -275,10 +275,11 @@ class Exporter {
               // The directories leading to a match, each once, before it (as extract makes them).
               for (auto& d : open)
                 if (!d.written) {
-                  queue(describe(path.substr(0, d.path_length), d.inode));
+                  if (auto kept = without_stripped(std::string_view(path).substr(0, d.path_length)))
+                    queue(describe(std::string(*kept), d.inode));
                   d.written = true;
                 }
-              queue(describe(path, inode));
+              if (auto kept = without_stripped(path)) queue(describe(std::string(*kept), inode));
             }
             if (inode.is_dir()) open.push_back({path.size(), inode, selected, selected, excluded});
             return true;
@@ -290,6 +291,18 @@ class Exporter {
       return q.close(std::current_exception());
     }
     q.close();
+  }
+
+  // The path as archived: without its first strip_components components, or nothing for an
+  // entry that lies no deeper than that (it is not archived; what lies below it is).
+  std::optional<std::string_view> without_stripped(std::string_view path) const {
+    size_t start = 0;
+    for (unsigned n = 0; n < opt_.strip_components; ++n) {
+      const size_t slash = path.find('/', start);
+      if (slash == std::string_view::npos) return std::nullopt;
+      start = slash + 1;
+    }
+    return path.substr(start);
   }
 
   // Reads what the entry's header needs; throws an error naming the entry.

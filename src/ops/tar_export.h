@@ -39,6 +39,9 @@ struct TarExportOptions {
   std::string output;                 // archive path; "-" is standard output
   std::vector<std::string> patterns;  // PATH or GLOB inside the image; empty: everything
   ExcludeList excludes;               // left out, with all below an excluded directory
+  // --strip-components: each entry's first N path components are left out, as tar -x leaves
+  // them out; entries N or fewer levels deep are not archived. Patterns match image paths.
+  unsigned strip_components = 0;
   bool xattrs = true;
   unsigned threads = 1;  // decoding blocks ahead of the writer; the archive is the same for any count
   // Check each file's content against the manifest trailer (when the image has one); a
