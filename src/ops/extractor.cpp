@@ -127,10 +127,8 @@ class Extractor::Impl {
   }
 
  private:
-  bool matches(const std::string& path) { return match_patterns(opt_.patterns, path, hit_); }
-
   void plan() {
-    hit_.assign(opt_.patterns.size(), false);
+    PathSelection selection(opt_.patterns, opt_.excludes);
     // The walk is depth-first with parents first, so an entry's parent is on the stack of
     // directories leading to it (no lookup by path string). The stack holds ancestors, whose
     // paths are prefixes of each other: the parent is the one whose path is as long as the
@@ -155,6 +153,7 @@ class Extractor::Impl {
       if (check_ && inode.is_regular() && learned.insert(inode.inode_number).second) check_->learn(inode);
       Item it{InodeSummary(inode)};
       if (inode.is_regular()) it.inode.data_pos = data_position(inode);
+      PathSelection::Mark mark = selection.root();
       if (!path.empty()) {
         auto [parent, name] = split_parent(path);
         while (!open_dirs.empty() && open_lengths.back() != parent.size()) {
@@ -166,11 +165,11 @@ class Extractor::Impl {
         it.name_offset = names_.size();
         it.name_length = uint32_t(name.size());
         names_.append(name);
-        it.excluded = items_[size_t(it.parent)].excluded ||
-                      (!opt_.excludes.empty() && opt_.excludes.excluded(path, name, inode.is_dir()));
+        const Item& parent_item = items_[size_t(it.parent)];
+        mark = selection.entry({parent_item.excluded, parent_item.selected}, path, name, inode.is_dir());
       }
-      bool parent_selected = it.parent > 0 && items_[size_t(it.parent)].selected;
-      it.selected = !it.excluded && (opt_.patterns.empty() || parent_selected || (!path.empty() && matches(path)));
+      it.excluded = mark.excluded;
+      it.selected = mark.selected;
       if (opt_.strip_components && !path.empty()) {
         const size_t depth = size_t(std::count(path.begin(), path.end(), '/')) + 1;
         it.stripped = depth <= opt_.strip_components;
@@ -189,13 +188,14 @@ class Extractor::Impl {
     });
     // As tar -x does: what the other PATTERNs match is extracted, and a PATTERN that matches
     // nothing is named (the front end exits 1). When none matches, nothing is written at all.
-    if (!opt_.patterns.empty() && std::none_of(hit_.begin(), hit_.end(), [](bool hit) { return hit; })) {
+    const std::vector<std::string> unmatched = selection.unmatched();
+    if (selection.has_patterns() && unmatched.size() == opt_.patterns.size()) {
       std::string all;
-      for (const std::string& p : opt_.patterns) all += (all.empty() ? "" : ", ") + p;
+      for (const std::string& p : unmatched) all += (all.empty() ? "" : ", ") + p;
       throw Error(img_.path() + ": " + all + ": not found in the image");
     }
-    for (size_t i = 0; i < opt_.patterns.size(); ++i)
-      if (!hit_[i] && opt_.problems) opt_.problems(Severity::error, opt_.patterns[i], "not found in the image");
+    for (const std::string& p : unmatched)
+      if (opt_.problems) opt_.problems(Severity::error, p, "not found in the image");
     // Keep the selection and the directories leading to it.
     items_[0].keep = true;
     for (auto& it : items_) {
@@ -1093,7 +1093,6 @@ class Extractor::Impl {
   std::string names_;  // every entry's name, back to back (see Item)
   // --strip-components: the image parent of each entry moved to the root (for messages).
   std::unordered_map<int64_t, int64_t> image_parent_;
-  std::vector<bool> hit_;
   int root_fd_ = -1;
   bool created_root_ = false;
   mode_t umask_ = 022;

@@ -1,25 +1,61 @@
-// The PATTERN selection shared by extract and extract --tar: a pattern selects an entry whose
-// path inside the image equals it or matches it (common/path_pattern.h: '*' stays within a
-// component, a '**' component spans any number).
+// Which entries extract and extract --tar take: those a PATTERN selects (an entry whose path
+// inside the image equals it or matches it, common/path_pattern.h: '*' stays within a
+// component, a '**' component spans any number), with everything below a selected directory,
+// minus what --exclude leaves out (with everything below an excluded directory). Both walks
+// decide each entry from its parent's mark as they go, parents first.
 #pragma once
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/path_pattern.h"
+#include "scan/exclude.h"
 
 namespace sqar::ops {
 
-// Marks in hits (one flag per pattern) each pattern that selects path; true when any does.
-inline bool match_patterns(const std::vector<std::string>& patterns, const std::string& path, std::vector<bool>& hits) {
-  bool any = false;
-  for (size_t i = 0; i < patterns.size(); ++i) {
-    // The literal comparison lets a name that contains glob characters be given as is.
-    if (path == patterns[i] || path_pattern_match(patterns[i], path)) {
-      hits[i] = true;
-      any = true;
-    }
+class PathSelection {
+ public:
+  PathSelection(const std::vector<std::string>& patterns, const ExcludeList& excludes)
+      : patterns_(patterns), excludes_(excludes), hits_(patterns.size(), false) {}
+
+  struct Mark {
+    bool excluded = false;  // by --exclude, or below an excluded directory
+    bool selected = false;  // taken (a PATTERN matched it or a directory above it)
+  };
+  // The root: never excluded, and selecting everything when there are no patterns.
+  Mark root() const { return {false, patterns_.empty()}; }
+  // An entry (its path inside the image, and its name) below a directory marked `parent`.
+  Mark entry(const Mark& parent, const std::string& path, std::string_view name, bool is_dir) {
+    Mark m;
+    m.excluded = parent.excluded || (!excludes_.empty() && excludes_.excluded(path, name, is_dir));
+    m.selected = !m.excluded && (patterns_.empty() || parent.selected || match(path));
+    return m;
   }
-  return any;
-}
+  // Marks each pattern that selects `path`; true when any does. The literal comparison lets a
+  // name that contains glob characters be given as is.
+  bool match(const std::string& path) {
+    bool any = false;
+    for (size_t i = 0; i < patterns_.size(); ++i) {
+      if (path == patterns_[i] || path_pattern_match(patterns_[i], path)) {
+        hits_[i] = true;
+        any = true;
+      }
+    }
+    return any;
+  }
+  // The patterns that matched nothing so far, in command-line order.
+  std::vector<std::string> unmatched() const {
+    std::vector<std::string> out;
+    for (size_t i = 0; i < patterns_.size(); ++i)
+      if (!hits_[i]) out.push_back(patterns_[i]);
+    return out;
+  }
+  bool has_patterns() const { return !patterns_.empty(); }
+
+ private:
+  const std::vector<std::string>& patterns_;
+  const ExcludeList& excludes_;
+  std::vector<bool> hits_;
+};
 
 }  // namespace sqar::ops

@@ -153,9 +153,8 @@ class Exporter {
   struct OpenDir {
     size_t path_length;
     Inode inode;
-    bool selected;
-    bool written;
-    bool excluded = false;  // by --exclude: so is everything below it
+    PathSelection::Mark mark;
+    bool written;  // archived already (a selected directory, or one leading to a selection)
   };
 
   static la_ssize_t write_cb(archive* a, void* self, const void* buf, size_t len) {
@@ -196,17 +195,16 @@ class Exporter {
   // cannot be taken back).
   void check_patterns() {
     if (opt_.patterns.empty()) return;
-    std::vector<bool> hits(opt_.patterns.size(), false);
+    PathSelection selection(opt_.patterns, opt_.excludes);
     reader::WalkOptions wo;
     wo.with_blocks = false;
     img_.walk(
         [&](const std::string& path, const Inode&) {
-          if (!path.empty()) match_patterns(opt_.patterns, path, hits);
+          if (!path.empty()) selection.match(path);
           return true;
         },
         wo);
-    for (size_t i = 0; i < hits.size(); ++i)
-      if (!hits[i]) throw Error(img_.path() + ": " + opt_.patterns[i] + ": not found in the image");
+    for (const std::string& p : selection.unmatched()) throw Error(img_.path() + ": " + p + ": not found in the image");
   }
 
   // The walk runs on its own thread and queues the entries in walk order; the workers decode
@@ -254,24 +252,21 @@ class Exporter {
     };
     try {
       std::vector<OpenDir> open;  // the directories leading to the current entry
-      std::vector<bool> hits(opt_.patterns.size(), false);
+      PathSelection selection(opt_.patterns, opt_.excludes);
       reader::WalkOptions wo;
       wo.with_blocks = false;  // loaded only for files that are written
       img_.walk(
           [&](const std::string& path, const Inode& inode) {
             if (path.empty()) {
               // The root is never an entry; it selects everything only without patterns.
-              open.push_back({0, inode, opt_.patterns.empty(), true});
+              open.push_back({0, inode, selection.root(), true});
               return true;
             }
             learn(inode);
             const auto [parent, name] = split_parent(path);
             while (open.size() > 1 && open.back().path_length != parent.size()) open.pop_back();
-            const bool excluded =
-                open.back().excluded || (!opt_.excludes.empty() && opt_.excludes.excluded(path, name, inode.is_dir()));
-            const bool selected = !excluded && (opt_.patterns.empty() || open.back().selected ||
-                                                match_patterns(opt_.patterns, path, hits));
-            if (selected) {
+            const PathSelection::Mark mark = selection.entry(open.back().mark, path, name, inode.is_dir());
+            if (mark.selected) {
               // The directories leading to a match, each once, before it (as extract makes them).
               for (auto& d : open)
                 if (!d.written) {
@@ -281,7 +276,7 @@ class Exporter {
                 }
               if (auto kept = without_stripped(path)) queue(describe(std::string(*kept), inode));
             }
-            if (inode.is_dir()) open.push_back({path.size(), inode, selected, selected, excluded});
+            if (inode.is_dir()) open.push_back({path.size(), inode, mark, mark.selected});
             return true;
           },
           wo);
