@@ -83,7 +83,9 @@ def build_scratch(root):
     write(f"{root}/home/me/notes.txt", b"remember the milk\n")
     write(f"{root}/work/src/main.c", b"int main(void) { return 0; }\n")
     write(f"{root}/work/src/doc/README", b"release notes\n" * 100)
-    run(["tar", "--zstd", "-C", f"{root}/work/src", "-cf", f"{root}/work/release-1.2.tar.zst", "."])
+    # A release tarball as projects ship them: everything under its release-1.2/ directory.
+    run(["tar", "--zstd", "-C", f"{root}/work/src", "--transform", r"s,^\.,release-1.2,", "-cf",
+         f"{root}/work/release-1.2.tar.zst", "."])
     write(f"{logs}/rotated/2026-11-24/app.log.2", app[: len(app) // 3])
     write(f"{logs}/rotated/2026-11-25/app.log.3", app[: len(app) // 4])
     write(f"{root}/work/fixed/app.log.1", b"repaired\n")
@@ -154,7 +156,17 @@ def extracted(r, image):
 
 
 def check_from_tar(r, out):
-    compare_trees(f"{r}/work/src", extracted(r, "release-1.2.sqfs"), "create --tar of the release tarball")
+    got = extracted(r, "release-1.2.sqfs")
+    assert os.listdir(got) == ["release-1.2"], os.listdir(got)
+    compare_trees(f"{r}/work/src", f"{got}/release-1.2", "create --tar of the release tarball")
+
+
+def check_stripped(r, out):
+    compare_trees(f"{r}/work/src", f"{r}/tmp/release", "extract --strip-components 1")
+
+
+def check_rebuilt_when_changed(r, out):
+    run([SQAR, "diff", "-q", f"{r}/work/logs.sqfs", f"{r}/var/log"])  # exit 0: the image is current
 
 
 def check_append(r, out):
@@ -196,6 +208,8 @@ CHECKS = {
     "sqar extract logs.sqfs -C /tmp/restore 'archive/*'": check_restore,
     "sqar extract --tar - logs.sqfs | ssh host tar -xpf - -C /srv": check_tar_stream,
     "sqar create --tar release-1.2.tar.zst release-1.2.sqfs": check_from_tar,
+    "sqar extract --strip-components 1 release-1.2.sqfs -C /tmp/release": check_stripped,
+    "sqar diff -q logs.sqfs /var/log || sqar create -f --reuse logs.sqfs /var/log logs.sqfs": check_rebuilt_when_changed,
     "sqar append --replace archive.sqfs fixed/app.log.1": check_append,
     "ssh host tar -C /var/log/rotated -cf - 2026-11-25 | sqar append --tar - archive.sqfs": check_append_tar,
     "sqar merge shard-*.sqfs all.sqfs": check_merge,
