@@ -13,16 +13,14 @@ BlockCompressor::BlockCompressor(const DataOptions& opt)
     : opt_(opt), codec_(make_codec(opt.codec)), scratch_(opt.codec.block_size) {}
 
 void BlockCompressor::process(BlockJob& job) {
-  const uint8_t* src = job.source();
-  const bool from_old = !job.sparse && job.reuse_block != kNoReuse;
+  // Sparse blocks never come here: OrderedCompressor::submit finishes them.
+  const bool from_old = job.reuse_block != kNoReuse;
   if (from_old && copy_from_old(job)) {
     ++(job.is_fragment ? fragments_reused_ : reused_);
     reused_bytes_ += job.len;
-  } else if (job.sparse) {
-    ++sparse_;
-    job.size_word = 0;
   } else {
     if (from_old) ++mismatches_;  // damaged OLD, or a collision: compress as usual
+    const uint8_t* src = job.source();
     if (opt_.detect_incompressible && looks_incompressible(src, job.len)) {
       ++incompressible_;
       job.raw = true;
@@ -68,7 +66,6 @@ void BlockCompressor::add_stats_to(DataStats& stats) const {
   stats.blocks_compressed += compressed_;
   stats.blocks_raw += raw_;
   stats.blocks_incompressible += incompressible_;
-  stats.blocks_sparse += sparse_;
   stats.blocks_reused += reused_;
   stats.fragments_reused += fragments_reused_;
   stats.reused_bytes += reused_bytes_;

@@ -34,7 +34,7 @@ class BlockCompressor {
   // peak RSS on the ports set.
   std::vector<uint8_t> scratch_;
   std::vector<uint8_t> stored_;  // a block read from --reuse OLD
-  uint64_t input_ = 0, compressed_ = 0, raw_ = 0, incompressible_ = 0, sparse_ = 0;
+  uint64_t input_ = 0, compressed_ = 0, raw_ = 0, incompressible_ = 0;
   uint64_t reused_ = 0, fragments_reused_ = 0, reused_bytes_ = 0, mismatches_ = 0;
 };
 

@@ -16,9 +16,9 @@ constexpr uint32_t kNoReuse = UINT32_MAX;
 struct BlockJob {
   // Set by the sequencer.
   bool is_fragment = false;
-  uint32_t file = 0;   // file index (data block) ...
-  uint32_t index = 0;  // ... block index within the file, or fragment index
-  BlockBuffer buf;
+  uint32_t file = 0;                // file index (data block) ...
+  uint32_t index = 0;               // ... block index within the file, or fragment index
+  BlockBuffer buf;                  // none for a sparse block of a hole that was not read
   size_t off = 0, len = 0;          // the block's bytes in buf
   bool sparse = false;              // all zero: stored as a hole, nothing written
   uint32_t reuse_block = kNoReuse;  // its counterpart in --reuse OLD (ReuseIndex::block)

@@ -280,6 +280,7 @@ class DataPipeline final : public UnitReader {
   // Returns 0, an errno value, or SourceRead::kReadPending (then `read` holds the open file).
   int start_read(DirectoryHandle& dir, ReadSlot& s, SourceRead& read) override {
     const ReadUnit& u = s.unit;
+    s.hole = false;
     if (opt_.content) {
       s.data.resize(u.len);
       return opt_.content->read(tree_.files[u.file], u.offset, u.len, s.data.data());
@@ -292,8 +293,10 @@ class DataPipeline final : public UnitReader {
     });
     if (dirfd < 0) return errno;
     s.xattr_key.clear();
-    return read.start(dirfd, tree_.name_cstr(n), u.offset, u.len, u.last, s.data, s.changed,
-                      reads_xattrs(u) ? &s.xattrs : nullptr, &s.xattr_key, &s.opened);
+    const int rc = read.start(dirfd, tree_.name_cstr(n), u.offset, u.len, u.last, s.data, s.changed,
+                              reads_xattrs(u) ? &s.xattrs : nullptr, &s.xattr_key, &s.opened);
+    s.hole = rc == 0 && read.range_was_hole();
+    return rc;
   }
 
   // ---- sequencer (main thread) ----
@@ -354,6 +357,10 @@ class DataPipeline final : public UnitReader {
     // them when it grew, up to where it ends now when it shrank.
     uint64_t len = u.len;
     bool last = u.last;
+    if (s.hole) {
+      store_hole(u, s);
+      return;
+    }
     if (s.data.size() < u.len) {
       len = s.data.size();
       last = true;
@@ -410,6 +417,30 @@ class DataPipeline final : public UnitReader {
       return;
     }
     add_tail(f, tail_bytes, tail);
+  }
+
+  // A unit that lies in a hole of a sparse file (never a file's last unit, so never a tail):
+  // its blocks are sparse, and the file's hash takes its zeros from a shared zero block
+  // instead of a buffer filled and scanned for each unit.
+  void store_hole(const ReadUnit& u, ReadSlot& s) {
+    const uint32_t f = u.file;
+    if (reads_xattrs(u)) store_xattrs(f, s.xattrs);
+    stats_.bytes_read += u.len;
+    if (opt_.bytes_done && kinds_[f] != FileKind::kPrehashed)
+      opt_.bytes_done->fetch_add(u.len, std::memory_order_relaxed);
+    if (u.offset == 0) hasher_.reset();
+    if (zero_block_.size() != block_size_) zero_block_.assign(block_size_, 0);
+    const auto reuse = reuse_first_.find(f);
+    for (uint64_t b = 0; b < u.len / block_size_; ++b) {
+      hasher_.update(zero_block_.data(), block_size_);
+      auto job = std::make_unique<BlockJob>();
+      job->file = f;
+      job->index = uint32_t(u.offset / block_size_ + b);
+      job->len = block_size_;
+      job->sparse = true;
+      if (reuse != reuse_first_.end()) job->reuse_block = reuse->second + job->index;
+      submit(std::move(job));
+    }
   }
 
   // ---- files that change while they are read (sequencer thread) ----
@@ -620,7 +651,8 @@ class DataPipeline final : public UnitReader {
 
   // sequencer state
   StreamHasher hasher_;
-  OpenedFile first_open_;  // of the file being sequenced, from its first unit
+  std::vector<uint8_t> zero_block_;  // block_size_ zeros, hashed for the units in holes
+  OpenedFile first_open_;            // of the file being sequenced, from its first unit
   // Files that ended before the size the scan saw -> the size they are stored with.
   std::unordered_map<uint32_t, uint64_t> cut_;
   std::unordered_set<uint32_t> warned_;  // files already reported as changed

@@ -40,6 +40,19 @@ void OrderedCompressor::submit(std::unique_ptr<BlockJob> job) {
     lk.unlock();
     errors_.throw_if_failed();
   }
+  if (job->sparse) {
+    // A block of zeros needs no compressor: it is done as it comes, and the writer is woken
+    // only when it is the block the writer waits for. Handing each one to a compressor made
+    // a 16 GiB sparse file's build mostly thread switches (131,072 blocks).
+    job->size_word = 0;
+    job->done = true;
+    ++sparse_;
+    const bool next_to_write = jobs_.empty();
+    jobs_.push_back(std::move(job));
+    lk.unlock();
+    if (next_to_write) done_cv_.notify_one();
+    return;
+  }
   to_compress_.push_back(job.get());
   jobs_.push_back(std::move(job));
   lk.unlock();
@@ -55,6 +68,7 @@ void OrderedCompressor::close(DataStats& stats) {
   done_cv_.notify_all();
   join();
   for (const auto& c : compressors_) c->add_stats_to(stats);
+  stats.blocks_sparse += sparse_;
 }
 
 void OrderedCompressor::compressor_loop(BlockCompressor& compressor) {

@@ -1,5 +1,6 @@
 // The middle of the data pipeline: blocks submitted in sequence order are compressed on N
-// threads (BlockCompressor) and handed to one writer thread (BlockWriter) in that same order.
+// threads (BlockCompressor) and handed to one writer thread (BlockWriter) in that same order;
+// sparse blocks (all zero) skip the compressors.
 // At most `max_jobs` blocks are in flight, so a slow codec holds the sequencer back instead of
 // letting memory grow.
 #pragma once
@@ -48,6 +49,7 @@ class OrderedCompressor {
   std::deque<std::unique_ptr<BlockJob>> jobs_;  // in sequence order; front is the next to write
   std::deque<BlockJob*> to_compress_;
   bool closed_ = false;
+  uint64_t sparse_ = 0;  // blocks of zeros, done in submit (under mu_)
   std::vector<std::thread> threads_;
 };
 

@@ -39,6 +39,7 @@ struct ReadSlot {
   XattrList xattrs;
   std::string xattr_key;
   OpenedFile opened;  // fstat of the file the unit was read from
+  bool hole = false;  // the unit lies in a hole of a sparse file: `data` is empty, it reads as zeros
   // Set by the reader (release) once the fields above are final; cleared by release().
   std::atomic<bool> ready{false};
 };

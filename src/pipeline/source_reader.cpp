@@ -127,6 +127,7 @@ int SourceRead::start(int dirfd, const char* name, uint64_t offset, uint64_t len
                       std::vector<uint8_t>& out, std::string& changed, XattrList* xattrs,
                       std::string* xattrs_failed_key, OpenedFile* opened) {
   if (fd_ >= 0) close(fd_);
+  hole_ = false;
   struct stat st;
   fd_ = open_source(dirfd, name, st);
   if (fd_ < 0) {
@@ -148,17 +149,20 @@ int SourceRead::start(int dirfd, const char* name, uint64_t offset, uint64_t len
   len_ = len;
   expect_eof_ = expect_eof;
   done_ = 0;
-  out.resize(len + (expect_eof ? 1 : 0));
   // A range that lies in a hole of a sparse file (fewer blocks allocated than its size) is not
-  // read: the kernel would zero-fill page after page (10 s for a 10 GiB sparse file). The last
-  // range is always read, to notice growth.
+  // read: the kernel would zero-fill page after page (10 s for a 10 GiB sparse file), and
+  // neither is a buffer filled with its zeros (range_was_hole). The last range is always
+  // read, to notice growth.
   if (!expect_eof && uint64_t(st.st_blocks) * 512 < uint64_t(st.st_size) && offset + len <= uint64_t(st.st_size)) {
     const off_t data = lseek(fd_, off_t(offset), SEEK_DATA);
     if ((data < 0 && errno == ENXIO) || (data >= 0 && uint64_t(data) >= offset + len)) {
-      std::fill(out.begin(), out.end(), uint8_t(0));
-      return finish(out, changed, int64_t(len));
+      hole_ = true;
+      out.clear();
+      close_after_read();
+      return 0;
     }
   }
+  out.resize(len + (expect_eof ? 1 : 0));
   // One read that is answered from the page cache or not at all: on a warm tree this is the
   // only read (the same one syscall as a plain pread), on a cold one the kernel has been asked
   // to fetch the data and the caller goes on to start its other reads before waiting.
@@ -188,15 +192,20 @@ int SourceRead::finish(std::vector<uint8_t>& out, std::string& changed) {
 }
 
 int SourceRead::finish(std::vector<uint8_t>& out, std::string& changed, int64_t n) {
+  if (n < 0) opened_ = nullptr;  // a failed read: nothing to compare
+  close_after_read();
+  return check_range_read(n, offset_, len_, expect_eof_, out, changed);
+}
+
+void SourceRead::close_after_read() {
   // One fstat after the read tells a write during it (a log line appended and truncated back,
   // a file rewritten in place at the same size), which the read itself cannot see.
   struct stat st;
-  if (opened_ && n >= 0 && fstat(fd_, &st) == 0)
+  if (opened_ && fstat(fd_, &st) == 0)
     opened_->changed_during_read =
         st.st_ctim.tv_sec != opened_ctime_.tv_sec || st.st_ctim.tv_nsec != opened_ctime_.tv_nsec;
   close(fd_);
   fd_ = -1;
-  return check_range_read(n, offset_, len_, expect_eof_, out, changed);
 }
 
 int hash_source_file(const std::string& path, uint64_t expected_size, Hash128& out, std::string& changed,

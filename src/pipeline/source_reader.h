@@ -62,15 +62,20 @@ class SourceRead {
             OpenedFile* opened = nullptr);
   // Completes a pending read (blocking); returns 0 or an errno value.
   int finish(std::vector<uint8_t>& out, std::string& changed);
+  // The range start() completed lies wholly in a hole of a sparse file: it was not read and
+  // `out` was left empty; its len bytes are zeros.
+  bool range_was_hole() const { return hole_; }
 
  private:
   int finish(std::vector<uint8_t>& out, std::string& changed, int64_t bytes_read);
+  void close_after_read();  // takes the ctime again (OpenedFile::changed_during_read) and closes
 
   int fd_ = -1;
   OpenedFile* opened_ = nullptr;
   timespec opened_ctime_{};
   uint64_t offset_ = 0, len_ = 0, done_ = 0;
   bool expect_eof_ = false;
+  bool hole_ = false;
 };
 
 // Keeps the directory of the files a reader thread is working through open, so each file is
