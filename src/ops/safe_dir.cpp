@@ -57,8 +57,10 @@ int DirStack::fd_at(size_t level) {
     if (stack_[i].fd < 0) throw_open_failure(path_to(i), errno);
     parent = stack_[i].fd;
   }
-  // The levels reopened on the way that the bound does not keep are closed again.
+  // The levels reopened on the way that the bound does not keep are closed again, and those
+  // it keeps for now are trimmed again once deeper levels push them out of the top.
   close_unkept(from, std::min(level, stack_.size() > kKeepTop ? stack_.size() - kKeepTop : 0));
+  trimmed_ = std::min(trimmed_, from);
   return stack_[level].fd;
 }
 

@@ -193,5 +193,54 @@ def test_thousand_levels_under_the_default_descriptor_limit():
         log("ok: diff -j2 of 1000 levels under ulimit -n 1024 finds no difference, then the missing leaf")
 
 
+def build_spine_with_branches(root, depth, every, branch):
+    """A spine of `depth` directories named d with, every `every` levels, a side branch of
+    `branch` directories named s and a file at its bottom."""
+    os.makedirs(root)
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for i in range(depth):
+            if i % every == 0:
+                os.mkdir("s", 0o755, dir_fd=fd)
+                b = os.open("s", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+                for _ in range(branch - 1):
+                    os.mkdir("s", 0o755, dir_fd=b)
+                    sub = os.open("s", os.O_RDONLY | os.O_DIRECTORY, dir_fd=b)
+                    os.close(b)
+                    b = sub
+                os.close(os.open("f", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=b))
+                os.close(b)
+            os.mkdir("d", 0o755, dir_fd=fd)
+            sub = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = sub
+    finally:
+        os.close(fd)
+
+
+def test_branching_deep_tree_under_a_small_descriptor_limit():
+    """A 1200-deep spine with a 60-deep branch every 40 levels: extract's threads go down a
+    branch, back up into the spine and down again, which reopens levels they had closed.
+    Those must be closed again as the walk goes deeper: each thread holds the deepest 32
+    levels and every 32nd above them (about 70 here), so 100 descriptors do for one thread
+    and 200 for two."""
+    need_tool("prlimit")
+    sys.setrecursionlimit(10000)
+    with tempdir() as d:
+        src = f"{d}/src"
+        build_spine_with_branches(src, 1200, 40, 60)
+        expected = snapshot_fd(src)
+        img = f"{d}/branching.sqfs"
+        run([SQAR, "create", "-q", src, img])
+        for jobs, limit in (("1", 100), ("2", 200)):
+            out = f"{d}/out{jobs}"
+            p = run(["prlimit", f"--nofile={limit}:{limit}", SQAR, "extract", "-q", "-j", jobs, img, "-C", out],
+                    check=False)
+            assert p.returncode == 0, f"extract -j{jobs} under ulimit -n {limit}: {p.stderr[-300:]}"
+            assert snapshot_fd(out) == expected, f"extract -j{jobs}: differs from the source"
+            log(f"ok: extract -j{jobs} of a branching 1200-deep tree under ulimit -n {limit} matches the source")
+
+
 if __name__ == "__main__":
-    main([test_deep_tree_round_trip, test_thousand_levels_under_the_default_descriptor_limit])
+    main([test_deep_tree_round_trip, test_thousand_levels_under_the_default_descriptor_limit,
+          test_branching_deep_tree_under_a_small_descriptor_limit])

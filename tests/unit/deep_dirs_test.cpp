@@ -111,6 +111,24 @@ TEST_F(DeepDirsTest, DirStackByNodeStaysBoundedDownAndUp) {
   EXPECT_THROW(stack.open_node(5000, 1, up), std::exception);
 }
 
+// Down, part of the way up, and down again, higher each time: the levels reopened on the way
+// up must be closed again when the walk goes deeper (extract's batches move like this).
+TEST_F(DeepDirsTest, DirStackStaysBoundedGoingUpAndDownAgain) {
+  const sqar::ops::DirStack::NodeUp up = [](uint64_t n) -> std::pair<uint64_t, std::string_view> {
+    return {n - 1, "d"};
+  };
+  sqar::ops::DirStack by_path(root_fd_), by_node(root_fd_);
+  const size_t bound = sqar::ops::DirStack::kKeepTop + kDepth / sqar::ops::DirStack::kCheckpoint + 1;
+  for (int turn = 10; turn < kDepth; turn += 20) {
+    for (int l : {kDepth, turn, kDepth}) {
+      expect_level(by_path.open(chain(l)), l);
+      expect_level(by_node.open_node(uint64_t(l), size_t(l), up), l);
+      ASSERT_LE(by_path.open_descriptors(), bound) << "after level " << l << ", turning at " << turn;
+      ASSERT_LE(by_node.open_descriptors(), bound) << "after level " << l << ", turning at " << turn;
+    }
+  }
+}
+
 TEST_F(DeepDirsTest, DirectoryCursorStaysBoundedDownAndUp) {
   sqar::DirectoryCursor cursor;
   const size_t bound = sqar::DirectoryCursor::kKeepTop + kDepth / sqar::DirectoryCursor::kCheckpoint + 2;
