@@ -20,9 +20,9 @@
 #include "common/path_pattern.h"
 #include "format/squashfs.h"
 #include "ops/entry_meta.h"
+#include "ops/extract_filter.h"
 #include "ops/manifest_check.h"
 #include "ops/parallel.h"
-#include "ops/path_select.h"
 #include "ops/safe_dir.h"
 
 namespace sqar::ops {
@@ -128,7 +128,7 @@ class Extractor::Impl {
 
  private:
   void plan() {
-    PathSelection selection(opt_.patterns, opt_.excludes);
+    ExtractFilter filter(opt_.patterns, opt_.excludes);
     // The walk is depth-first with parents first, so an entry's parent is on the stack of
     // directories leading to it (no lookup by path string). The stack holds ancestors, whose
     // paths are prefixes of each other: the parent is the one whose path is as long as the
@@ -153,7 +153,7 @@ class Extractor::Impl {
       if (check_ && inode.is_regular() && learned.insert(inode.inode_number).second) check_->learn(inode);
       Item it{InodeSummary(inode)};
       if (inode.is_regular()) it.inode.data_pos = data_position(inode);
-      PathSelection::Mark mark = selection.root();
+      ExtractFilter::Mark mark = filter.root();
       if (!path.empty()) {
         auto [parent, name] = split_parent(path);
         while (!open_dirs.empty() && open_lengths.back() != parent.size()) {
@@ -166,7 +166,7 @@ class Extractor::Impl {
         it.name_length = uint32_t(name.size());
         names_.append(name);
         const Item& parent_item = items_[size_t(it.parent)];
-        mark = selection.entry({parent_item.excluded, parent_item.selected}, path, name, inode.is_dir());
+        mark = filter.entry({parent_item.excluded, parent_item.selected}, path, name, inode.is_dir());
       }
       it.excluded = mark.excluded;
       it.selected = mark.selected;
@@ -188,8 +188,8 @@ class Extractor::Impl {
     });
     // As tar -x does: what the other PATTERNs match is extracted, and a PATTERN that matches
     // nothing is named (the front end exits 1). When none matches, nothing is written at all.
-    const std::vector<std::string> unmatched = selection.unmatched();
-    if (selection.has_patterns() && unmatched.size() == opt_.patterns.size()) {
+    const std::vector<std::string> unmatched = filter.unmatched();
+    if (filter.has_patterns() && unmatched.size() == opt_.patterns.size()) {
       std::string all;
       for (const std::string& p : unmatched) all += (all.empty() ? "" : ", ") + p;
       throw Error(img_.path() + ": " + all + ": not found in the image");

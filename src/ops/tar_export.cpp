@@ -22,8 +22,8 @@
 #include "common/utf8_locale.h"
 #include "format/squashfs.h"
 #include "ops/decode_ahead.h"
+#include "ops/extract_filter.h"
 #include "ops/manifest_check.h"
-#include "ops/path_select.h"
 #include "ops/safe_dir.h"
 #include "writer/image_file.h"
 
@@ -153,7 +153,7 @@ class Exporter {
   struct OpenDir {
     size_t path_length;
     Inode inode;
-    PathSelection::Mark mark;
+    ExtractFilter::Mark mark;
     bool written;  // archived already (a selected directory, or one leading to a selection)
   };
 
@@ -195,16 +195,16 @@ class Exporter {
   // cannot be taken back).
   void check_patterns() {
     if (opt_.patterns.empty()) return;
-    PathSelection selection(opt_.patterns, opt_.excludes);
+    ExtractFilter filter(opt_.patterns, opt_.excludes);
     reader::WalkOptions wo;
     wo.with_blocks = false;
     img_.walk(
         [&](const std::string& path, const Inode&) {
-          if (!path.empty()) selection.match(path);
+          if (!path.empty()) filter.match(path);
           return true;
         },
         wo);
-    for (const std::string& p : selection.unmatched()) throw Error(img_.path() + ": " + p + ": not found in the image");
+    for (const std::string& p : filter.unmatched()) throw Error(img_.path() + ": " + p + ": not found in the image");
   }
 
   // The walk runs on its own thread and queues the entries in walk order; the workers decode
@@ -252,20 +252,20 @@ class Exporter {
     };
     try {
       std::vector<OpenDir> open;  // the directories leading to the current entry
-      PathSelection selection(opt_.patterns, opt_.excludes);
+      ExtractFilter filter(opt_.patterns, opt_.excludes);
       reader::WalkOptions wo;
       wo.with_blocks = false;  // loaded only for files that are written
       img_.walk(
           [&](const std::string& path, const Inode& inode) {
             if (path.empty()) {
               // The root is never an entry; it selects everything only without patterns.
-              open.push_back({0, inode, selection.root(), true});
+              open.push_back({0, inode, filter.root(), true});
               return true;
             }
             learn(inode);
             const auto [parent, name] = split_parent(path);
             while (open.size() > 1 && open.back().path_length != parent.size()) open.pop_back();
-            const PathSelection::Mark mark = selection.entry(open.back().mark, path, name, inode.is_dir());
+            const ExtractFilter::Mark mark = filter.entry(open.back().mark, path, name, inode.is_dir());
             if (mark.selected) {
               // The directories leading to a match, each once, before it (as extract makes them).
               for (auto& d : open)

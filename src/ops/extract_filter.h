@@ -2,7 +2,8 @@
 // inside the image equals it or matches it, common/path_pattern.h: '*' stays within a
 // component, a '**' component spans any number), with everything below a selected directory,
 // minus what --exclude leaves out (with everything below an excluded directory). Both walks
-// decide each entry from its parent's mark as they go, parents first.
+// decide each entry from its parent's mark as they go, parents first. (list and cat select
+// with PathSelection, common/path_pattern.h, which has no --exclude.)
 #pragma once
 #include <string>
 #include <string_view>
@@ -13,9 +14,9 @@
 
 namespace sqar::ops {
 
-class PathSelection {
+class ExtractFilter {
  public:
-  PathSelection(const std::vector<std::string>& patterns, const ExcludeList& excludes)
+  ExtractFilter(const std::vector<std::string>& patterns, const ExcludeList& excludes)
       : patterns_(patterns), excludes_(excludes), hits_(patterns.size(), false) {}
 
   struct Mark {
