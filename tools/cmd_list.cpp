@@ -139,7 +139,7 @@ int list_main(int argc, char** argv) {
       }
     }
     if (optind >= argc) throw UsageError("missing IMAGE");
-    if (output == Output::json && long_format) throw UsageError("--json already gives what -l shows");
+    if (output == Output::json && long_format) throw UsageError("--json already gives what -l (-v) shows");
     std::string image_path = argv[optind++];
     auto image = open_image(image_path, offset);
     PathSelection selection(image_pattern_args(argc, argv, optind));

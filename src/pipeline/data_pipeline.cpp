@@ -350,8 +350,13 @@ class DataPipeline final : public UnitReader {
       // the file grow or shrink is named so below instead.
       const bool between_units = u.offset != 0 && (s.opened.ctime.tv_sec != first_open_.ctime.tv_sec ||
                                                    s.opened.ctime.tv_nsec != first_open_.ctime.tv_nsec);
-      if ((between_units || s.opened.changed_during_read) && s.changed.empty())
-        file_changed(f, "was written to while being read", "stored what was read, which may mix its versions");
+      if (s.changed.empty()) {
+        if (between_units || s.opened.written_during_read)
+          file_changed(f, "was written to while being read", "stored what was read, which may mix its versions");
+        else if (s.opened.changed_during_read)
+          file_changed(f, "had its mode, owner or links changed while being read",
+                       "stored the attributes it had when opened");
+      }
     }
     // A file stores what was read of its first n.size bytes (the size the scan saw): all of
     // them when it grew, up to where it ends now when it shrank.

@@ -137,6 +137,7 @@ int SourceRead::start(int dirfd, const char* name, uint64_t offset, uint64_t len
   }
   opened_ = opened;
   opened_ctime_ = st.st_ctim;
+  opened_mtime_ = st.st_mtim;
   if (opened) *opened = opened_file(st);
   if (xattrs) {
     if (int err = read_xattrs_of_fd(fd_, *xattrs, *xattrs_failed_key)) {
@@ -201,9 +202,11 @@ void SourceRead::close_after_read() {
   // One fstat after the read tells a write during it (a log line appended and truncated back,
   // a file rewritten in place at the same size), which the read itself cannot see.
   struct stat st;
-  if (opened_ && fstat(fd_, &st) == 0)
-    opened_->changed_during_read =
-        st.st_ctim.tv_sec != opened_ctime_.tv_sec || st.st_ctim.tv_nsec != opened_ctime_.tv_nsec;
+  auto moved = [](const timespec& a, const timespec& b) { return a.tv_sec != b.tv_sec || a.tv_nsec != b.tv_nsec; };
+  if (opened_ && fstat(fd_, &st) == 0) {
+    opened_->changed_during_read = moved(st.st_ctim, opened_ctime_);
+    opened_->written_during_read = moved(st.st_mtim, opened_mtime_);
+  }
   close(fd_);
   fd_ = -1;
 }

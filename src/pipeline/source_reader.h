@@ -25,10 +25,11 @@ struct OpenedFile {
   uint32_t uid = 0, gid = 0;
   int64_t mtime = 0;
   timespec ctime{};
-  // The file's ctime moved between the open and the end of the read: it was written to (or its
-  // attributes changed) while being read, so the bytes read may mix two versions. Tar checks
-  // the same way ("file changed as we read it").
+  // The file's ctime moved between the open and the end of the read, as tar checks ("file
+  // changed as we read it"): it was written to (its mtime moved too, and the bytes read may
+  // mix two versions), or only its mode, owner or links changed.
   bool changed_during_read = false;
+  bool written_during_read = false;
 };
 
 // Reads [offset, offset+len) of the file `name` in the directory open as `dirfd` (AT_FDCWD and
@@ -72,7 +73,7 @@ class SourceRead {
 
   int fd_ = -1;
   OpenedFile* opened_ = nullptr;
-  timespec opened_ctime_{};
+  timespec opened_ctime_{}, opened_mtime_{};
   uint64_t offset_ = 0, len_ = 0, done_ = 0;
   bool expect_eof_ = false;
   bool hole_ = false;
