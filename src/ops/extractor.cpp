@@ -584,6 +584,9 @@ class Extractor::Impl {
       // A directory that failed was reported; what it would have held is left out, and its
       // subdirectories fail too (quietly) so the batches waiting for them go on.
       auto skip = [&] {
+        size_t entries = 0;
+        for (size_t i = batch.begin; i < batch.end; ++i) entries += !tasks[i].shared || tasks[i].from == 0;
+        left_out_.fetch_add(entries, std::memory_order_relaxed);
         for (size_t i = batch.begin; i < batch.end; ++i) {
           const Item& it = items_[tasks[i].item];
           if (!it.inode.is_dir()) continue;
@@ -624,6 +627,16 @@ class Extractor::Impl {
     parallel_for(claims.size(), jobs, [&](size_t c, unsigned w) {
       for (size_t b = claims[c].begin; b < claims[c].end; ++b) run_batch(b, w);
     });
+    // Counted as not extracted, but named once: below a directory that failed there may be
+    // thousands.
+    if (const size_t n = left_out_.load(); n) {
+      std::lock_guard lock(mu_);
+      errors_ += n;
+      if (opt_.problems)
+        opt_.problems(Severity::error, "",
+                      std::to_string(n) + (n == 1 ? " entry" : " entries") +
+                          " below directories that could not be made or opened were left out");
+    }
   }
 
   // Batches a thread takes at once (a range of the batch list).
@@ -1103,6 +1116,7 @@ class Extractor::Impl {
   std::unique_ptr<DirState[]> dir_state_;  // by Item::dir_slot
   std::mutex mu_;
   size_t errors_ = 0;
+  std::atomic<size_t> left_out_{0};     // entries below a directory that could not be made or opened
   size_t existing_ = 0;                 // entries in the way (counted in errors_ too)
   std::optional<ManifestCheck> check_;  // with --verify (the default) and a manifest
   std::mutex check_mu_;

@@ -211,6 +211,25 @@ def test_hard_link_whose_first_name_is_in_the_way():
         log(f"ok: {p.stderr.strip()}")
 
 
+def test_entries_below_a_directory_in_the_way_are_counted():
+    """A file in the target where the image has directory a: a is named, and what a would
+    have held (six entries, a subdirectory's included) is counted as not extracted, in one
+    line rather than one per entry."""
+    with tempdir() as d:
+        for name in ("f1", "f2", "f3", "b/x", "b/y"):
+            write(f"{d}/src/a/{name}", name.encode())
+        write(f"{d}/src/z", b"z")
+        sqar_create_image(f"{d}/src", f"{d}/img")
+        write(f"{d}/out/a", b"in the way")
+        p = run([SQAR, "extract", "-q", f"{d}/img", "-C", f"{d}/out"], check=False)
+        assert p.returncode == 1, p
+        assert "a: already exists" in p.stderr, p.stderr
+        assert "6 entries below directories that could not be made or opened were left out" in p.stderr, p.stderr
+        assert "7 entries could not be extracted" in p.stderr, p.stderr
+        assert open(f"{d}/out/z", "rb").read() == b"z"
+        log(f"ok: {p.stderr.strip()}")
+
+
 def test_strip_components():
     """--strip-components N against GNU tar's on a tar of the same tree: a release tree under
     'proj-1.0/' (every entry type, hard links, xattrs, holes) beside a top-level file, which
@@ -272,5 +291,6 @@ def test_strip_components():
 
 if __name__ == "__main__":
     main([test_mksquashfs_images, test_gensquashfs_images, test_sqar_images, test_selection_overwrite_offset, test_no_same_owner,
-          test_progress_only_on_a_terminal, test_hard_link_whose_first_name_is_in_the_way, test_strip_components,
+          test_progress_only_on_a_terminal, test_hard_link_whose_first_name_is_in_the_way, test_entries_below_a_directory_in_the_way_are_counted,
+          test_strip_components,
           test_usage])
