@@ -207,7 +207,12 @@ class DataPipeline final : public UnitReader {
       if (!changed[k].empty()) grew(f);  // the hash is of its first n.size bytes, as stored
       if (opt_.read_file_xattrs) store_xattrs(f, xattrs[k]);
       locs_[f].hash = prehash_[f];
-      if (!share_if_duplicate(f, n.size, prehash_[f])) look_up_reuse(f, n.size, prehash_[f]);
+      if (!share_if_duplicate(f, n.size, prehash_[f])) {
+        look_up_reuse(f, n.size, prehash_[f]);
+      } else if (opened[k].written_during_read) {
+        // A duplicate is stored as this pass read it (the data pass does not read it again).
+        file_changed(f, "was written to while being read", "stored what was read, which may mix its versions");
+      }
     }
   }
 

@@ -49,6 +49,17 @@ int open_source(const std::string& path, struct stat& st) { return open_source(A
 // The errno value or kNotRegularFile for a failed open_source.
 int open_failure(int fd) { return fd == kNotRegularFile ? kNotRegularFile : errno; }
 
+// One fstat after a read tells a write during it (a log line appended and truncated back, a
+// file rewritten in place at the same size), which the read itself cannot see: the times the
+// file had when opened are compared with its times now.
+void note_changes_since_open(int fd, const timespec& ctime, const timespec& mtime, OpenedFile& o) {
+  auto moved = [](const timespec& a, const timespec& b) { return a.tv_sec != b.tv_sec || a.tv_nsec != b.tv_nsec; };
+  struct stat now;
+  if (fstat(fd, &now) != 0) return;
+  o.changed_during_read = moved(now.st_ctim, ctime);
+  o.written_during_read = moved(now.st_mtim, mtime);
+}
+
 OpenedFile opened_file(const struct stat& st) {
   OpenedFile o;
   o.inode = uint64_t(st.st_ino);
@@ -199,14 +210,7 @@ int SourceRead::finish(std::vector<uint8_t>& out, std::string& changed, int64_t 
 }
 
 void SourceRead::close_after_read() {
-  // One fstat after the read tells a write during it (a log line appended and truncated back,
-  // a file rewritten in place at the same size), which the read itself cannot see.
-  struct stat st;
-  auto moved = [](const timespec& a, const timespec& b) { return a.tv_sec != b.tv_sec || a.tv_nsec != b.tv_nsec; };
-  if (opened_ && fstat(fd_, &st) == 0) {
-    opened_->changed_during_read = moved(st.st_ctim, opened_ctime_);
-    opened_->written_during_read = moved(st.st_mtim, opened_mtime_);
-  }
+  if (opened_) note_changes_since_open(fd_, opened_ctime_, opened_mtime_, *opened_);
   close(fd_);
   fd_ = -1;
 }
@@ -245,6 +249,7 @@ int hash_source_file(const std::string& path, uint64_t expected_size, Hash128& o
     hasher.update(buf.data(), use);
     total += use;
   }
+  if (opened) note_changes_since_open(f.fd, st.st_ctim, st.st_mtim, *opened);
   if (longer)
     changed = "file grew while being read: it is longer than " + std::to_string(expected_size) + " bytes";
   else if (total < expected_size)

@@ -244,6 +244,30 @@ def test_during_hashing_pass():
         log("ok: a file that shrank during the hashing pass is stored as it is, apart from its former twin")
 
 
+def test_duplicate_written_to_during_the_hashing_pass():
+    """pair0_b (8 MiB, equal to pair0_a) is stored as the hashing pass read it, since it turns
+    out a duplicate and is not read again. Written to while that pass reads it (here with its
+    own bytes, so it still is pair0_a's duplicate), it gets the same warning as a file written
+    to during the data pass's read."""
+    with tempdir(prefix=os.path.join(os.getcwd(), "sqar-live-")) as d:
+        src, img = f"{d}/src", f"{d}/img.sqfs"
+        build_tree(src)
+
+        def rewrite_same_bytes():
+            with open(f"{src}/z/pair0_b", "r+b") as f:
+                f.seek(7 * MIB)
+                f.write(ORIGINAL["pair0_b"][7 * MIB:])
+
+        p, _ = run_changing([SQAR, "create", "-q", "-j", "1", src, img], src, rewrite_same_bytes,
+                            trigger_at=("z", "pair0_b"), changed=(), on=IN_ACCESS)
+        assert p.returncode == 0, f"exit {p.returncode}: {p.stderr}"
+        assert f"warning: {src}/z/pair0_b: was written to while being read" in p.stderr, p.stderr
+        out = img + ".out"
+        unsquashfs_extract(img, out)
+        assert open(f"{out}/z/pair0_b", "rb").read() == ORIGINAL["pair0_b"]
+        log(f"ok: {p.stderr.strip()}")
+
+
 def test_directory_vanishing_during_the_scan():
     """A directory removed after its parent was listed and before it is listed itself is left
     out with a warning, as a vanished file is, and the build exits 0 (it failed the build);
@@ -379,5 +403,6 @@ def test_strict():
 if __name__ == "__main__":
     if not hasattr(os, "posix_fadvise"):
         skip("no posix_fadvise")
-    main([test_warm, test_cold, test_reuse, test_during_hashing_pass, test_directory_vanishing_during_the_scan,
+    main([test_warm, test_cold, test_reuse, test_during_hashing_pass, test_duplicate_written_to_during_the_hashing_pass,
+          test_directory_vanishing_during_the_scan,
           test_written_to_between_its_reads, test_written_to_during_its_one_read, test_strict])
