@@ -5,9 +5,12 @@
 // into a ring of `slots` buffers, block g into slot g % slots once block g - slots has been
 // taken; the consumer takes each item, then each of its blocks, in push order. What the
 // consumer sees therefore never depends on the thread count, and memory is bounded: `slots`
-// blocks, at most `max_items` items queued, and no new item while 2 x `slots` blocks wait.
+// blocks, at most `max_items` items queued, no new item while 2 x `slots` blocks wait, and
+// none while the items queued weigh `max_weight` (their paths: a crafted deep image names
+// entries by paths of megabytes) unless the queue is empty.
 // With no worker thread the consumer decodes each block itself when it takes it.
 #pragma once
+#include <algorithm>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -33,10 +36,12 @@ class DecodeAheadQueue {
   // rethrown to the consumer when it takes that block.
   using Decode = std::function<DecodedBlock(const Item& item, uint64_t index, uint8_t* out)>;
 
-  DecodeAheadQueue(size_t block_size, unsigned threads, size_t slots, size_t max_items, Decode decode)
+  DecodeAheadQueue(size_t block_size, unsigned threads, size_t slots, size_t max_items, Decode decode,
+                   size_t max_weight = SIZE_MAX)
       : bs_(block_size),
         slots_(slots < 1 ? 1 : slots),
         max_items_(max_items < 1 ? 1 : max_items),
+        max_weight_(max_weight),
         decode_(std::move(decode)),
         ring_(slots_),
         bytes_(slots_ * block_size) {
@@ -50,11 +55,13 @@ class DecodeAheadQueue {
   DecodeAheadQueue(const DecodeAheadQueue&) = delete;
   DecodeAheadQueue& operator=(const DecodeAheadQueue&) = delete;
 
-  // Producer: queues an item with `blocks` blocks to decode. Waits for room; false once the
-  // queue was stopped (the producer should give up).
-  bool push(Item item, uint64_t blocks) {
+  // Producer: queues an item with `blocks` blocks to decode, weighing `weight` (the bytes it
+  // holds). Waits for room; false once the queue was stopped (the producer should give up).
+  bool push(Item item, uint64_t blocks, size_t weight = 0) {
     std::unique_lock lock(mu_);
-    if (!stopped_ && !(q_.size() < max_items_ && planned_ - taken_ < 2 * slots_)) {
+    const bool room = q_.size() < max_items_ && planned_ - taken_ < 2 * slots_ &&
+                      (q_.empty() || weight <= max_weight_ - std::min(weight_, max_weight_));
+    if (!stopped_ && !room) {
       // Full: wait until half of it was taken, so that producer and consumer do not wake
       // each other for every item.
       producer_waiting_ = true;
@@ -63,8 +70,9 @@ class DecodeAheadQueue {
       producer_waiting_ = false;
     }
     if (stopped_) return false;
-    q_.push_back({std::move(item), blocks, planned_});
+    q_.push_back({std::move(item), blocks, planned_, weight});
     planned_ += blocks;
+    weight_ += weight;
     const bool wake = consumer_waiting_ && worth_waking_consumer();
     lock.unlock();
     if (wake) item_ready_.notify_one();
@@ -150,6 +158,7 @@ class DecodeAheadQueue {
     bool wake_producer;
     {
       std::lock_guard lock(mu_);
+      weight_ -= q_.front().weight;
       q_.pop_front();
       ++popped_;
       front_taken_ = 0;
@@ -163,6 +172,7 @@ class DecodeAheadQueue {
     Item item;
     uint64_t blocks;
     uint64_t first_job;  // number of its first block in the whole sequence
+    size_t weight;
   };
   struct Slot {
     uint64_t job = UINT64_MAX;  // the block held, once decoded
@@ -174,7 +184,9 @@ class DecodeAheadQueue {
   bool worth_waking_consumer() const {
     return q_.size() >= kBatch || (!q_.empty() && (producer_waiting_ || planned_ - taken_ >= slots_));
   }
-  bool has_room_again() const { return q_.size() <= max_items_ / 2 && planned_ - taken_ <= slots_; }
+  bool has_room_again() const {
+    return q_.size() <= max_items_ / 2 && planned_ - taken_ <= slots_ && (q_.empty() || weight_ <= max_weight_ / 2);
+  }
 
   // The block handed out last is no longer needed: its slot may take block job + slots.
   void release_taken() {
@@ -238,12 +250,14 @@ class DecodeAheadQueue {
   const size_t bs_;
   const size_t slots_;
   const size_t max_items_;
+  const size_t max_weight_;
   const Decode decode_;
   std::mutex mu_;
   std::condition_variable room_, item_ready_, work_ready_, block_ready_;
   std::deque<Entry> q_;  // references stay valid across push_back and pop_front
   uint64_t popped_ = 0;  // items popped: the sequence number of q_.front()
   uint64_t planned_ = 0, taken_ = 0;
+  size_t weight_ = 0;  // of the items queued
   uint64_t claim_item_ = 0, claim_block_ = 0;
   uint64_t front_taken_ = 0;
   bool holding_ = false;  // consumer side only

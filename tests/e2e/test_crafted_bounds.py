@@ -174,6 +174,26 @@ def deep_nesting_in_bounded_memory():
                 assert counts["directory"] == depth + 1 and counts["regular"] == depth, counts
 
 
+def long_deep_paths_export_in_bounded_memory():
+    """800 levels of 255-byte names (a 30 KB image) name entries by paths of up to 200 KB.
+    extract --tar queues entries ahead of its writer, each with its path: 1,024 of them took
+    147 MB. The paths queued are bounded too, so the archive (260 MB of pax headers, to
+    /dev/null) is written within the read bound."""
+    depth = 800
+    with tempdir() as tmp:
+        img = Image(block_size=4096, compress_meta=True)
+        leaf = img.file(b"bottom\n")
+        name = "n" * 255
+        node = img.dir({"leaf": leaf})
+        for _ in range(depth - 1):
+            node = img.dir({name: node, "f": leaf})
+        image = write_image(f"{tmp}/long.sqfs", img, img.dir({name: node}))
+        code, out, err, rss = measured([SQAR, "extract", "-q", "--tar", "/dev/null", image])
+        log(f"sqar extract --tar: exit {code}, peak RSS {rss / MIB:.0f} MiB")
+        assert code == 0, err[:500]
+        assert rss <= READ_BOUND, f"sqar extract --tar took {rss / MIB:.0f} MiB for {depth} levels of long names"
+
+
 def deep_nesting_extracts_in_bounded_memory():
     """extract and extract --tar kept the path of every directory leading to the current entry:
     quadratic in the depth (399 MB and 808 MB at 20,000 levels). A 10,000-deep image extracts
@@ -313,5 +333,6 @@ if __name__ == "__main__":
     main([craftfs_is_read_by_unsquashfs_as_by_sqar, xattr_bomb_is_refused_in_bounded_memory,
           sparse_bomb_stat_in_bounded_memory, sparse_bomb_read_in_bounded_memory,
           many_names_of_a_long_block_list_in_bounded_memory, long_block_list_reads_as_stored,
-          deep_nesting_in_bounded_memory, deep_nesting_extracts_in_bounded_memory, symlink_paths_stay_bounded_in_cat, bad_inode_does_not_hide_siblings,
+          deep_nesting_in_bounded_memory, deep_nesting_extracts_in_bounded_memory,
+          long_deep_paths_export_in_bounded_memory, symlink_paths_stay_bounded_in_cat, bad_inode_does_not_hide_siblings,
           other_claimed_counts_are_bounded, mixed_hard_link_group, one_number_for_two_inodes])

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <stdexcept>
@@ -134,6 +135,32 @@ TEST(DecodeAhead, ProducerErrorComesAfterTheItemsBeforeIt) {
     EXPECT_EQ(items, 10);
     producer.join();
   }
+}
+
+// Items weighing 40 (the bytes of their paths) against a bound of 100: however far the
+// consumer lags, the producer never gets more than the bound plus one item ahead; one item
+// heavier than the whole bound still passes when the queue is empty.
+TEST(DecodeAhead, QueuedWeightStaysBounded) {
+  DecodeAheadQueue<Item> q(kBlock, 2, 4, /*max_items=*/1000, fill, /*max_weight=*/100);
+  std::atomic<int> pushed{0};
+  std::thread producer([&] {
+    for (int id = 0; id < 50; ++id)
+      if (!q.push(Item{id, 0}, 0, id == 25 ? 500 : 40))
+        return;
+      else
+        pushed.fetch_add(1);
+    q.close();
+  });
+  int popped = 0;
+  while (Item* it = q.front()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));  // a slow consumer
+    // Queued: at most 100 / 40 + 1 = 3 items of 40 (the front one included).
+    EXPECT_LE(pushed.load() - popped, 3) << "at item " << it->id;
+    q.pop();
+    ++popped;
+  }
+  producer.join();
+  EXPECT_EQ(popped, 50);
 }
 
 TEST(DecodeAhead, ConsumerStoppingEarlyEndsEverything) {
