@@ -298,8 +298,15 @@ class DataPipeline final : public UnitReader {
     });
     if (dirfd < 0) return errno;
     s.xattr_key.clear();
-    const int rc = read.start(dirfd, tree_.name_cstr(n), u.offset, u.len, u.last, s.data, s.changed,
-                              reads_xattrs(u) ? &s.xattrs : nullptr, &s.xattr_key, &s.opened);
+    return start_unit(read, dirfd, tree_.name_cstr(n), s, reads_xattrs(u));
+  }
+
+  // Starts reading s.unit of the file `name` in `dirfd` into the slot: the one way units are
+  // read, so that every slot says whether its range lay in a hole (and so has no bytes).
+  static int start_unit(SourceRead& read, int dirfd, const char* name, ReadSlot& s, bool with_xattrs) {
+    const ReadUnit& u = s.unit;
+    const int rc = read.start(dirfd, name, u.offset, u.len, u.last, s.data, s.changed,
+                              with_xattrs ? &s.xattrs : nullptr, &s.xattr_key, &s.opened);
     s.hole = rc == 0 && read.range_was_hole();
     return rc;
   }
@@ -562,8 +569,7 @@ class DataPipeline final : public UnitReader {
       for (uint64_t off = 0; off < n.size && !skip_[f] && !ended_before(f, off); off += chunk_) {
         s.unit = ReadUnit{f, off, std::min(chunk_, n.size - off), off + chunk_ >= n.size};
         s.changed.clear();
-        s.err = read.start(AT_FDCWD, path.c_str(), off, s.unit.len, s.unit.last, s.data, s.changed, nullptr, nullptr,
-                           &s.opened);
+        s.err = start_unit(read, AT_FDCWD, path.c_str(), s, /*with_xattrs=*/false);
         if (s.err == SourceRead::kReadPending) s.err = read.finish(s.data, s.changed);
         process_unit(s.unit, s);
       }

@@ -268,6 +268,43 @@ def test_duplicate_written_to_during_the_hashing_pass():
         log(f"ok: {p.stderr.strip()}")
 
 
+def test_sparse_duplicate_whose_owner_vanishes():
+    """sp_b is a sparse copy of sp_a (12 MiB, data in the first and last MiB). The hashing
+    pass makes sp_b share sp_a's data; sp_a is deleted before the data pass reads it, so sp_b
+    is read on its own after all, ranges in holes included: it must be stored whole, with its
+    holes, not cut at its first hole as if it had shrunk."""
+    with tempdir(prefix=os.path.join(os.getcwd(), "sqar-live-")) as d:
+        content = bytearray(12 * MIB)
+        content[:MIB] = pseudo_random(MIB, 31)
+        content[11 * MIB:] = pseudo_random(MIB, 32)
+        for attempt in range(1, 4):
+            src, img = f"{d}/src{attempt}", f"{d}/img{attempt}.sqfs"
+            write(f"{src}/a/first", b"the first file of the data pass\n")
+            for i in range(3000):  # what the data pass reads between the trigger and sp_a
+                write(f"{src}/m/{i % 30}/f{i}", pseudo_random(200 + i % 700, 2000 + i))
+            os.makedirs(f"{src}/z")
+            for name in ("sp_a", "sp_b"):
+                with open(f"{src}/z/{name}", "wb") as f:
+                    f.write(content[:MIB])
+                    f.seek(11 * MIB)
+                    f.write(content[11 * MIB:])
+            p, valid = run_changing([SQAR, "create", "-q", "-j", "2", src, img], src,
+                                    lambda: os.unlink(f"{src}/z/sp_a"), changed=("sp_a",))
+            if valid:
+                break
+            log(f"try {attempt}: sqar had opened sp_a again before it stopped; trying again")
+        else:
+            raise AssertionError("in 3 tries sqar always reached sp_a before it could be stopped")
+        assert p.returncode == 0, f"exit {p.returncode}: {p.stderr}"
+        assert "shrank" not in p.stderr, p.stderr
+        out = img + ".out"
+        unsquashfs_extract(img, out)
+        assert not os.path.exists(f"{out}/z/sp_a")
+        assert open(f"{out}/z/sp_b", "rb").read() == bytes(content), "sp_b: not stored whole"
+        run([SQAR, "verify", img])
+        log(f"ok: the sparse duplicate is stored whole once its owner vanished: {p.stderr.strip()}")
+
+
 def test_directory_vanishing_during_the_scan():
     """A directory removed after its parent was listed and before it is listed itself is left
     out with a warning, as a vanished file is, and the build exits 0 (it failed the build);
@@ -404,5 +441,6 @@ if __name__ == "__main__":
     if not hasattr(os, "posix_fadvise"):
         skip("no posix_fadvise")
     main([test_warm, test_cold, test_reuse, test_during_hashing_pass, test_duplicate_written_to_during_the_hashing_pass,
+          test_sparse_duplicate_whose_owner_vanishes,
           test_directory_vanishing_during_the_scan,
           test_written_to_between_its_reads, test_written_to_during_its_one_read, test_strict])
