@@ -209,9 +209,9 @@ class DataPipeline final : public UnitReader {
       locs_[f].hash = prehash_[f];
       if (!share_if_duplicate(f, n.size, prehash_[f])) {
         look_up_reuse(f, n.size, prehash_[f]);
-      } else if (opened[k].written_during_read) {
+      } else {
         // A duplicate is stored as this pass read it (the data pass does not read it again).
-        file_changed(f, "was written to while being read", "stored what was read, which may mix its versions");
+        warn_changed_during_read(f, opened[k].written_during_read, opened[k].changed_during_read);
       }
     }
   }
@@ -358,17 +358,15 @@ class DataPipeline final : public UnitReader {
         return;
       }
       // Written to in place while a unit was read, or between two of its units (as tar says,
-      // "file changed as we read it"): what is stored may mix two versions. A read that saw
-      // the file grow or shrink is named so below instead.
-      const bool between_units = u.offset != 0 && (s.opened.ctime.tv_sec != first_open_.ctime.tv_sec ||
-                                                   s.opened.ctime.tv_nsec != first_open_.ctime.tv_nsec);
-      if (s.changed.empty()) {
-        if (between_units || s.opened.written_during_read)
-          file_changed(f, "was written to while being read", "stored what was read, which may mix its versions");
-        else if (s.opened.changed_during_read)
-          file_changed(f, "had its mode, owner or links changed while being read",
-                       "stored the attributes it had when opened");
-      }
+      // "file changed as we read it"): what is stored may mix two versions. Only its mode,
+      // owner or links changed when the ctime moved but not the mtime. A read that saw the
+      // file grow or shrink is named so below instead.
+      const bool later_unit = u.offset != 0;
+      const bool written =
+          s.opened.written_during_read || (later_unit && time_moved(s.opened.mtime_exact, first_open_.mtime_exact));
+      const bool changed =
+          s.opened.changed_during_read || (later_unit && time_moved(s.opened.ctime, first_open_.ctime));
+      if (s.changed.empty()) warn_changed_during_read(f, written, changed);
     }
     // A file stores what was read of its first n.size bytes (the size the scan saw): all of
     // them when it grew, up to where it ends now when it shrank.
@@ -467,6 +465,15 @@ class DataPipeline final : public UnitReader {
     const std::string path = tree_.path_of(node_of(f));
     if (opt_.strict) throw Error(path + ": " + what + " (--strict)");
     if (warned_.insert(f).second && opt_.warn) opt_.warn(path + ": " + what + "; " + stored);
+  }
+  // A file whose times moved while it was read: written to (what is stored may mix two
+  // versions), or only its mode, owner or links changed (it keeps those of the open).
+  void warn_changed_during_read(uint32_t f, bool written, bool changed) {
+    if (written)
+      file_changed(f, "was written to while being read", "stored what was read, which may mix its versions");
+    else if (changed)
+      file_changed(f, "had its mode, owner or links changed while being read",
+                   "stored the attributes it had when opened");
   }
   void grew(uint32_t f) {
     const std::string size = std::to_string(node_of(f).size);

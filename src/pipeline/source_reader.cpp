@@ -53,11 +53,10 @@ int open_failure(int fd) { return fd == kNotRegularFile ? kNotRegularFile : errn
 // file rewritten in place at the same size), which the read itself cannot see: the times the
 // file had when opened are compared with its times now.
 void note_changes_since_open(int fd, const timespec& ctime, const timespec& mtime, OpenedFile& o) {
-  auto moved = [](const timespec& a, const timespec& b) { return a.tv_sec != b.tv_sec || a.tv_nsec != b.tv_nsec; };
   struct stat now;
   if (fstat(fd, &now) != 0) return;
-  o.changed_during_read = moved(now.st_ctim, ctime);
-  o.written_during_read = moved(now.st_mtim, mtime);
+  o.changed_during_read = time_moved(now.st_ctim, ctime);
+  o.written_during_read = time_moved(now.st_mtim, mtime);
 }
 
 OpenedFile opened_file(const struct stat& st) {
@@ -67,6 +66,7 @@ OpenedFile opened_file(const struct stat& st) {
   o.uid = st.st_uid;
   o.gid = st.st_gid;
   o.mtime = int64_t(st.st_mtim.tv_sec);
+  o.mtime_exact = st.st_mtim;
   o.ctime = st.st_ctim;
   return o;
 }

@@ -24,13 +24,17 @@ struct OpenedFile {
   mode_t mode = 0;
   uint32_t uid = 0, gid = 0;
   int64_t mtime = 0;
-  timespec ctime{};
+  timespec mtime_exact{}, ctime{};  // to compare: a write moves both, a chmod only the ctime
   // The file's ctime moved between the open and the end of the read, as tar checks ("file
   // changed as we read it"): it was written to (its mtime moved too, and the bytes read may
   // mix two versions), or only its mode, owner or links changed.
   bool changed_during_read = false;
   bool written_during_read = false;
 };
+
+inline bool time_moved(const timespec& now, const timespec& then) {
+  return now.tv_sec != then.tv_sec || now.tv_nsec != then.tv_nsec;
+}
 
 // Reads [offset, offset+len) of the file `name` in the directory open as `dirfd` (AT_FDCWD and
 // a path work too) into `out`. When `expect_eof` the file must end exactly there (one extra byte

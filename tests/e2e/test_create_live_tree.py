@@ -379,6 +379,30 @@ def test_written_to_between_its_reads():
         log(f"ok: {line}")
 
 
+def test_mode_changed_between_its_reads():
+    """As above, but the file is only chmod-ed between its units: its ctime moves and its mtime
+    does not, so the warning names a change of mode, owner or links, not a write."""
+    with tempdir(prefix=os.path.join(os.getcwd(), "sqar-live-")) as d:
+        content = b"".join(b"log line %09d of a file chmod-ed\n" % i for i in range(1_900_000))
+        units = (len(content) + MIB - 1) // MIB
+        for attempt in range(1, 6):
+            src, img = f"{d}/src{attempt}", f"{d}/img{attempt}.sqfs"
+            write(f"{src}/z/torn", content, mode=0o644)
+            p, _ = run_changing([SQAR, "create", "-q", "-j", "2", "-l", "15", src, img], src,
+                                lambda: os.chmod(f"{src}/z/torn", 0o600), trigger_at=("z", "torn"), changed=(),
+                                on=IN_ACCESS)
+            if p.trigger_opens < units:
+                break
+            log(f"try {attempt}: all {units} units were opened before sqar stopped; trying again")
+        else:
+            raise AssertionError(f"in 5 tries sqar always opened all {units} units before it could be stopped")
+        line = f"warning: {src}/z/torn: had its mode, owner or links changed while being read"
+        assert p.returncode == 0 and line in p.stderr, (p.returncode, p.trigger_opens, p.stderr)
+        assert "written to" not in p.stderr, p.stderr
+        run([SQAR, "verify", img])
+        log(f"ok: {p.stderr.strip()}")
+
+
 def test_written_to_during_its_one_read():
     """A file of one read unit (under 1 MiB) rewritten in place while sqar reads it: same size,
     same inode, so only its ctime, checked again after the read, tells. The file is evicted from
@@ -443,4 +467,5 @@ if __name__ == "__main__":
     main([test_warm, test_cold, test_reuse, test_during_hashing_pass, test_duplicate_written_to_during_the_hashing_pass,
           test_sparse_duplicate_whose_owner_vanishes,
           test_directory_vanishing_during_the_scan,
-          test_written_to_between_its_reads, test_written_to_during_its_one_read, test_strict])
+          test_written_to_between_its_reads, test_mode_changed_between_its_reads,
+          test_written_to_during_its_one_read, test_strict])
