@@ -10,8 +10,8 @@ import os
 import struct
 import subprocess
 
-from boundslib import (MIB, READ_BOUND, bad_sibling_image, deep_image, measured, measured_head, sparse_bomb_image,
-                       write_image, xattr_bomb_image)
+from boundslib import (MIB, READ_BOUND, SANITIZED, bad_sibling_image, deep_image, measured, measured_head,
+                       sparse_bomb_image, write_image, xattr_bomb_image)
 from craftfs import CHRDEV, FILE, SYMLINK, Image
 from sqartest import SQAR, compare_trees, log, main, need_tool, run, tempdir
 
@@ -191,7 +191,11 @@ def long_deep_paths_export_in_bounded_memory():
         code, out, err, rss = measured([SQAR, "extract", "-q", "--tar", "/dev/null", image])
         log(f"sqar extract --tar: exit {code}, peak RSS {rss / MIB:.0f} MiB")
         assert code == 0, err[:500]
-        assert rss <= READ_BOUND, f"sqar extract --tar took {rss / MIB:.0f} MiB for {depth} levels of long names"
+        # Under ASan freed chunks stay with their size class, and these paths (and libarchive's
+        # pax headers holding them) come in hundreds of sizes: 160 MiB there for the 33 MiB a
+        # normal build holds (147 MiB before the bound).
+        bound = 2 * READ_BOUND if SANITIZED else READ_BOUND
+        assert rss <= bound, f"sqar extract --tar took {rss / MIB:.0f} MiB for {depth} levels of long names"
 
 
 def deep_nesting_extracts_in_bounded_memory():
