@@ -146,14 +146,20 @@ def check_listener_groups(sqarfs, img, mnt, src, contents, not_checked):
         if spinning:
             failures.append(f"listener groups: extra listeners {sorted(spinning)} were running in most of {looks} "
                             f"looks over a second after a single client's walk (they should sleep)")
-    with ForegroundMount([sqarfs, img, mnt], mnt) as m:
-        if not m.mounted:
-            return failures + [f"listener groups: did not mount: {m.stderr[-500:]}"]
-        extra = [t for t, c in wait_for_pinned_groups(m.proc.pid, cpus).items() if c != cpus[0]]
-        before = context_switches(m.proc.pid, extra)
-        errs = hammer(mnt, contents, threads=8, reads=100)
-        several = context_switches(m.proc.pid, extra) - before
-        failures += [f"listener groups, 8 clients: {e}" for e in errs]
+    # The gate calls the extra groups when requests queue up. On a machine busy with other
+    # tests (and slowed by TSan) eight clients may not queue enough in one round: up to three
+    # rounds, each on a fresh mount (a second round on one mount would read the page cache).
+    for _ in range(3):
+        with ForegroundMount([sqarfs, img, mnt], mnt) as m:
+            if not m.mounted:
+                return failures + [f"listener groups: did not mount: {m.stderr[-500:]}"]
+            extra = [t for t, c in wait_for_pinned_groups(m.proc.pid, cpus).items() if c != cpus[0]]
+            before = context_switches(m.proc.pid, extra)
+            errs = hammer(mnt, contents, threads=8, reads=100)
+            several = context_switches(m.proc.pid, extra) - before
+            failures += [f"listener groups, 8 clients: {e}" for e in errs]
+        if several > 0 or errs:
+            break
     print(f"listener groups: pinned {pins}; extra listeners slept {sleeps} times during a walk of {seen} entries "
           f"by one client, running afterwards: {sorted(spinning) or 'none'}; {several} context switches of theirs "
           f"while 8 clients read")
