@@ -57,3 +57,20 @@ def write_report(lines, out=None):
     if out:
         with open(out, "w") as f:
             f.write(text)
+
+
+def add_ab_arguments(parser, repo_dir):
+    """The options of the two-builds benchmarks (create_ab.py, diff_ab.py)."""
+    parser.add_argument("--before", required=True, help="the sqar binary to compare against")
+    parser.add_argument("--after", default=os.path.join(repo_dir, "build", "tools", "sqar"))
+    parser.add_argument("--sets", default="ports,log")
+    parser.add_argument("--scale", type=float, default=0.3)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--gen-data")
+    parser.add_argument("--out")
+
+
+def ab_builds(args):
+    """{"before": path, "after": path} of the two builds, as absolute paths."""
+    return {"before": os.path.abspath(args.before), "after": os.path.abspath(args.after)}
+

@@ -26,21 +26,15 @@ CONFIGS = {label: (codec, level) for label, codec, level in run.CONFIGS}  # as b
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--before", required=True, help="the sqar binary to compare against")
-    p.add_argument("--after", default=os.path.join(run.REPO_DIR, "build", "tools", "sqar"))
-    p.add_argument("--sets", default="ports,log")
-    p.add_argument("--scale", type=float, default=0.3)
+    benchlib.add_ab_arguments(p, run.REPO_DIR)
     p.add_argument("--configs", default="zstd-15,zstd-3")
-    p.add_argument("--runs", type=int, default=5)
-    p.add_argument("--gen-data")
     p.add_argument("--identical", action="store_true", help="fail unless both builds write the same bytes")
-    p.add_argument("--out")
     args = p.parse_args()
     os.environ["SOURCE_DATE_EPOCH"] = "1700000000"
     gen = run.find_gen_data(args)
     work = os.path.join(run.WORK_DIR, "create_ab")
     os.makedirs(work, exist_ok=True)
-    builds = {"before": os.path.abspath(args.before), "after": os.path.abspath(args.after)}
+    builds = benchlib.ab_builds(args)
     lines = ["# sqar create: two builds side by side", "",
              f"before: `{builds['before']}`; after: `{builds['after']}`; scale {args.scale:g}, "
              f"{args.runs} interleaved rounds, all cores, 128 KiB blocks.", "",

@@ -47,25 +47,30 @@ const char kHelp[] =
     "\n" SQAR_STDIN_IMAGE_HELP
     "\n"
     "Exit status: 0 when they are equal, 1 when they differ, 2 on errors or bad usage. A file\n"
-    "that cannot be read is named after the differences found elsewhere, which are still\n"
-    "printed, and makes the status 2.\n";
+    "that cannot be read is named on standard error where the walk meets it; the comparison\n"
+    "goes on, and the status is 2.\n";
 
-// The lines are "- PATH", "+ PATH" and "M PATH: DETAIL" (tree_compare.h); PATH is known, so
-// DETAIL is what follows it even when a name contains ": ".
-void print_json(const std::vector<ops::Difference>& differences) {
-  std::string out = "[";
-  for (size_t i = 0; i < differences.size(); ++i) {
-    const ops::Difference& d = differences[i];
+// One JSON object per difference, printed as it comes. The lines are "- PATH", "+ PATH" and
+// "M PATH: DETAIL" (tree_compare.h); PATH is known, so DETAIL is what follows it even when a
+// name contains ": ".
+class JsonArrayPrinter {
+ public:
+  void print(const ops::Difference& d) {
     const char kind = d.line.empty() ? '?' : d.line[0];
     const char* change = kind == '-' ? "only_in_image" : kind == '+' ? "only_in_dir" : "modified";
-    out += std::string(i ? ",\n" : "\n") + "{\"change\": \"" + change + "\", \"path\": \"" + json_escape(d.path) + "\"";
+    std::string out = std::string(printed_ ? ",\n" : "[\n") + "{\"change\": \"" + change + "\", \"path\": \"" +
+                      json_escape(d.path) + "\"";
     const size_t detail = 2 + d.path.size() + 2;
     if (kind == 'M' && d.line.size() >= detail) out += ", \"detail\": \"" + json_escape(d.line.substr(detail)) + "\"";
     out += "}";
+    std::fputs(out.c_str(), stdout);
+    printed_ = true;
   }
-  out += differences.empty() ? "]\n" : "\n]\n";
-  std::fputs(out.c_str(), stdout);
-}
+  void finish() { std::fputs(printed_ ? "\n]\n" : "[]\n", stdout); }
+
+ private:
+  bool printed_ = false;
+};
 
 int diff_main(int argc, char** argv) {
   return run_guarded(
@@ -104,21 +109,25 @@ int diff_main(int argc, char** argv) {
         if (quiet && json) throw UsageError("--quiet prints nothing, so --json does not apply");
         std::string image_path = argv[optind], root = argv[optind + 1];
         auto image = open_image(image_path, offset, streaming_cache_bytes(opt.jobs));
-        const ops::CompareResult result = ops::compare_image_with_tree(*image, root, opt);
-        // The differences found are printed even when some files could not be compared (as
-        // diff -r goes on past an unreadable file); those make the status 2.
-        if (quiet) {
-          // Only the exit status.
-        } else if (json) {
-          print_json(result.differences);
-        } else {
-          for (const auto& d : result.differences) std::printf("%s\n", escape_name(d.line).c_str());
-        }
+        // Differences go to standard output and files that could not be compared to standard
+        // error as the walk finds them, in path order; the comparison goes on past the
+        // latter (as diff -r does), which make the status 2.
+        JsonArrayPrinter json_printer;
+        ops::CompareReport report_to;
+        if (json)
+          report_to.difference = [&](const ops::Difference& d) { json_printer.print(d); };
+        else if (!quiet)
+          report_to.difference = [](const ops::Difference& d) { std::printf("%s\n", escape_name(d.line).c_str()); };
+        report_to.error = [&](const std::string& message) {
+          std::fflush(stdout);
+          report("diff", image_path, message);
+        };
+        const ops::CompareCounts counts = ops::compare_image_with_tree(*image, root, opt, report_to);
+        if (json) json_printer.finish();
         std::fflush(stdout);
-        for (const auto& e : result.errors) report("diff", image_path, e);
-        if (quiet && !result.differences.empty()) return 1;  // answered, whatever else failed
-        if (!result.errors.empty()) return 2;
-        return result.differences.empty() ? 0 : 1;
+        if (quiet && counts.differences > 0) return 1;  // answered, whatever else failed
+        if (counts.errors > 0) return 2;
+        return counts.differences > 0 ? 1 : 0;
       },
       2);
 }

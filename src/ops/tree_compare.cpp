@@ -7,11 +7,13 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <memory>
-#include <mutex>
+#include <optional>
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
@@ -53,10 +55,6 @@ std::string quote_value(const std::string& v) {
   return out + "\"";
 }
 
-std::string child_path(const std::string& dir, std::string_view name) {
-  return dir == "." ? std::string(name) : dir + "/" + std::string(name);
-}
-
 // The content of the file at `path` (below the root open in `dirs`) against the image's; true
 // when equal. The sizes are known to match. Throws naming `shown` on read errors.
 bool same_content(reader::Image& image, reader::InodeRef ref, DirStack& dirs, const std::string& path,
@@ -92,119 +90,245 @@ bool same_content(reader::Image& image, reader::InodeRef ref, DirStack& dirs, co
   return true;
 }
 
+// Walks image and tree together in path order. What it finds is held in order until a batch
+// is full (kBatchChecks contents to compare, or kBatchBytes of paths and lines), then the
+// batch's contents are compared in parallel and the batch is reported. Memory is bounded by
+// the batch, not by the output: a crafted image's hundreds of megabytes of paths pass through
+// it a batch at a time.
 class TreeComparer {
  public:
+  static constexpr size_t kBatchChecks = 4096, kBatchBytes = 16 << 20;
+
   // root ends with '/'.
-  TreeComparer(reader::Image& image, const Tree& tree, const std::string& root, const CompareOptions& opt)
+  TreeComparer(reader::Image& image, const Tree& tree, const std::string& root, const CompareOptions& opt,
+               const CompareReport& report)
       : image_(image),
         tree_(tree),
         root_(root),
         opt_(opt),
+        report_(report),
         unlisted_(tree.unlisted_dirs.begin(), tree.unlisted_dirs.end()) {}
 
-  CompareResult run() {
+  CompareCounts run() {
+    root_fd_ = ::open(root_.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (root_fd_ < 0) throw Error(errno_message(root_, errno));
+    struct CloseFd {
+      int fd;
+      ~CloseFd() { ::close(fd); }
+    } closer{root_fd_};
+    for (unsigned w = 0; w < std::max(1u, opt_.jobs); ++w) dirs_.push_back(std::make_unique<DirStack>(root_fd_));
     walk();
-    compare_contents();
-    // Lines were found directory by directory; users read them sorted by path (stable: a
-    // path's metadata lines stay before its content line).
-    std::stable_sort(result_.differences.begin(), result_.differences.end(),
-                     [](const Difference& a, const Difference& b) { return a.path < b.path; });
-    return std::move(result_);
+    flush();
+    return counts_;
   }
 
  private:
   enum class Side { both, image_only, disk_only };
-  struct DirPair {
-    std::string path;
+
+  // A directory whose own entries are still to be walked. They come when the path `key`
+  // ("name/") sorts next among its parent's entries: "a-c" is walked before "a/b".
+  struct Below {
+    std::string key;          // the directory's name followed by '/'; "" for the root
     reader::Inode image_dir;  // unless disk_only
     uint32_t node = kNoNode;  // unless image_only
     Side side = Side::both;
   };
-  struct ContentCheck {
-    reader::InodeRef ref;
+  static constexpr size_t kNone = SIZE_MAX;
+  struct Pair {
+    size_t image = kNone;     // index in the frame's image_entries; kNone: only on disk
+    uint32_t node = kNoNode;  // kNoNode: only in the image
+  };
+  // An open directory of the walk. Only the directories of one branch are open at a time.
+  struct Frame {
+    size_t parent_path_length = 0;  // path_'s length before this directory's name was added
+    std::vector<reader::DirEntry> image_entries;
+    std::vector<Pair> pairs;  // sorted by name
+    size_t next = 0;
+    std::deque<Below> below;  // sorted by key; entries arrive in name order, so mostly appended
+  };
+  // Something the walk found, held until its batch is reported.
+  struct Found {
+    enum class Kind : uint8_t { difference, error, content_same, content_differs, content_unreadable } kind;
     std::string path;
+    std::string text;          // the line, or the error message
+    reader::InodeRef ref = 0;  // content_*: what to compare (the outcome is set by the batch)
   };
 
-  void differ(const std::string& path, std::string line) { result_.differences.push_back({path, std::move(line)}); }
+  bool answered() const { return opt_.stop_at_first_difference && counts_.differences > 0; }
 
-  // Every directory of the image is entered once: a second visit means the directory graph
-  // loops (or shares a directory), which a walk must not follow.
-  void enter_image_dir(const std::string& path, reader::Inode dir, uint32_t node, Side side) {
-    if (!image_dirs_seen_.insert(dir.ref).second)
-      throw Error(image_.path() + ": directory " + path + " appears twice in the directory tree (a loop)");
-    pending_.push_back({path, std::move(dir), node, side});
+  void hold(Found f) {
+    batch_bytes_ += f.path.size() + f.text.size() + sizeof(Found);
+    batch_.push_back(std::move(f));
+    if (batch_bytes_ >= kBatchBytes || batch_checks_ >= kBatchChecks) flush();
   }
 
-  bool answered() const { return opt_.stop_at_first_difference && !result_.differences.empty(); }
+  void differ(const std::string& path, std::string line) {
+    if (opt_.stop_at_first_difference) {  // nothing is printed; the first one answers
+      ++counts_.differences;
+      return;
+    }
+    hold({Found::Kind::difference, path, std::move(line)});
+  }
+
+  void error(std::string message) { hold({Found::Kind::error, {}, std::move(message)}); }
+
+  void content_checked(const std::string& path, reader::InodeRef ref) {
+    ++batch_checks_;
+    hold({Found::Kind::content_same, path, {}, ref});
+  }
+
+  // Compares the batch's contents in parallel, then reports the batch in order.
+  void flush() {
+    std::vector<size_t> checks;
+    for (size_t i = 0; i < batch_.size(); ++i)
+      if (batch_[i].kind == Found::Kind::content_same) checks.push_back(i);
+    std::atomic<bool> any_differ{false};
+    parallel_for(checks.size(), std::max(1u, opt_.jobs), [&](size_t k, unsigned w) {
+      if (opt_.stop_at_first_difference && any_differ.load(std::memory_order_relaxed)) return;
+      Found& f = batch_[checks[k]];  // each task writes its own element
+      try {
+        if (!same_content(image_, f.ref, *dirs_[w], f.path, root_ + f.path)) {
+          f.kind = Found::Kind::content_differs;
+          any_differ = true;
+        }
+      } catch (const std::exception& e) {
+        f.kind = Found::Kind::content_unreadable;
+        f.text = e.what();
+      }
+    });
+    for (Found& f : batch_) {
+      switch (f.kind) {
+        case Found::Kind::difference: report_difference(f.path, f.text); break;
+        case Found::Kind::content_differs: report_difference(f.path, "M " + f.path + ": content differs"); break;
+        case Found::Kind::error:
+        case Found::Kind::content_unreadable:
+          ++counts_.errors;
+          if (report_.error) report_.error(f.text);
+          break;
+        case Found::Kind::content_same: break;
+      }
+    }
+    batch_.clear();
+    batch_bytes_ = batch_checks_ = 0;
+  }
+
+  void report_difference(const std::string& path, const std::string& line) {
+    ++counts_.differences;
+    if (report_.difference && !opt_.stop_at_first_difference) report_.difference({path, line});
+  }
+
+  std::string_view name_of(uint32_t node) const { return tree_.name(tree_.nodes[node]); }
+  std::string_view name_of(const Frame& f, const Pair& p) const {
+    return p.image != kNone ? std::string_view(f.image_entries[p.image].name) : name_of(p.node);
+  }
 
   void walk() {
-    compare_entry(".", image_.root(), 0);
-    while (!pending_.empty() && !answered()) {
-      DirPair d = std::move(pending_.back());
-      pending_.pop_back();
-      if (d.side != Side::image_only && unlisted(d.node)) continue;
-      switch (d.side) {
-        case Side::both: merge_directory(d); break;
-        case Side::image_only:
-          for (const auto& e : image_.read_dir(d.image_dir)) only_in_image(child_path(d.path, e.name), e);
-          break;
-        case Side::disk_only:
-          for (uint32_t c : tree_.children(tree_.nodes[d.node]))
-            if (!tree_.nodes[c].omitted) only_on_disk(child_path(d.path, name_of(c)), c);
-          break;
+    std::vector<Frame> stack;
+    const std::string root_path = ".";
+    if (auto below = compare_entry(root_path, image_.root(), 0)) open_directory(stack, std::move(*below));
+    while (!stack.empty() && !answered()) {
+      Frame& f = stack.back();
+      const bool entries_left = f.next < f.pairs.size();
+      if (!f.below.empty() && (!entries_left || std::string_view(f.below.front().key) < name_of(f, f.pairs[f.next]))) {
+        Below b = std::move(f.below.front());
+        f.below.pop_front();
+        open_directory(stack, std::move(b));  // f is not used after this
+        continue;
+      }
+      if (!entries_left) {
+        path_.resize(f.parent_path_length);
+        stack.pop_back();
+        continue;
+      }
+      const Pair p = f.pairs[f.next++];
+      const size_t length = path_.size();
+      if (!path_.empty()) path_ += '/';
+      path_ += name_of(f, p);
+      std::optional<Below> below = walk_entry(p.image == kNone ? nullptr : &f.image_entries[p.image], p.node);
+      path_.resize(length);
+      if (below) {
+        auto at = std::upper_bound(f.below.begin(), f.below.end(), below->key,
+                                   [](const std::string& key, const Below& b) { return key < b.key; });
+        f.below.insert(at, std::move(*below));
       }
     }
   }
 
-  std::string_view name_of(uint32_t node) const { return tree_.name(tree_.nodes[node]); }
+  // Lists the directory `b` on both sides and pairs its entries, as the next frame.
+  void open_directory(std::vector<Frame>& stack, Below b) {
+    Frame f;
+    f.parent_path_length = path_.size();
+    if (!b.key.empty()) {
+      if (!path_.empty()) path_ += '/';
+      path_.append(b.key, 0, b.key.size() - 1);
+    }
+    if (b.side != Side::image_only && unlisted(b.node)) {
+      path_.resize(f.parent_path_length);
+      return;
+    }
+    if (b.side != Side::disk_only) f.image_entries = image_.read_dir(b.image_dir);
+    std::vector<uint32_t> disk;
+    if (b.side != Side::image_only)
+      for (uint32_t c : tree_.children(tree_.nodes[b.node]))
+        if (!tree_.nodes[c].omitted) disk.push_back(c);  // vanished while the tree was scanned
+    // Both list entries sorted by name in byte order (SquashFS requires it of the image; the
+    // scanner sorts the same way), so one pass pairs them.
+    size_t i = 0, j = 0;
+    while (i < f.image_entries.size() || j < disk.size()) {
+      const int order = i == f.image_entries.size() ? 1
+                        : j == disk.size()          ? -1
+                                           : std::string_view(f.image_entries[i].name).compare(name_of(disk[j]));
+      if (order < 0)
+        f.pairs.push_back({i++, kNoNode});
+      else if (order > 0)
+        f.pairs.push_back({kNone, disk[j++]});
+      else
+        f.pairs.push_back({i++, disk[j++]});
+    }
+    stack.push_back(std::move(f));
+  }
+
+  // path_ is the entry's path. Returns the directory to walk below it, if any.
+  // `image` is null for an entry only on disk, `node` kNoNode for one only in the image.
+  std::optional<Below> walk_entry(const reader::DirEntry* image, uint32_t node) {
+    if (!image) {
+      differ(path_, "+ " + path_);
+      if (S_ISDIR(tree_.nodes[node].mode)) return disk_dir(node);
+      return std::nullopt;
+    }
+    if (node == kNoNode) {
+      differ(path_, "- " + path_);
+      if (image->kind == reader::FileKind::directory) return image_dir(image_.read_inode(image->inode_ref));
+      return std::nullopt;
+    }
+    return compare_entry(path_, image_.read_inode(image->inode_ref, /*with_blocks=*/false), node);
+  }
+
+  // Every directory of the image is entered once: a second visit means the directory graph
+  // loops (or shares a directory), which a walk must not follow.
+  Below image_dir(reader::Inode dir, uint32_t node = kNoNode, Side side = Side::image_only) {
+    if (!image_dirs_seen_.insert(dir.ref).second)
+      throw Error(image_.path() + ": directory " + (path_.empty() ? "." : path_) +
+                  " appears twice in the directory tree (a loop)");
+    return {key_of_path(), std::move(dir), node, side};
+  }
+
+  Below disk_dir(uint32_t node) { return {key_of_path(), {}, node, Side::disk_only}; }
+
+  // The key of the entry at path_ among its parent's entries: its name and a '/'.
+  std::string key_of_path() const {
+    if (path_.empty()) return {};
+    const size_t slash = path_.rfind('/');
+    return path_.substr(slash == std::string::npos ? 0 : slash + 1) + '/';
+  }
 
   // A directory on disk that could not be listed: what it holds is unknown, not absent, so
   // none of the image's entries below it is reported missing; it is named as an error.
   bool unlisted(uint32_t node) {
     const auto it = unlisted_.find(node);
     if (it == unlisted_.end()) return false;
-    result_.errors.push_back(it->second + " (its entries were not compared)");
+    error(it->second + " (its entries were not compared)");
     return true;
-  }
-
-  // Both list entries sorted by name in byte order (SquashFS requires it of the image; the
-  // scanner sorts the same way), so one pass pairs them.
-  void merge_directory(const DirPair& d) {
-    const std::vector<reader::DirEntry> entries = image_.read_dir(d.image_dir);
-    auto children = tree_.children(tree_.nodes[d.node]);
-    auto disk = children.begin();
-    size_t i = 0;
-    while (true) {
-      // A directory that vanished while the tree was scanned is not on disk any more.
-      while (disk != children.end() && tree_.nodes[*disk].omitted) ++disk;
-      if (i == entries.size() && disk == children.end()) break;
-      const int order = i == entries.size()      ? 1
-                        : disk == children.end() ? -1
-                                                 : std::string_view(entries[i].name).compare(name_of(*disk));
-      if (order < 0) {
-        only_in_image(child_path(d.path, entries[i].name), entries[i]);
-        ++i;
-      } else if (order > 0) {
-        only_on_disk(child_path(d.path, name_of(*disk)), *disk);
-        ++disk;
-      } else {
-        const std::string path = child_path(d.path, entries[i].name);
-        compare_entry(path, image_.read_inode(entries[i].inode_ref, /*with_blocks=*/false), *disk);
-        ++i;
-        ++disk;
-      }
-    }
-  }
-
-  void only_in_image(const std::string& path, const reader::DirEntry& e) {
-    differ(path, "- " + path);
-    if (e.kind == reader::FileKind::directory)
-      enter_image_dir(path, image_.read_inode(e.inode_ref), kNoNode, Side::image_only);
-  }
-
-  void only_on_disk(const std::string& path, uint32_t node) {
-    differ(path, "+ " + path);
-    if (S_ISDIR(tree_.nodes[node].mode)) pending_.push_back({path, {}, node, Side::disk_only});
   }
 
   // A hard link's attributes live on the node that owns its inode.
@@ -214,18 +338,19 @@ class TreeComparer {
     return tree_.nodes[owner];
   }
 
-  void compare_entry(const std::string& path, const reader::Inode& ino, uint32_t node) {
+  std::optional<Below> compare_entry(const std::string& path, const reader::Inode& ino, uint32_t node) {
     uint32_t owner;
     const Node& n = owner_of(node, owner);
     const std::string M = "M " + path + ": ";
     if ((ino.mode & S_IFMT) != (n.mode & S_IFMT)) {
       differ(path, M + "type " + type_word(ino.mode) + " != " + type_word(n.mode));
       // What lies below the side that is a directory exists only there.
-      if (ino.is_dir()) enter_image_dir(path, ino, kNoNode, Side::image_only);
-      if (S_ISDIR(n.mode)) pending_.push_back({path, {}, node, Side::disk_only});
-      return;
+      if (ino.is_dir()) return image_dir(ino);
+      if (S_ISDIR(n.mode)) return disk_dir(node);
+      return std::nullopt;
     }
-    if (ino.is_dir()) enter_image_dir(path, ino, node, Side::both);
+    std::optional<Below> below;
+    if (ino.is_dir()) below = image_dir(ino, node, Side::both);
     if (!ino.is_symlink() && (ino.mode & 07777) != (n.mode & 07777))
       differ(path, M + "mode " + octal_mode(ino.mode) + " != " + octal_mode(n.mode));
     if (opt_.owners && ino.uid != n.uid)
@@ -238,7 +363,7 @@ class TreeComparer {
       if (ino.size != n.size)
         differ(path, M + "size " + std::to_string(ino.size) + " != " + std::to_string(n.size));
       else if (ino.size > 0)
-        content_checks_.push_back({ino.ref, path});
+        content_checked(path, ino.ref);
     } else if (ino.is_symlink()) {
       const std::string target = image_.read_symlink(ino);
       auto it = tree_.symlink_targets.find(owner);
@@ -251,6 +376,7 @@ class TreeComparer {
                          " != " + std::to_string(major) + "," + std::to_string(minor));
     }
     if (opt_.xattrs) compare_xattrs(path, ino, owner);
+    return below;
   }
 
   void compare_xattrs(const std::string& path, const reader::Inode& ino, uint32_t owner) {
@@ -261,7 +387,7 @@ class TreeComparer {
     try {
       for (auto& [k, v] : image_.xattrs(ino)) a[k] = v;
     } catch (const Error& e) {  // damaged or over the bounds: name the entry, compare the rest
-      result_.errors.push_back(path + ": " + e.what());
+      error(path + ": " + e.what());
       return;
     }
     if (disk_has)
@@ -275,52 +401,25 @@ class TreeComparer {
     differ(path, "M " + path + ": xattrs differ (" + names + ")");
   }
 
-  void compare_contents() {
-    if (answered()) return;
-    const int root_fd = ::open(root_.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (root_fd < 0) throw Error(errno_message(root_, errno));
-    struct CloseFd {
-      int fd;
-      ~CloseFd() { ::close(fd); }
-    } closer{root_fd};
-    const unsigned workers = std::max(1u, opt_.jobs);
-    std::vector<std::unique_ptr<DirStack>> dirs;  // DirStack is per thread
-    for (unsigned w = 0; w < workers; ++w) dirs.push_back(std::make_unique<DirStack>(root_fd));
-    std::mutex mu;
-    std::vector<Difference> found;
-    std::atomic<bool> any_found{false};
-    parallel_for(content_checks_.size(), workers, [&](size_t i, unsigned w) {
-      if (opt_.stop_at_first_difference && any_found.load(std::memory_order_relaxed)) return;
-      const ContentCheck& c = content_checks_[i];
-      try {
-        if (!same_content(image_, c.ref, *dirs[w], c.path, root_ + c.path)) {
-          std::lock_guard lock(mu);
-          found.push_back({c.path, "M " + c.path + ": content differs"});
-          any_found = true;
-        }
-      } catch (const std::exception& e) {
-        std::lock_guard lock(mu);
-        result_.errors.push_back(e.what());
-      }
-    });
-    for (auto& f : found) result_.differences.push_back(std::move(f));
-    std::sort(result_.errors.begin(), result_.errors.end());
-  }
-
   reader::Image& image_;
   const Tree& tree_;
   const std::string& root_;
   const CompareOptions& opt_;
-  std::vector<DirPair> pending_;
+  const CompareReport& report_;
   std::unordered_map<uint32_t, std::string> unlisted_;  // node -> why it could not be listed
+  int root_fd_ = -1;
+  std::vector<std::unique_ptr<DirStack>> dirs_;  // one per worker: DirStack is per thread
+  CompareCounts counts_;
+  std::string path_;  // the path of the entry or directory the walk is at ("" is the root)
   std::unordered_set<reader::InodeRef> image_dirs_seen_;
-  std::vector<ContentCheck> content_checks_;
-  CompareResult result_;
+  std::vector<Found> batch_;  // in path order
+  size_t batch_bytes_ = 0, batch_checks_ = 0;
 };
 
 }  // namespace
 
-CompareResult compare_image_with_tree(reader::Image& image, const std::string& root, const CompareOptions& opt) {
+CompareCounts compare_image_with_tree(reader::Image& image, const std::string& root, const CompareOptions& opt,
+                                      const CompareReport& report) {
   struct stat st;
   if (::stat(root.c_str(), &st) != 0) throw Error(errno_message(root, errno));
   if (!S_ISDIR(st.st_mode)) throw Error(root + ": not a directory");
@@ -341,7 +440,7 @@ CompareResult compare_image_with_tree(reader::Image& image, const std::string& r
   // No warnings: xattrs SquashFS cannot store (system.*: ACLs and the like) are left out of
   // the comparison on purpose, as no image can hold them.
   const Tree tree = scan_sources(scan);
-  return TreeComparer(image, tree, dir, opt).run();
+  return TreeComparer(image, tree, dir, opt, report).run();
 }
 
 }  // namespace sqar::ops

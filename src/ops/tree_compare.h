@@ -5,9 +5,15 @@
 // relative to the open directory), then image and tree are walked side by side: both list a
 // directory's entries sorted by name in byte order, so one merge per directory pairs them up
 // without a table of every path. Contents of same-size files are compared in parallel.
+//
+// Differences are handed to the caller in path order a batch at a time, rather than gathered
+// and sorted: a crafted image of deep long names yields hundreds of megabytes of paths, which
+// must never all be held at once. Memory follows the open directories of one branch and one
+// batch (4,096 contents to compare or 16 MiB of lines).
 #pragma once
+#include <cstdint>
+#include <functional>
 #include <string>
-#include <vector>
 
 #include "reader/image.h"
 
@@ -22,17 +28,28 @@ struct CompareOptions {
 };
 
 struct Difference {
-  std::string path;  // "." for the root, "a/b" below it
-  std::string line;  // "- PATH", "+ PATH" or "M PATH: WHAT A != B"
+  const std::string& path;  // "." for the root, "a/b" below it
+  const std::string& line;  // "- PATH", "+ PATH" or "M PATH: WHAT A != B"
 };
 
-struct CompareResult {
-  std::vector<Difference> differences;  // sorted by path; a path's lines in the order found
-  std::vector<std::string> errors;      // files that could not be compared (read errors)
+struct CompareReport {
+  // Called in path order (byte order of the whole path: "a-c" before "a/b"); a path's lines
+  // come in a fixed order, its content line last.
+  std::function<void(const Difference&)> difference;
+  // A file that could not be compared (a read error, a directory that could not be listed,
+  // damaged xattrs), in the same order; the comparison goes on.
+  std::function<void(const std::string& message)> error;
+};
+
+struct CompareCounts {
+  uint64_t differences = 0;
+  uint64_t errors = 0;
 };
 
 // Throws sqar::Error when `root` is not a directory, cannot be listed, or the image's
-// directory graph is damaged.
-CompareResult compare_image_with_tree(reader::Image& image, const std::string& root, const CompareOptions& opt);
+// directory graph is damaged. With stop_at_first_difference no difference is reported and
+// `differences` is 1 when they differ; errors met before that are reported.
+CompareCounts compare_image_with_tree(reader::Image& image, const std::string& root, const CompareOptions& opt,
+                                      const CompareReport& report);
 
 }  // namespace sqar::ops

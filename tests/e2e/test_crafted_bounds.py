@@ -198,6 +198,37 @@ def long_deep_paths_export_in_bounded_memory():
         assert rss <= bound, f"sqar extract --tar took {rss / MIB:.0f} MiB for {depth} levels of long names"
 
 
+def long_deep_paths_diff_in_bounded_memory():
+    """800 levels of 255-byte names, each level with four empty sibling directories (a 60 KB
+    image), against an empty directory: 4,000 lines of "- PATH" with paths of up to 200 KB,
+    400 MB in all. diff held every line (and the paths of the directories still to walk) to
+    sort them: 1.47 GB. Lines are now printed in order as they are found."""
+    depth = 800
+    with tempdir() as tmp:
+        img = Image(block_size=4096, compress_meta=True)
+        stem = "n" * 254
+        node = img.dir({"leaf": img.file(b"bottom\n")})
+        for _ in range(depth - 1):
+            level = {stem + str(i): img.dir({}) for i in range(1, 5)}
+            level[stem + "0"] = node
+            node = img.dir(level)
+        image = write_image(f"{tmp}/long.sqfs", img, img.dir({stem + "0": node}))
+        os.mkdir(f"{tmp}/empty")
+        code, out, err, rss = measured([SQAR, "diff", "-j2", image, f"{tmp}/empty"], keep_stdout=False)
+        log(f"sqar diff: exit {code}, peak RSS {rss / MIB:.0f} MiB")
+        assert code == 1, err[:500]
+        assert rss <= READ_BOUND, f"sqar diff took {rss / MIB:.0f} MiB for {depth} levels of long names"
+        # The same walk, in order, where its output can be read: the first lines and how many
+        # (the roots' own lines, their mode and mtime, are left out).
+        p = subprocess.run(f"{SQAR} diff {image} {tmp}/empty | grep '^- ' | cut -c1-1000 | awk 'NR<=6; END {{print NR}}'",
+                           shell=True, capture_output=True, text=True, check=True)
+        lines = p.stdout.splitlines()
+        top = stem + "0"
+        want = [f"- {top}", f"- {top}/{top}", f"- {top}/{top}/{top}"]
+        assert [line[:len(w)] for line, w in zip(lines, want)] == want, lines[:3]
+        assert lines[-1] == str(depth + 4 * (depth - 1) + 1), lines[-1]
+
+
 def deep_nesting_extracts_in_bounded_memory():
     """extract and extract --tar kept the path of every directory leading to the current entry:
     quadratic in the depth (399 MB and 808 MB at 20,000 levels). A 10,000-deep image extracts
@@ -338,5 +369,6 @@ if __name__ == "__main__":
           sparse_bomb_stat_in_bounded_memory, sparse_bomb_read_in_bounded_memory,
           many_names_of_a_long_block_list_in_bounded_memory, long_block_list_reads_as_stored,
           deep_nesting_in_bounded_memory, deep_nesting_extracts_in_bounded_memory,
-          long_deep_paths_export_in_bounded_memory, symlink_paths_stay_bounded_in_cat, bad_inode_does_not_hide_siblings,
+          long_deep_paths_export_in_bounded_memory, long_deep_paths_diff_in_bounded_memory,
+          symlink_paths_stay_bounded_in_cat, bad_inode_does_not_hide_siblings,
           other_claimed_counts_are_bounded, mixed_hard_link_group, one_number_for_two_inodes])

@@ -439,9 +439,42 @@ def test_diff_goes_on_past_an_unreadable_file():
         log("ok: diff prints what differs, then names what it could not read (exit 2)")
 
 
+def test_diff_many_changes_stay_in_path_order():
+    """diff reports a batch at a time (4,096 contents to compare per batch): across 10,000
+    files, every change is named once, in path order, by an image made by mksquashfs."""
+    with tempdir() as d:
+        src = f"{d}/src"
+        names = []
+        for i in range(10_000):
+            # Siblings 'dN' and 'dN-x' make paths whose order differs from the walk's:
+            # 'd1-x/...' sorts before 'd1/...'.
+            name = f"d{i % 7}{'-x' if i % 3 == 0 else ''}/f{i:05d}"
+            write(f"{src}/{name}", b"%08d" % i)
+            names.append(name)
+        img = f"{d}/img.sqfs"
+        mksquashfs(src, img, "-comp", "zstd", "-all-root")
+        want = []
+        for i, name in enumerate(names):
+            if i % 997 == 0:
+                write(f"{src}/{name}", b"%08d" % (i + 1))  # same size
+                want.append(f"M {name}: content differs")
+            elif i % 1009 == 0:
+                os.unlink(f"{src}/{name}")
+                want.append(f"- {name}")
+        for i in range(0, 10_000, 2503):
+            write(f"{src}/d{i % 7}/new{i}", b"n")
+            want.append(f"+ d{i % 7}/new{i}")
+        want.sort(key=lambda line: line[2:].split(":")[0].encode())
+        p = sqar("diff", "-j2", "--no-times", "--no-owners", img, src, check=False)
+        if p.returncode != 1 or p.stdout.splitlines() != want:
+            raise AssertionError(f"diff exit {p.returncode}, want:\n" + "\n".join(want) + f"\ngot:\n{p.stdout}{p.stderr}")
+        log(f"ok: {len(want)} changes among 10,000 files, in path order")
+
+
 if __name__ == "__main__":
     main([test_verify_clean_images, test_verify_flipped_data_byte_mksquashfs, test_verify_flipped_data_byte_sqar,
           test_verify_names_every_file_sharing_a_damaged_block, test_verify_damaged_raw_fragment_block,
           test_verify_progress_and_errors_on_a_terminal, test_verify_bad_manifest, test_verify_export_table_mismatch,
           test_verify_reports_what_the_kernel_refuses, test_diff, test_diff_quiet, test_diff_subtrees_types_links_devices,
-          test_diff_after_extract_roundtrip, test_diff_goes_on_past_an_unreadable_file])
+          test_diff_after_extract_roundtrip, test_diff_goes_on_past_an_unreadable_file,
+          test_diff_many_changes_stay_in_path_order])

@@ -150,14 +150,20 @@ TEST_F(OpsEnginesTest, CompareFindsChangesAndNothingElse) {
   ops::CompareOptions opt;
   opt.jobs = 2;
   opt.owners = false;
-  EXPECT_TRUE(ops::compare_image_with_tree(*image, src_.string(), opt).differences.empty());
+  std::vector<std::string> lines, errors;
+  ops::CompareReport report;
+  report.difference = [&](const ops::Difference& d) { lines.push_back(d.line); };
+  report.error = [&](const std::string& message) { errors.push_back(message); };
+  ops::CompareCounts counts = ops::compare_image_with_tree(*image, src_.string(), opt, report);
+  EXPECT_EQ(counts.differences, 0u);
+  EXPECT_TRUE(lines.empty()) << ::testing::PrintToString(lines);
   testutil::write_file(src_ / "small.txt", "hello, squashfs!\n");  // same size + 1
   fs::remove(src_ / "sub/block");
   testutil::write_file(src_ / "new", "n");
   opt.times = false;
-  const ops::CompareResult r = ops::compare_image_with_tree(*image, src_.string(), opt);
-  std::vector<std::string> lines;
-  for (const auto& d : r.differences) lines.push_back(d.line);
+  counts = ops::compare_image_with_tree(*image, src_.string(), opt, report);
+  EXPECT_EQ(counts.differences, 3u);
+  EXPECT_TRUE(errors.empty()) << ::testing::PrintToString(errors);
   ASSERT_EQ(lines.size(), 3u) << ::testing::PrintToString(lines);
   EXPECT_EQ(lines[0], "+ new");
   EXPECT_EQ(lines[1].rfind("M small.txt: size", 0), 0u) << lines[1];
