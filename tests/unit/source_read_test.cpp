@@ -87,6 +87,13 @@ class SourceReadTest : public ::testing::Test {
     return kNeverPending;
   }
 
+  // Why start_cold's result `rc` leaves nothing to test, or null when the read is pending.
+  static const char* why_not_pending(int rc) {
+    if (rc == -2) return "this filesystem keeps pages that POSIX_FADV_DONTNEED should drop (tmpfs?)";
+    if (rc == kNeverPending) return "skipped: 30 reads of an evicted file all completed without blocking here";
+    return nullptr;
+  }
+
   std::string dir_path_;
   int dirfd_ = -1;
 };
@@ -108,8 +115,7 @@ TEST_F(SourceReadTest, EvictedDataGoesPendingAndFinishesWithTheSameBytes) {
   std::string changed;
   OpenedFile opened;
   const int rc = start_cold(r, "cold", data.size(), true, out, changed, &opened);
-  if (rc == -2) GTEST_SKIP() << "this filesystem keeps pages that POSIX_FADV_DONTNEED should drop (tmpfs?)";
-  if (rc == kNeverPending) GTEST_SKIP() << "skipped: 30 reads of an evicted file all completed without blocking here";
+  if (const char* why = why_not_pending(rc)) GTEST_SKIP() << why;
   ASSERT_EQ(rc, SourceRead::kReadPending);
   ASSERT_EQ(r.finish(out, changed), 0);
   EXPECT_EQ(out, data);
@@ -126,8 +132,7 @@ TEST_F(SourceReadTest, FileWrittenInPlaceBeforeFinishIsReported) {
   std::string changed;
   OpenedFile opened;
   const int rc = start_cold(r, "rewritten", data.size(), true, out, changed, &opened);
-  if (rc == -2) GTEST_SKIP() << "this filesystem keeps pages that POSIX_FADV_DONTNEED should drop (tmpfs?)";
-  if (rc == kNeverPending) GTEST_SKIP() << "skipped: 30 reads of an evicted file all completed without blocking here";
+  if (const char* why = why_not_pending(rc)) GTEST_SKIP() << why;
   ASSERT_EQ(rc, SourceRead::kReadPending);
   // Past the timestamp granularity of kernels without fine-grained ctimes (one jiffy).
   usleep(20000);
@@ -150,8 +155,7 @@ TEST_F(SourceReadTest, ModeChangedBeforeFinishIsToldApartFromAWrite) {
   std::string changed;
   OpenedFile opened;
   const int rc = start_cold(r, "chmodded", data.size(), true, out, changed, &opened);
-  if (rc == -2) GTEST_SKIP() << "this filesystem keeps pages that POSIX_FADV_DONTNEED should drop (tmpfs?)";
-  if (rc == kNeverPending) GTEST_SKIP() << "skipped: 30 reads of an evicted file all completed without blocking here";
+  if (const char* why = why_not_pending(rc)) GTEST_SKIP() << why;
   ASSERT_EQ(rc, SourceRead::kReadPending);
   usleep(20000);  // past one timestamp tick, as above
   ASSERT_EQ(fchmodat(dirfd_, "chmodded", 0600, 0), 0);
@@ -163,7 +167,7 @@ TEST_F(SourceReadTest, ModeChangedBeforeFinishIsToldApartFromAWrite) {
 
 TEST_F(SourceReadTest, PartlyCachedDataIsCompletedFromWhereTheCacheEnds) {
   auto data = write_file("part", 4 * 4096 + 7);
-  if (!evict("part")) GTEST_SKIP() << "this filesystem keeps pages that POSIX_FADV_DONTNEED should drop (tmpfs?)";
+  if (!evict("part")) GTEST_SKIP() << why_not_pending(-2);
   // Bring back the first page only (no read-ahead on a descriptor marked random).
   int fd = openat(dirfd_, "part", O_RDONLY | O_CLOEXEC);
   ASSERT_GE(fd, 0);
@@ -188,8 +192,7 @@ TEST_F(SourceReadTest, FileThatShrankBeforeFinishIsReported) {
   std::vector<uint8_t> out;
   std::string changed;
   const int rc = start_cold(r, "shrinks", data.size(), true, out, changed);
-  if (rc == -2) GTEST_SKIP() << "this filesystem keeps pages that POSIX_FADV_DONTNEED should drop (tmpfs?)";
-  if (rc == kNeverPending) GTEST_SKIP() << "skipped: 30 reads of an evicted file all completed without blocking here";
+  if (const char* why = why_not_pending(rc)) GTEST_SKIP() << why;
   ASSERT_EQ(rc, SourceRead::kReadPending);
   ASSERT_EQ(truncate((dir_path_ + "/shrinks").c_str(), 5000), 0);
   ASSERT_EQ(r.finish(out, changed), 0);
@@ -204,8 +207,7 @@ TEST_F(SourceReadTest, FileThatGrewBeforeFinishIsReported) {
   std::vector<uint8_t> out;
   std::string changed;
   const int rc = start_cold(r, "grows", data.size(), true, out, changed);
-  if (rc == -2) GTEST_SKIP() << "this filesystem keeps pages that POSIX_FADV_DONTNEED should drop (tmpfs?)";
-  if (rc == kNeverPending) GTEST_SKIP() << "skipped: 30 reads of an evicted file all completed without blocking here";
+  if (const char* why = why_not_pending(rc)) GTEST_SKIP() << why;
   ASSERT_EQ(rc, SourceRead::kReadPending);
   int fd = openat(dirfd_, "grows", O_WRONLY | O_APPEND | O_CLOEXEC);
   ASSERT_GE(fd, 0);
