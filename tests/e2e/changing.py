@@ -9,6 +9,8 @@ import signal
 import struct
 import subprocess
 
+from sqartest import log
+
 IN_ACCESS = 0x1
 IN_OPEN = 0x20
 IN_ISDIR = 0x40000000
@@ -106,3 +108,16 @@ def run_changing(cmd, src, change, trigger_at=("a", "first"), changed=None, guar
     p.stdout, p.stderr = out, err
     p.trigger_opens = trigger_opens
     return p, not early
+
+
+def until_valid(tries, attempt, missed):
+    """Calls attempt(n) for n = 1, 2, ... until it returns (result, True), and returns that
+    result. A try that returns (_, False) did not test what it meant to (`missed` says why:
+    "sqar had opened z/ before it stopped") and is logged and made again; after `tries` such
+    tries the test fails."""
+    for n in range(1, tries + 1):
+        result, valid = attempt(n)
+        if valid:
+            return result
+        log(f"try {n}: {missed}; trying again")
+    raise AssertionError(f"in {tries} tries, every time: {missed}")

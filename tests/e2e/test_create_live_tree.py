@@ -17,7 +17,7 @@ import os
 import shutil
 import stat
 
-from changing import IN_ACCESS, run_changing
+from changing import IN_ACCESS, run_changing, until_valid
 from sqarfs_common import resident_pages
 from sqartest import SQAR, leftovers, log, main, pseudo_random, run, skip, tempdir, unsquashfs_extract, write
 
@@ -152,17 +152,16 @@ def evict(root):
 
 def build_changing(d, extra=(), strict=False, cold=False):
     """Builds a fresh tree, packs it while changing it; returns (process, src, image)."""
-    for attempt in range(1, 4):
-        src, img = f"{d}/src{attempt}", f"{d}/img{attempt}.sqfs"
+    def attempt(n):
+        src, img = f"{d}/src{n}", f"{d}/img{n}.sqfs"
         build_tree(src)
         if cold and evict(f"{src}/z"):
             skip("pages stay in the page cache after POSIX_FADV_DONTNEED (a tmpfs?): no cold reads to test")
         cmd = [SQAR, "create", "-q", "-j", "2", "-b", "64K", *extra, *(["--strict"] if strict else []), src, img]
         p, valid = run_changing(cmd, src, lambda: change_tree(src, cold))
-        if valid:
-            return p, src, img
-        log(f"try {attempt}: sqar had opened files of z/ before it stopped; trying again")
-    raise AssertionError("in 3 tries sqar always reached the files to change before it could be stopped")
+        return (p, src, img), valid
+
+    return until_valid(3, attempt, "sqar had opened files of z/ before it stopped")
 
 
 def check_image(p, src, img, what):
@@ -223,17 +222,15 @@ def test_during_hashing_pass():
     """pair2_a shrinks while the hashing pass (-j1: one file after the other) reads pair0_a: the
     pass finds it short, so it is not taken as pair2_b's duplicate; each keeps its own state."""
     with tempdir(prefix=os.path.join(os.getcwd(), "sqar-live-")) as d:
-        for attempt in range(1, 4):
-            src, img = f"{d}/src{attempt}", f"{d}/img{attempt}.sqfs"
+        def attempt(n):
+            src, img = f"{d}/src{n}", f"{d}/img{n}.sqfs"
             build_tree(src)
             cmd = [SQAR, "create", "-q", "-j", "1", "-b", "64K", src, img]
             p, valid = run_changing(cmd, src, lambda: os.truncate(f"{src}/z/pair2_a", MIB + 5),
                                     trigger_at=("z", "pair0_a"), changed=("pair2_a",))
-            if valid:
-                break
-            log(f"try {attempt}: sqar had opened other files of z/ before it stopped; trying again")
-        else:
-            raise AssertionError("in 3 tries sqar always reached pair2_a before it could be stopped")
+            return (p, src, img), valid
+
+        p, src, img = until_valid(3, attempt, "sqar had opened pair2_a before it stopped")
         assert p.returncode == 0, f"exit {p.returncode}: {p.stderr}"
         out = img + ".out"
         unsquashfs_extract(img, out)
@@ -277,8 +274,8 @@ def test_sparse_duplicate_whose_owner_vanishes():
         content = bytearray(12 * MIB)
         content[:MIB] = pseudo_random(MIB, 31)
         content[11 * MIB:] = pseudo_random(MIB, 32)
-        for attempt in range(1, 4):
-            src, img = f"{d}/src{attempt}", f"{d}/img{attempt}.sqfs"
+        def attempt(n):
+            src, img = f"{d}/src{n}", f"{d}/img{n}.sqfs"
             write(f"{src}/a/first", b"the first file of the data pass\n")
             for i in range(3000):  # what the data pass reads between the trigger and sp_a
                 write(f"{src}/m/{i % 30}/f{i}", pseudo_random(200 + i % 700, 2000 + i))
@@ -290,11 +287,9 @@ def test_sparse_duplicate_whose_owner_vanishes():
                     f.write(content[11 * MIB:])
             p, valid = run_changing([SQAR, "create", "-q", "-j", "2", src, img], src,
                                     lambda: os.unlink(f"{src}/z/sp_a"), changed=("sp_a",))
-            if valid:
-                break
-            log(f"try {attempt}: sqar had opened sp_a again before it stopped; trying again")
-        else:
-            raise AssertionError("in 3 tries sqar always reached sp_a before it could be stopped")
+            return (p, src, img), valid
+
+        p, src, img = until_valid(3, attempt, "sqar had opened sp_a again before it stopped")
         assert p.returncode == 0, f"exit {p.returncode}: {p.stderr}"
         assert "shrank" not in p.stderr, p.stderr
         out = img + ".out"
@@ -313,8 +308,8 @@ def test_directory_vanishing_during_the_scan():
     scan had already opened the directory removed."""
     with tempdir(prefix=os.path.join(os.getcwd(), "sqar-live-")) as d:
         for strict in ([], ["--strict"]):
-            for attempt in range(1, 4):
-                src, img = f"{d}/src{len(strict)}-{attempt}", f"{d}/img{len(strict)}-{attempt}.sqfs"
+            def attempt(n):
+                src, img = f"{d}/src{len(strict)}-{n}", f"{d}/img{len(strict)}-{n}.sqfs"
                 write(f"{src}/a/file", b"a\n")
                 for i in range(300):  # listed between "a" and the directory removed
                     write(f"{src}/b{i:03d}/file", b"%d\n" % i)
@@ -322,11 +317,9 @@ def test_directory_vanishing_during_the_scan():
                 p, valid = run_changing([SQAR, "create", "-q", "-j", "1", *strict, src, img], src,
                                         lambda: shutil.rmtree(f"{src}/z_gone"), trigger_at=("", "a"),
                                         guarded="z_gone", dirs=True)
-                if valid:
-                    break
-                log(f"try {attempt}: the scan had opened z_gone before it stopped; trying again")
-            else:
-                raise AssertionError("in 3 tries the scan always reached z_gone before it could be stopped")
+                return (p, src, img), valid
+
+            p, src, img = until_valid(3, attempt, "the scan had opened z_gone before it stopped")
             err = p.stderr
             said = f"{src}/z_gone: No such file or directory (the directory vanished during the scan; "
             if strict:
@@ -351,8 +344,8 @@ def test_written_to_between_its_reads():
         content = b"".join(b"log line %09d of a file written to\n" % i for i in range(1_900_000))
         units = (len(content) + MIB - 1) // MIB
         for strict in ([], ["--strict"]):
-            for attempt in range(1, 6):
-                src, img = f"{d}/src{len(strict)}-{attempt}", f"{d}/img{len(strict)}-{attempt}.sqfs"
+            def attempt(n):
+                src, img = f"{d}/src{len(strict)}-{n}", f"{d}/img{len(strict)}-{n}.sqfs"
                 write(f"{src}/z/torn", content)
 
                 def rewrite():
@@ -364,11 +357,9 @@ def test_written_to_between_its_reads():
                 # done, so it holds the version before the write.
                 p, _ = run_changing([SQAR, "create", "-q", "-j", "2", "-l", "15", *strict, src, img], src, rewrite,
                                     trigger_at=("z", "torn"), changed=(), on=IN_ACCESS)
-                if p.trigger_opens < units:  # some unit was opened after the write
-                    break
-                log(f"try {attempt}: all {units} units were opened before sqar stopped; trying again")
-            else:
-                raise AssertionError(f"in 5 tries sqar always opened all {units} units before it could be stopped")
+                return (p, src, img), p.trigger_opens < units  # some unit was opened after the write
+
+            p, src, img = until_valid(5, attempt, f"all {units} units were opened before sqar stopped")
             line = f"{src}/z/torn: was written to while being read"
             if strict:
                 assert p.returncode == 1 and line + " (--strict)" in p.stderr, (p.returncode, p.trigger_opens, p.stderr)
@@ -385,17 +376,15 @@ def test_mode_changed_between_its_reads():
     with tempdir(prefix=os.path.join(os.getcwd(), "sqar-live-")) as d:
         content = b"".join(b"log line %09d of a file chmod-ed\n" % i for i in range(1_900_000))
         units = (len(content) + MIB - 1) // MIB
-        for attempt in range(1, 6):
-            src, img = f"{d}/src{attempt}", f"{d}/img{attempt}.sqfs"
+        def attempt(n):
+            src, img = f"{d}/src{n}", f"{d}/img{n}.sqfs"
             write(f"{src}/z/torn", content, mode=0o644)
             p, _ = run_changing([SQAR, "create", "-q", "-j", "2", "-l", "15", src, img], src,
                                 lambda: os.chmod(f"{src}/z/torn", 0o600), trigger_at=("z", "torn"), changed=(),
                                 on=IN_ACCESS)
-            if p.trigger_opens < units:
-                break
-            log(f"try {attempt}: all {units} units were opened before sqar stopped; trying again")
-        else:
-            raise AssertionError(f"in 5 tries sqar always opened all {units} units before it could be stopped")
+            return (p, src, img), p.trigger_opens < units
+
+        p, src, img = until_valid(5, attempt, f"all {units} units were opened before sqar stopped")
         line = f"warning: {src}/z/torn: had its mode, owner or links changed while being read"
         assert p.returncode == 0 and line in p.stderr, (p.returncode, p.trigger_opens, p.stderr)
         assert "written to" not in p.stderr, p.stderr
@@ -416,8 +405,8 @@ def test_written_to_during_its_one_read():
     content = pseudo_random(900_000, 21)
     tail = pseudo_random(9000, 22)
     with tempdir(prefix=os.path.join(os.getcwd(), "sqar-live-")) as d:
-        for attempt in range(1, 9):
-            src, img, out = f"{d}/src{attempt}", f"{d}/img{attempt}.sqfs", f"{d}/out{attempt}"
+        def attempt(n):
+            src, img, out = f"{d}/src{n}", f"{d}/img{n}.sqfs", f"{d}/out{n}"
             write(f"{src}/z/torn", content)
             with open(f"{src}/z/torn", "rb") as f:
                 os.fsync(f.fileno())
@@ -441,14 +430,13 @@ def test_written_to_during_its_one_read():
             warned = f"warning: {src}/z/torn: was written to while being read" in p.stderr
             if not warned:
                 assert stored == content, f"a mixed or new version was stored without a warning: {p.stderr}"
-                log(f"try {attempt}: sqar read the whole file before it stopped; trying again")
-                continue
-            mixed = stored == content[: -len(tail)] + tail
-            assert mixed or stored == content, "stored neither the old version nor the old head with the new tail"
-            log(f"ok: warned{' (the image holds the mixed version)' if mixed else ''}: {p.stderr.strip()}")
-            return
-        raise AssertionError("in 8 tries no warning: the rewrite always came after sqar was done with the file, "
-                             "or sqar did not notice it")
+            return (p, stored), warned
+
+        p, stored = until_valid(8, attempt, "no warning: sqar read the whole file before it stopped (or did not "
+                                            "notice the rewrite)")
+        mixed = stored == content[: -len(tail)] + tail
+        assert mixed or stored == content, "stored neither the old version nor the old head with the new tail"
+        log(f"ok: warned{' (the image holds the mixed version)' if mixed else ''}: {p.stderr.strip()}")
 
 
 def test_strict():
