@@ -8,6 +8,7 @@
 #include "cli_util.h"
 #include "command.h"
 #include "common/display_name.h"
+#include "common/error.h"
 #include "ops/tree_compare.h"
 #include "read_common.h"
 
@@ -122,7 +123,14 @@ int diff_main(int argc, char** argv) {
           std::fflush(stdout);
           report("diff", image_path, message);
         };
-        const ops::CompareCounts counts = ops::compare_image_with_tree(*image, root, opt, report_to);
+        ops::CompareCounts counts;
+        try {
+          counts = ops::compare_image_with_tree(*image, root, opt, report_to);
+        } catch (const Error&) {
+          // What was printed before the damage stays one valid array; the error follows.
+          if (json) json_printer.finish();
+          throw;
+        }
         if (json) json_printer.finish();
         std::fflush(stdout);
         if (quiet && counts.differences > 0) return 1;  // answered, whatever else failed

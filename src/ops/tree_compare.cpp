@@ -10,7 +10,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -90,11 +89,16 @@ bool same_content(reader::Image& image, reader::InodeRef ref, DirStack& dirs, co
   return true;
 }
 
-// Walks image and tree together in path order. What it finds is held in order until a batch
-// is full (kBatchChecks contents to compare, or kBatchBytes of paths and lines), then the
-// batch's contents are compared in parallel and the batch is reported. Memory is bounded by
-// the batch, not by the output: a crafted image's hundreds of megabytes of paths pass through
-// it a batch at a time.
+// Walks image and tree together in the order the output is sorted in: byte order of the whole
+// path, where a directory's subtree ("name/...") comes after siblings such as "name-x" and
+// the root's own lines (".") among its entries, after " x" and before "a".
+//
+// What the walk finds is held in order until a batch is full (kBatchChecks contents to
+// compare, or kBatchBytes of paths and lines); then the batch's contents are compared in
+// parallel and the batch is reported. Memory is one batch plus, per open directory, a cursor
+// into its image listing (not the listing) and at most one pending subtree per prefix of a
+// name (255): a crafted image of deep branches of thousands of long names each passes through
+// it without being held.
 class TreeComparer {
  public:
   static constexpr size_t kBatchChecks = 4096, kBatchBytes = 16 << 20;
@@ -117,34 +121,40 @@ class TreeComparer {
       ~CloseFd() { ::close(fd); }
     } closer{root_fd_};
     for (unsigned w = 0; w < std::max(1u, opt_.jobs); ++w) dirs_.push_back(std::make_unique<DirStack>(root_fd_));
-    walk();
+    try {
+      walk();
+    } catch (const Error&) {
+      flush();  // what was found before the damage is reported, then the damage
+      throw;
+    }
     flush();
+    if (opt_.stop_at_first_difference) counts_.differences = std::min<uint64_t>(counts_.differences, 1);
     return counts_;
   }
 
  private:
   enum class Side { both, image_only, disk_only };
 
-  // A directory whose own entries are still to be walked. They come when the path `key`
-  // ("name/") sorts next among its parent's entries: "a-c" is walked before "a/b".
+  // A directory whose own entries are still to be walked: they come once its key, its name
+  // followed by '/', sorts before the next entry of its parent. Such a directory's name is a
+  // prefix of every entry walked in its parent since (any other name sorts after "name/"),
+  // so the pending ones form a stack, the longest name on top, and their names are kept as
+  // lengths of the parent's last name.
   struct Below {
-    std::string key;          // the directory's name followed by '/'; "" for the root
-    reader::Inode image_dir;  // unless disk_only
+    uint16_t name_length = 0;  // of Frame::last_name; 0 for the root
+    reader::InodeRef image_dir = 0;
     uint32_t node = kNoNode;  // unless image_only
     Side side = Side::both;
   };
-  static constexpr size_t kNone = SIZE_MAX;
-  struct Pair {
-    size_t image = kNone;     // index in the frame's image_entries; kNone: only on disk
-    uint32_t node = kNoNode;  // kNoNode: only in the image
-  };
   // An open directory of the walk. Only the directories of one branch are open at a time.
   struct Frame {
-    size_t parent_path_length = 0;  // path_'s length before this directory's name was added
-    std::vector<reader::DirEntry> image_entries;
-    std::vector<Pair> pairs;  // sorted by name
-    size_t next = 0;
-    std::deque<Below> below;  // sorted by key; entries arrive in name order, so mostly appended
+    size_t parent_path_length = 0;                    // path_'s length before this directory's name
+    std::unique_ptr<reader::Image::Listing> listing;  // null: on disk only
+    std::optional<reader::DirEntry> image_next;       // the listing's next entry, read ahead
+    uint32_t disk_next = 0, disk_end = 0;             // the tree's children not walked yet
+    std::string last_name;                            // of the entry walked last
+    std::vector<Below> below;                         // a stack (see Below)
+    bool is_root = false;
   };
   // Something the walk found, held until its batch is reported.
   struct Found {
@@ -177,10 +187,11 @@ class TreeComparer {
     hold({Found::Kind::content_same, path, {}, ref});
   }
 
-  // Compares the batch's contents in parallel, then reports the batch in order.
+  // Compares the batch's contents in parallel (none once --quiet has its answer), then
+  // reports the batch in order.
   void flush() {
     std::vector<size_t> checks;
-    for (size_t i = 0; i < batch_.size(); ++i)
+    for (size_t i = 0; i < batch_.size() && !answered(); ++i)
       if (batch_[i].kind == Found::Kind::content_same) checks.push_back(i);
     std::atomic<bool> any_differ{false};
     parallel_for(checks.size(), std::max(1u, opt_.jobs), [&](size_t k, unsigned w) {
@@ -218,87 +229,136 @@ class TreeComparer {
   }
 
   std::string_view name_of(uint32_t node) const { return tree_.name(tree_.nodes[node]); }
-  std::string_view name_of(const Frame& f, const Pair& p) const {
-    return p.image != kNone ? std::string_view(f.image_entries[p.image].name) : name_of(p.node);
+
+  // The name of frame f's next entry (the smaller of the image's and the tree's), if any.
+  std::optional<std::string_view> next_name(const Frame& f) const {
+    const bool disk = f.disk_next < f.disk_end;
+    if (!f.image_next) return disk ? std::optional(name_of(f.disk_next)) : std::nullopt;
+    const std::string_view image_name = f.image_next->name;
+    return disk ? std::min(image_name, name_of(f.disk_next)) : image_name;
+  }
+
+  // Whether "dir/" sorts before `name`: unless name extends dir with a byte below '/'.
+  static bool subtree_before(std::string_view dir, std::string_view name) {
+    if (name.compare(0, dir.size(), dir) != 0) return dir < name;
+    return name.size() > dir.size() && static_cast<unsigned char>(name[dir.size()]) > '/';
+  }
+
+  // The name of the pending subtree on top of f's stack.
+  static std::string_view top_name(const Frame& f) {
+    return std::string_view(f.last_name).substr(0, f.below.back().name_length);
   }
 
   void walk() {
+    const reader::Inode root = image_.root();
     std::vector<Frame> stack;
-    const std::string root_path = ".";
-    if (auto below = compare_entry(root_path, image_.root(), 0)) open_directory(stack, std::move(*below));
+    // The root's own lines wait for their place among its entries: "." sorts after " x".
+    bool root_pending = true;
+    if (std::optional<Below> below = compare_entry(".", root, 0, Part::below_only)) {
+      open_directory(stack, *below);
+      if (!stack.empty()) stack.back().is_root = true;
+    }
     while (!stack.empty() && !answered()) {
       Frame& f = stack.back();
-      const bool entries_left = f.next < f.pairs.size();
-      if (!f.below.empty() && (!entries_left || std::string_view(f.below.front().key) < name_of(f, f.pairs[f.next]))) {
-        Below b = std::move(f.below.front());
-        f.below.pop_front();
-        open_directory(stack, std::move(b));  // f is not used after this
+      const std::optional<std::string_view> next = next_name(f);
+      const bool subtree_next = !f.below.empty() && (!next || subtree_before(top_name(f), *next));
+      if (f.is_root && root_pending) {
+        // "." takes its place before the first entry or subtree that sorts after it.
+        const std::string first = subtree_next ? std::string(top_name(f)) + '/' : std::string(next.value_or(""));
+        if (first.empty() || first > ".") {
+          compare_entry(".", root, 0, Part::lines_only);
+          root_pending = false;
+          continue;
+        }
+      }
+      if (subtree_next) {
+        const Below b = f.below.back();
+        f.below.pop_back();
+        if (f.listing) f.listing->release();  // read again when the walk comes back
+        open_directory(stack, b);             // f is not used after this
         continue;
       }
-      if (!entries_left) {
+      if (!next) {
         path_.resize(f.parent_path_length);
         stack.pop_back();
         continue;
       }
-      const Pair p = f.pairs[f.next++];
-      const size_t length = path_.size();
-      if (!path_.empty()) path_ += '/';
-      path_ += name_of(f, p);
-      std::optional<Below> below = walk_entry(p.image == kNone ? nullptr : &f.image_entries[p.image], p.node);
-      path_.resize(length);
-      if (below) {
-        auto at = std::upper_bound(f.below.begin(), f.below.end(), below->key,
-                                   [](const std::string& key, const Below& b) { return key < b.key; });
-        f.below.insert(at, std::move(*below));
-      }
+      walk_next_entry(f, *next);
+    }
+    if (root_pending && !answered()) compare_entry(".", root, 0, Part::lines_only);
+  }
+
+  // Pairs frame f's next entry (named `name`, which views one of the two) on both sides and
+  // compares it.
+  void walk_next_entry(Frame& f, std::string_view name) {
+    const bool in_image = f.image_next && f.image_next->name == name;
+    const bool on_disk = f.disk_next < f.disk_end && name_of(f.disk_next) == name;
+    std::optional<reader::DirEntry> image;
+    uint32_t node = kNoNode;
+    if (in_image) {
+      image = std::move(f.image_next);
+      f.image_next.reset();
+      reader::DirEntry e;
+      if (f.listing->next(e)) f.image_next = std::move(e);
+    }
+    if (on_disk) {
+      node = f.disk_next++;
+      skip_omitted(f);
+    }
+    f.last_name = image ? image->name : std::string(name_of(node));
+    const size_t length = path_.size();
+    if (!path_.empty()) path_ += '/';
+    path_ += f.last_name;
+    std::optional<Below> below = walk_entry(image ? &*image : nullptr, node);
+    path_.resize(length);
+    if (below) {
+      below->name_length = uint16_t(f.last_name.size());
+      f.below.push_back(*below);
     }
   }
 
-  // Lists the directory `b` on both sides and pairs its entries, as the next frame.
-  void open_directory(std::vector<Frame>& stack, Below b) {
+  // A directory that vanished while the tree was scanned is not on disk any more.
+  void skip_omitted(Frame& f) const {
+    while (f.disk_next < f.disk_end && tree_.nodes[f.disk_next].omitted) ++f.disk_next;
+  }
+
+  // Opens the directory `b` below the current frame (its name: the frame's last name).
+  void open_directory(std::vector<Frame>& stack, const Below& b) {
     Frame f;
     f.parent_path_length = path_.size();
-    if (!b.key.empty()) {
+    if (b.name_length > 0) {
       if (!path_.empty()) path_ += '/';
-      path_.append(b.key, 0, b.key.size() - 1);
+      path_.append(stack.back().last_name, 0, b.name_length);
     }
     if (b.side != Side::image_only && unlisted(b.node)) {
       path_.resize(f.parent_path_length);
       return;
     }
-    if (b.side != Side::disk_only) f.image_entries = image_.read_dir(b.image_dir);
-    std::vector<uint32_t> disk;
-    if (b.side != Side::image_only)
-      for (uint32_t c : tree_.children(tree_.nodes[b.node]))
-        if (!tree_.nodes[c].omitted) disk.push_back(c);  // vanished while the tree was scanned
-    // Both list entries sorted by name in byte order (SquashFS requires it of the image; the
-    // scanner sorts the same way), so one pass pairs them.
-    size_t i = 0, j = 0;
-    while (i < f.image_entries.size() || j < disk.size()) {
-      const int order = i == f.image_entries.size() ? 1
-                        : j == disk.size()          ? -1
-                                           : std::string_view(f.image_entries[i].name).compare(name_of(disk[j]));
-      if (order < 0)
-        f.pairs.push_back({i++, kNoNode});
-      else if (order > 0)
-        f.pairs.push_back({kNone, disk[j++]});
-      else
-        f.pairs.push_back({i++, disk[j++]});
+    if (b.side != Side::disk_only) {
+      f.listing = image_.open_listing(image_.read_inode(b.image_dir, /*with_blocks=*/false));
+      reader::DirEntry e;
+      if (f.listing->next(e)) f.image_next = std::move(e);
+    }
+    if (b.side != Side::image_only) {
+      const Tree::NodeRange children = tree_.children(tree_.nodes[b.node]);
+      f.disk_next = children.first;
+      f.disk_end = children.last;
+      skip_omitted(f);
     }
     stack.push_back(std::move(f));
   }
 
-  // path_ is the entry's path. Returns the directory to walk below it, if any.
-  // `image` is null for an entry only on disk, `node` kNoNode for one only in the image.
+  // path_ is the entry's path; `image` is null for an entry only on disk, `node` kNoNode for
+  // one only in the image. Returns the directory to walk below it, if any.
   std::optional<Below> walk_entry(const reader::DirEntry* image, uint32_t node) {
     if (!image) {
       differ(path_, "+ " + path_);
-      if (S_ISDIR(tree_.nodes[node].mode)) return disk_dir(node);
+      if (S_ISDIR(tree_.nodes[node].mode)) return Below{0, 0, node, Side::disk_only};
       return std::nullopt;
     }
     if (node == kNoNode) {
       differ(path_, "- " + path_);
-      if (image->kind == reader::FileKind::directory) return image_dir(image_.read_inode(image->inode_ref));
+      if (image->kind == reader::FileKind::directory) return image_dir(image->inode_ref);
       return std::nullopt;
     }
     return compare_entry(path_, image_.read_inode(image->inode_ref, /*with_blocks=*/false), node);
@@ -306,20 +366,11 @@ class TreeComparer {
 
   // Every directory of the image is entered once: a second visit means the directory graph
   // loops (or shares a directory), which a walk must not follow.
-  Below image_dir(reader::Inode dir, uint32_t node = kNoNode, Side side = Side::image_only) {
-    if (!image_dirs_seen_.insert(dir.ref).second)
+  Below image_dir(reader::InodeRef ref, uint32_t node = kNoNode, Side side = Side::image_only) {
+    if (!image_dirs_seen_.insert(ref).second)
       throw Error(image_.path() + ": directory " + (path_.empty() ? "." : path_) +
                   " appears twice in the directory tree (a loop)");
-    return {key_of_path(), std::move(dir), node, side};
-  }
-
-  Below disk_dir(uint32_t node) { return {key_of_path(), {}, node, Side::disk_only}; }
-
-  // The key of the entry at path_ among its parent's entries: its name and a '/'.
-  std::string key_of_path() const {
-    if (path_.empty()) return {};
-    const size_t slash = path_.rfind('/');
-    return path_.substr(slash == std::string::npos ? 0 : slash + 1) + '/';
+    return {0, ref, node, side};
   }
 
   // A directory on disk that could not be listed: what it holds is unknown, not absent, so
@@ -338,19 +389,34 @@ class TreeComparer {
     return tree_.nodes[owner];
   }
 
-  std::optional<Below> compare_entry(const std::string& path, const reader::Inode& ino, uint32_t node) {
+  // What compare_entry does: both, or for the root (whose lines wait for their place among
+  // its entries) each half on its own.
+  enum class Part { lines_and_below, below_only, lines_only };
+
+  // The entry's lines and the directory to walk below it, if any. A path's content line comes
+  // last.
+  std::optional<Below> compare_entry(const std::string& path, const reader::Inode& ino, uint32_t node,
+                                     Part part = Part::lines_and_below) {
     uint32_t owner;
     const Node& n = owner_of(node, owner);
-    const std::string M = "M " + path + ": ";
+    const bool lines = part != Part::below_only, below = part != Part::lines_only;
     if ((ino.mode & S_IFMT) != (n.mode & S_IFMT)) {
-      differ(path, M + "type " + type_word(ino.mode) + " != " + type_word(n.mode));
+      if (lines) differ(path, "M " + path + ": type " + type_word(ino.mode) + " != " + type_word(n.mode));
       // What lies below the side that is a directory exists only there.
-      if (ino.is_dir()) return image_dir(ino);
-      if (S_ISDIR(n.mode)) return disk_dir(node);
+      if (below && ino.is_dir()) return image_dir(ino.ref);
+      if (below && S_ISDIR(n.mode)) return Below{0, 0, node, Side::disk_only};
       return std::nullopt;
     }
-    std::optional<Below> below;
-    if (ino.is_dir()) below = image_dir(ino, node, Side::both);
+    std::optional<Below> dir;
+    if (below && ino.is_dir()) dir = image_dir(ino.ref, node, Side::both);
+    if (!lines) return dir;
+    compare_attributes(path, ino, n, owner);
+    if (ino.is_regular() && ino.size == n.size && ino.size > 0) content_checked(path, ino.ref);
+    return dir;
+  }
+
+  void compare_attributes(const std::string& path, const reader::Inode& ino, const Node& n, uint32_t owner) {
+    const std::string M = "M " + path + ": ";
     if (!ino.is_symlink() && (ino.mode & 07777) != (n.mode & 07777))
       differ(path, M + "mode " + octal_mode(ino.mode) + " != " + octal_mode(n.mode));
     if (opt_.owners && ino.uid != n.uid)
@@ -360,10 +426,7 @@ class TreeComparer {
     if (opt_.times && ino.mtime != n.mtime)
       differ(path, M + "mtime " + std::to_string(ino.mtime) + " != " + std::to_string(n.mtime));
     if (ino.is_regular()) {
-      if (ino.size != n.size)
-        differ(path, M + "size " + std::to_string(ino.size) + " != " + std::to_string(n.size));
-      else if (ino.size > 0)
-        content_checked(path, ino.ref);
+      if (ino.size != n.size) differ(path, M + "size " + std::to_string(ino.size) + " != " + std::to_string(n.size));
     } else if (ino.is_symlink()) {
       const std::string target = image_.read_symlink(ino);
       auto it = tree_.symlink_targets.find(owner);
@@ -376,7 +439,6 @@ class TreeComparer {
                          " != " + std::to_string(major) + "," + std::to_string(minor));
     }
     if (opt_.xattrs) compare_xattrs(path, ino, owner);
-    return below;
   }
 
   void compare_xattrs(const std::string& path, const reader::Inode& ino, uint32_t owner) {
@@ -431,7 +493,7 @@ CompareCounts compare_image_with_tree(reader::Image& image, const std::string& r
   scan.sources = {dir};
   scan.xattrs = opt.xattrs;
   // A directory that cannot be listed ends no comparison: the rest of the tree is compared,
-  // and the directory is named as an error after the differences (exit 2, as diff -r).
+  // and the directory is named as an error where the walk meets it (exit 2, as diff -r).
   scan.skip_unreadable = true;
   // As in `sqar create`: listing is system calls, so two listers per core, and more while the
   // listings wait on the disk.

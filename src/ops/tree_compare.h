@@ -8,8 +8,8 @@
 //
 // Differences are handed to the caller in path order a batch at a time, rather than gathered
 // and sorted: a crafted image of deep long names yields hundreds of megabytes of paths, which
-// must never all be held at once. Memory follows the open directories of one branch and one
-// batch (4,096 contents to compare or 16 MiB of lines).
+// must never all be held at once. Memory is one batch (4,096 contents to compare or 16 MiB of
+// lines) and, per open directory, a cursor into its listing rather than the listing.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -47,8 +47,8 @@ struct CompareCounts {
 };
 
 // Throws sqar::Error when `root` is not a directory, cannot be listed, or the image's
-// directory graph is damaged. With stop_at_first_difference no difference is reported and
-// `differences` is 1 when they differ; errors met before that are reported.
+// directory graph is damaged (what was found before is reported first). With
+// stop_at_first_difference no difference is reported and `differences` is 1 when they differ.
 CompareCounts compare_image_with_tree(reader::Image& image, const std::string& root, const CompareOptions& opt,
                                       const CompareReport& report);
 

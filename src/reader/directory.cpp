@@ -110,18 +110,42 @@ bool valid_entry_name(std::string_view name) {
   return name.find('/') == std::string_view::npos && name.find('\0') == std::string_view::npos;
 }
 
-std::vector<DirEntry> ImageImpl::read_dir(const Inode& dir) {
-  if (!dir.is_dir()) fail("inode " + std::to_string(dir.inode_number) + " is not a directory");
-  std::vector<DirEntry> out;
-  ListingCursor cur(*this, dir, dir.dir_block_start, dir.dir_offset, 0);
-  DirEntry e;
-  while (cur.next(e)) {
+namespace {
+
+// A listing read through a cursor, checked as read_dir checks it.
+class CursorListing final : public Image::Listing {
+ public:
+  CursorListing(ImageImpl& img, const Inode& dir) : cursor_(img, dir, dir.dir_block_start, dir.dir_offset, 0) {}
+
+  bool next(DirEntry& e) override {
+    if (!cursor_.next(e)) return false;
     // Writers store names sorted (the kernel's lookup depends on it); a duplicate name
     // could make an extractor follow a symlink planted under the same name.
-    if (!out.empty() && !(out.back().name < e.name))
-      cur.fail("directory entries are unsorted or duplicated at \"" + ListingCursor::printable(e.name) + "\"");
-    out.push_back(e);
+    if (!previous_.empty() && !(previous_ < e.name))
+      cursor_.fail("directory entries are unsorted or duplicated at \"" + ListingCursor::printable(e.name) + "\"");
+    previous_ = e.name;
+    return true;
   }
+
+  void release() override { cursor_.release(); }
+
+ private:
+  ListingCursor cursor_;
+  std::string previous_;
+};
+
+}  // namespace
+
+std::unique_ptr<Image::Listing> ImageImpl::open_listing(const Inode& dir) {
+  if (!dir.is_dir()) fail("inode " + std::to_string(dir.inode_number) + " is not a directory");
+  return std::make_unique<CursorListing>(*this, dir);
+}
+
+std::vector<DirEntry> ImageImpl::read_dir(const Inode& dir) {
+  std::vector<DirEntry> out;
+  const std::unique_ptr<Listing> listing = open_listing(dir);
+  DirEntry e;
+  while (listing->next(e)) out.push_back(e);
   return out;
 }
 

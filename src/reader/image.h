@@ -181,6 +181,18 @@ class Image {
   // Entries in on-disk (sorted) order. Throws on names that are empty, '.', '..' or contain
   // '/' or NUL, so no caller can be tricked into writing outside a target directory.
   virtual std::vector<DirEntry> read_dir(const Inode& dir) = 0;
+  // The same entries one at a time, holding one metadata block rather than the listing: for
+  // walks whose memory must not follow the listings' sizes (a crafted image can make every
+  // directory of a deep branch hold thousands of long names).
+  class Listing {
+   public:
+    virtual ~Listing() = default;
+    // The next entry, or false at the end. Throws where read_dir throws.
+    virtual bool next(DirEntry& e) = 0;
+    // Drops the metadata block held while the caller reads elsewhere; next() reads it again.
+    virtual void release() = 0;
+  };
+  virtual std::unique_ptr<Listing> open_listing(const Inode& dir) = 0;
   // Uses the directory index of large directories to skip to the right metadata block.
   virtual std::optional<DirEntry> lookup(const Inode& dir, std::string_view name) = 0;
   // "a/b/c" relative to the root ("" or "/" is the root). Symlinks are not followed.

@@ -48,6 +48,7 @@ class ImageImpl final : public Image {
   Inode read_inode(InodeRef ref, bool with_blocks = true) override;
 
   std::vector<DirEntry> read_dir(const Inode& dir) override;
+  std::unique_ptr<Listing> open_listing(const Inode& dir) override;
   std::optional<DirEntry> lookup(const Inode& dir, std::string_view name) override;
   std::optional<Inode> resolve_path(std::string_view path) override;
 

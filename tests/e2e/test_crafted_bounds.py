@@ -229,6 +229,30 @@ def long_deep_paths_diff_in_bounded_memory():
         assert lines[-1] == str(depth + 4 * (depth - 1) + 1), lines[-1]
 
 
+def wide_deep_listings_diff_in_bounded_memory():
+    """300 levels, each a directory of 1,000 files with 246-byte names beside the next level (a
+    1.4 MB image; 76 MB of listings), against an empty directory. diff held each open
+    directory's listing: 383 MB, where a cursor per level holds one metadata block."""
+    depth, width = 300, 1000
+    with tempdir() as tmp:
+        img = Image(block_size=4096, compress_meta=True)
+        f = img.file(b"")
+        node = img.dir({"leaf": f})
+        for _ in range(depth):
+            entries = {f"n{i:05d}" + "x" * 240: f for i in range(width)}
+            entries["a"] = node
+            node = img.dir(entries, index=True)
+        image = write_image(f"{tmp}/wide.sqfs", img, node)
+        os.mkdir(f"{tmp}/empty")
+        code, out, err, rss = measured([SQAR, "diff", "-j2", image, f"{tmp}/empty"], keep_stdout=False)
+        log(f"sqar diff: exit {code}, peak RSS {rss / MIB:.0f} MiB")
+        assert code == 1, err[:500]
+        assert rss <= READ_BOUND, f"sqar diff took {rss / MIB:.0f} MiB for {depth} levels of {width} long names"
+        p = subprocess.run(f"{SQAR} diff {image} {tmp}/empty | grep -c '^- '", shell=True, capture_output=True,
+                           text=True)
+        assert p.stdout.strip() == str(depth * (width + 1) + 1), p.stdout
+
+
 def deep_nesting_extracts_in_bounded_memory():
     """extract and extract --tar kept the path of every directory leading to the current entry:
     quadratic in the depth (399 MB and 808 MB at 20,000 levels). A 10,000-deep image extracts
@@ -370,5 +394,6 @@ if __name__ == "__main__":
           many_names_of_a_long_block_list_in_bounded_memory, long_block_list_reads_as_stored,
           deep_nesting_in_bounded_memory, deep_nesting_extracts_in_bounded_memory,
           long_deep_paths_export_in_bounded_memory, long_deep_paths_diff_in_bounded_memory,
+          wide_deep_listings_diff_in_bounded_memory,
           symlink_paths_stay_bounded_in_cat, bad_inode_does_not_hide_siblings,
           other_claimed_counts_are_bounded, mixed_hard_link_group, one_number_for_two_inodes])

@@ -409,8 +409,8 @@ def test_diff_after_extract_roundtrip():
 
 
 def test_diff_goes_on_past_an_unreadable_file():
-    """As diff -r does, a file diff cannot read is reported (exit 2) after the differences
-    found elsewhere, which are still printed; an unreadable directory is named without
+    """As diff -r does, a file diff cannot read is reported (exit 2) and the differences found
+    elsewhere are still printed; an unreadable directory is named without
     create's --skip-unreadable advice, and the entries after it are still compared."""
     need_root()
     with tempdir() as d:
@@ -436,7 +436,69 @@ def test_diff_goes_on_past_an_unreadable_file():
         assert "M a/f1: size 4 != 8" in p.stdout and "+ zz-new" in p.stdout, p.stdout
         assert "sub/g" not in p.stdout and "not compared" in p.stderr, (p.stdout, p.stderr)
         os.chmod(f"{d}/src/sub", 0o755)
-        log("ok: diff prints what differs, then names what it could not read (exit 2)")
+        # --quiet: once a difference answers, contents queued before it are not compared (an
+        # unreadable "secret" would be named) and the status is 1.
+        os.chmod(f"{d}/src/secret", 0)
+        os.chmod(f"{d}/src/zz-new", 0o600)
+        os.unlink(f"{d}/src/a/f1")
+        write(f"{d}/src/a/f1", b"one\n")
+        p = run([*AS_NOBODY, SQAR, "diff", "-q", "--no-times", img, f"{d}/src"], check=False)
+        assert p.returncode == 1 and p.stdout == "" and p.stderr == "", (p.returncode, p.stdout, p.stderr)
+        os.chmod(f"{d}/src/secret", 0o644)
+        log("ok: diff prints what differs and names what it could not read (exit 2)")
+
+
+def test_diff_root_and_content_lines_in_place():
+    """The root's own lines (".") come where "." sorts among its entries, after names that
+    begin with a byte below '.'; a file's content line comes after its other lines."""
+    with tempdir() as d:
+        src = f"{d}/src"
+        write(f"{src}/b", b"aaaa")
+        write(f"{src}/c", b"cccc")
+        img = f"{d}/img.sqfs"
+        mksquashfs(src, img, "-comp", "gzip")
+        write(f"{src}/ sp", b"n")
+        write(f"{src}/-new", b"n")
+        os.chmod(src, 0o700)
+        write(f"{src}/b", b"bbbb")
+        os.chmod(f"{src}/b", 0o600)
+        want = ["+  sp", "+ -new", "M .: mode 0755 != 0700", "M b: mode 0644 != 0600", "M b: content differs"]
+        try:
+            os.setxattr(f"{src}/c", "user.x", b"1")
+            write(f"{src}/c", b"CCCC")
+            want += ["M c: xattrs differ (user.x)", "M c: content differs"]
+        except OSError as e:
+            log(f"no user xattrs here ({e.strerror}): the xattrs line's place is not checked")
+        p = sqar("diff", "--no-times", "--no-owners", img, src, check=False)
+        if p.returncode != 1 or p.stdout.splitlines() != want:
+            raise AssertionError(f"diff exit {p.returncode}, want:\n" + "\n".join(want) + f"\ngot:\n{p.stdout}{p.stderr}")
+        log("ok: the root's lines among its entries, content lines last")
+
+
+def test_diff_json_stays_valid_when_the_image_is_damaged():
+    """A damage found after lines were printed (a directory that lists its own parent) ends
+    diff with status 2 and the error named; --json output is still one valid array holding
+    what was found before it."""
+    with tempdir() as d:
+        img = Image(block_size=4096)
+        f = img.file(b"x")
+        placeholder = img.dir({})
+        looping = img.dir({"d": placeholder})
+        data = bytearray(img.build(img.dir({"a": img.dir({f"f{i}": f for i in range(50)}), "z": looping})))
+        # Point z/d's entry at z itself: both inodes share a metadata block, so only the offset moves.
+        dir_table = struct.unpack_from("<Q", data, 72)[0]
+        at = data.index(b"\x01\x00\x00\x00d", dir_table) - 4
+        assert placeholder.ref >> 16 == looping.ref >> 16
+        struct.pack_into("<H", data, at, looping.ref & 0xFFFF)
+        image = f"{d}/loop.sqfs"
+        with open(image, "wb") as out:
+            out.write(data)
+        os.mkdir(f"{d}/empty")
+        p = sqar("diff", "--json", image, f"{d}/empty", check=False)
+        assert p.returncode == 2 and "loop" in p.stderr, (p.returncode, p.stderr)
+        found = json.loads(p.stdout)
+        assert {"change": "only_in_image", "path": "a/f0"} in found, found[:3]
+        log(f"ok: --json holds {len(found)} entries found before the loop, exit 2: {p.stderr.strip()}")
 
 
 def test_diff_many_changes_stay_in_path_order():
@@ -477,4 +539,5 @@ if __name__ == "__main__":
           test_verify_progress_and_errors_on_a_terminal, test_verify_bad_manifest, test_verify_export_table_mismatch,
           test_verify_reports_what_the_kernel_refuses, test_diff, test_diff_quiet, test_diff_subtrees_types_links_devices,
           test_diff_after_extract_roundtrip, test_diff_goes_on_past_an_unreadable_file,
-          test_diff_many_changes_stay_in_path_order])
+          test_diff_many_changes_stay_in_path_order, test_diff_root_and_content_lines_in_place,
+          test_diff_json_stays_valid_when_the_image_is_damaged])
