@@ -15,6 +15,7 @@
 #include <memory>
 
 #include "common/error.h"
+#include "common/large_stack.h"
 #include "format/squashfs.h"
 #include "writer/image_file.h"
 #include "writer/scratch_file.h"
@@ -270,7 +271,15 @@ class MetadataWriter {
     sqfs_u32 offset;
     sqfs_meta_writer_get_position(inode_writer_.get(), &block, &offset);
     ref_[o] = (block << 16) | offset;
-    check(sqfs_meta_writer_write_inode(inode_writer_.get(), ino.get()), "the inode", o);
+    // libsquashfs copies a file's block list to the stack on its way out (4 bytes a block):
+    // a long list is written from a thread whose stack holds it.
+    constexpr size_t kOnThisStack = 256 << 10;
+    if (ino->payload_bytes_used <= kOnThisStack) {
+      check(sqfs_meta_writer_write_inode(inode_writer_.get(), ino.get()), "the inode", o);
+    } else {
+      run_with_stack(ino->payload_bytes_used,
+                     [&] { check(sqfs_meta_writer_write_inode(inode_writer_.get(), ino.get()), "the inode", o); });
+    }
   }
 
   const Tree& tree_;

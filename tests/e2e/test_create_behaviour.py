@@ -12,7 +12,7 @@ import subprocess
 import time
 
 from sqartest import (AS_NOBODY, SQAR, check_sanitizers, compare_trees, dir_without_o_tmpfile, image_in_progress,
-                      kernel_mount, kernel_reports_holes, leftovers, log, main, make_full_tree, mksquashfs, need_root,
+                      kernel_mount, kernel_reports_holes, kernel_supports, leftovers, log, main, make_full_tree, mksquashfs, need_root,
                       o_tmpfile_works, pseudo_random, run, set_xattr, skip, sqar_create, tempdir, unsquashfs_extract, write,
                       xattrs_of)
 
@@ -502,6 +502,30 @@ def test_zero_blocks_and_zero_tails_unpack_as_holes():
         log("ok: zero blocks and zero tails unpack as holes, as mksquashfs' do")
 
 
+def test_file_of_millions_of_blocks():
+    """A 9 GiB sparse file at -b 4K has 2.36 million blocks: libsquashfs copies an inode's block
+    list to the stack, which overflowed (a crash) past 2^21 blocks. The image is made, sqar
+    verify checks it, unsquashfs lists the size, and the kernel reads the file's last block."""
+    with tempdir() as d:
+        src, img = f"{d}/src", f"{d}/img.sqfs"
+        os.makedirs(src)
+        with open(f"{src}/big", "wb") as f:
+            f.truncate(9 << 30)
+            f.seek((9 << 30) - 5)
+            f.write(b"tail!")
+        if os.lstat(f"{src}/big").st_blocks * 512 >= 1 << 30:
+            skip("this filesystem does not keep holes")
+        run([SQAR, "create", "-q", "-b", "4K", src, img])
+        run([SQAR, "verify", img])
+        listing = run(["unsquashfs", "-lls", img]).stdout
+        assert re.search(r" 9663676416 .*/big$", listing, re.M), listing
+        if os.geteuid() == 0 and kernel_supports("zstd"):
+            with kernel_mount(img, f"{d}/mnt") as mnt, open(f"{mnt}/big", "rb") as f:
+                f.seek((9 << 30) - 4096)
+                assert f.read() == bytes(4091) + b"tail!"
+        log("ok: 2.36 million blocks: made, verified, listed and read")
+
+
 def test_ranges_in_holes_of_large_sparse_files():
     """A large sparse file's 1 MiB ranges that lie wholly in a hole are not read (SEEK_DATA)
     and reach the image as sparse blocks without a buffer of zeros. Files whose first range
@@ -675,6 +699,6 @@ if __name__ == "__main__":
           test_image_made_by_someone_else_meanwhile_is_not_replaced, test_json_summary_is_valid_for_any_image_name,
           test_json_keys_carry_the_numbers_of_the_text_summary,
           test_times_squashfs_cannot_store_are_clamped_with_a_warning, test_zero_blocks_and_zero_tails_unpack_as_holes,
-          test_ranges_in_holes_of_large_sparse_files,
+          test_ranges_in_holes_of_large_sparse_files, test_file_of_millions_of_blocks,
           test_manifest_is_invisible_to_other_readers, test_big_directory_and_file_over_4gib,
           test_one_file_system_and_owner_options, test_single_file_sources_and_progress_on_a_tty])
