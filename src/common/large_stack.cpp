@@ -36,8 +36,9 @@ void run_with_stack(size_t bytes, const std::function<void()>& fn) {
   pthread_t thread;
   if (rc == 0) rc = pthread_create(&thread, &attr, run_call, &call);
   pthread_attr_destroy(&attr);
-  if (rc != 0) throw Error("cannot start a thread with a stack of " + std::to_string(bytes + kMargin) +
-                           " bytes: " + std::strerror(rc));
+  if (rc != 0)
+    throw Error("cannot start a thread with a stack of " + std::to_string(bytes + kMargin) +
+                " bytes: " + std::strerror(rc));
   pthread_join(thread, nullptr);
   if (call.error) std::rethrow_exception(call.error);
 }

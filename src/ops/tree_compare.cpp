@@ -101,7 +101,7 @@ bool same_content(reader::Image& image, reader::InodeRef ref, DirStack& dirs, co
 // it without being held.
 class TreeComparer {
  public:
-  static constexpr size_t kBatchChecks = 4096, kBatchBytes = 16 << 20;
+  static constexpr size_t kBatchChecks = 4096, kBatchBytes = 4 << 20;
 
   // root ends with '/'.
   TreeComparer(reader::Image& image, const Tree& tree, const std::string& root, const CompareOptions& opt,

@@ -8,7 +8,7 @@
 //
 // Differences are handed to the caller in path order a batch at a time, rather than gathered
 // and sorted: a crafted image of deep long names yields hundreds of megabytes of paths, which
-// must never all be held at once. Memory is one batch (4,096 contents to compare or 16 MiB of
+// must never all be held at once. Memory is one batch (4,096 contents to compare or 4 MiB of
 // lines) and, per open directory, a cursor into its listing rather than the listing.
 #pragma once
 #include <cstdint>
