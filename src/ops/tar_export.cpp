@@ -216,8 +216,10 @@ class Exporter {
     const unsigned workers = opt_.threads > 1 ? opt_.threads : 0;
     const size_t slots =
         std::clamp<size_t>(16 * size_t(std::max(1u, opt_.threads)), 8, std::max<size_t>(8, (size_t(8) << 20) / bs));
-    // Paths queued ahead are bounded too: a crafted image 3,000 levels deep with 255-byte names
-    // (49 KB) names entries by paths of 750 KB, and 1,024 of them took 780 MB.
+    // Paths and xattrs queued ahead are bounded too: a crafted image 3,000 levels deep with
+    // 255-byte names (49 KB) names entries by paths of 750 KB, and 1,024 of them took 780 MB;
+    // one of 1,000 inodes whose xattrs decode to 4 MiB each (out-of-line values all pointing
+    // at one 64 KiB value: 12 KB) took 1.15 GB.
     Queue q(
         bs, workers, slots, /*max_items=*/1024,
         [this](const Item& it, uint64_t index, uint8_t* out) { return decode(it, index, out); },
@@ -252,7 +254,8 @@ class Exporter {
         if (it.fetch_fragment) last_fragment = frag;
       }
       const uint64_t jobs = it.full_blocks + (it.fetch_fragment ? 1 : 0);
-      const size_t weight = it.path.size() + it.symlink.size() + (it.link_to ? it.link_to->size() : 0);
+      size_t weight = it.path.size() + it.symlink.size() + (it.link_to ? it.link_to->size() : 0);
+      for (const auto& [key, value] : it.xattrs) weight += key.size() + value.size();
       if (!q.push(std::move(it), jobs, weight)) throw Stopped{};
     };
     try {

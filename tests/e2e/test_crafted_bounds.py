@@ -10,7 +10,7 @@ import os
 import struct
 import subprocess
 
-from boundslib import (MIB, READ_BOUND, SANITIZED, bad_sibling_image, deep_image, measured, measured_head,
+from boundslib import (MIB, READ_BOUND, SANITIZED, XATTR_BOMB_VALUE, bad_sibling_image, deep_image, measured, measured_head,
                        sparse_bomb_image, write_image, xattr_bomb_image)
 from craftfs import CHRDEV, FILE, SYMLINK, Image
 from sqartest import SQAR, compare_trees, log, main, need_tool, run, tempdir
@@ -196,6 +196,22 @@ def long_deep_paths_export_in_bounded_memory():
         # normal build holds (147 MiB before the bound).
         bound = 2 * READ_BOUND if SANITIZED else READ_BOUND
         assert rss <= bound, f"sqar extract --tar took {rss / MIB:.0f} MiB for {depth} levels of long names"
+
+
+def many_large_xattr_sets_export_in_bounded_memory():
+    """200 files whose xattrs decode to 4 MiB each (64 out-of-line values, all pointing at one
+    64 KiB value: an 8 KB image). extract --tar queued the entries ahead of its writer with
+    their xattrs: 308 MiB. The xattrs queued count against the queue's bound now."""
+    with tempdir() as tmp:
+        img = Image(block_size=4096, compress_meta=True)
+        pairs = [(f"user.k{i:02d}", XATTR_BOMB_VALUE) for i in range(64)]
+        root = img.dir({f"f{i:05d}": img.file(b"", extended=True).set_xattrs(pairs) for i in range(200)})
+        image = write_image(f"{tmp}/xattrs.sqfs", img, root)
+        code, out, err, rss = measured([SQAR, "extract", "-q", "--tar", "/dev/null", image])
+        log(f"sqar extract --tar: exit {code}, peak RSS {rss / MIB:.0f} MiB")
+        assert code == 0, err[:500]
+        bound = 2 * READ_BOUND if SANITIZED else READ_BOUND
+        assert rss <= bound, f"sqar extract --tar took {rss / MIB:.0f} MiB for 200 files of 4 MiB of xattrs"
 
 
 def long_deep_paths_diff_in_bounded_memory():
@@ -399,7 +415,8 @@ if __name__ == "__main__":
           sparse_bomb_stat_in_bounded_memory, sparse_bomb_read_in_bounded_memory,
           many_names_of_a_long_block_list_in_bounded_memory, long_block_list_reads_as_stored,
           deep_nesting_in_bounded_memory, deep_nesting_extracts_in_bounded_memory,
-          long_deep_paths_export_in_bounded_memory, long_deep_paths_diff_in_bounded_memory,
+          long_deep_paths_export_in_bounded_memory, many_large_xattr_sets_export_in_bounded_memory,
+          long_deep_paths_diff_in_bounded_memory,
           wide_deep_listings_diff_in_bounded_memory,
           symlink_paths_stay_bounded_in_cat, bad_inode_does_not_hide_siblings,
           other_claimed_counts_are_bounded, mixed_hard_link_group, one_number_for_two_inodes])
