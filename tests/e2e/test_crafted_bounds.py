@@ -214,6 +214,30 @@ def many_large_xattr_sets_export_in_bounded_memory():
         assert rss <= bound, f"sqar extract --tar took {rss / MIB:.0f} MiB for 200 files of 4 MiB of xattrs"
 
 
+def many_large_xattr_sets_refused_by_merge_and_append():
+    """1,000 files whose xattrs decode to 4 MiB each (a 12 KB image): merge and append hold the
+    entries' xattrs until the new image is written, which took merge 8 GB. Past 256 MiB in all
+    they stop with an error naming the image and the entry, write nothing, and leave the
+    appended image as it was."""
+    with tempdir() as tmp:
+        img = Image(block_size=4096, compress_meta=True)
+        pairs = [(f"user.k{i:02d}", XATTR_BOMB_VALUE) for i in range(64)]
+        root = img.dir({f"f{i:05d}": img.file(b"", extended=True).set_xattrs(pairs) for i in range(1000)})
+        image = write_image(f"{tmp}/xattrs.sqfs", img, root)
+        with open(image, "rb") as f:
+            before = f.read()
+        os.mkdir(f"{tmp}/new")
+        for cmd in (["merge", image, f"{tmp}/merged.sqfs"], ["append", image, f"{tmp}/new"]):
+            code, out, err, rss = measured([SQAR] + cmd)
+            log(f"sqar {cmd[0]}: exit {code}, peak RSS {rss / MIB:.0f} MiB: {err.strip()}")
+            assert code == 1 and f"{image}: the xattrs of its entries decode to more than 256 MiB (at f0" in err, err
+            # The 256 MiB held before the limit, and the values' copies on the way.
+            assert rss <= 512 * MIB, f"sqar {cmd[0]} took {rss / MIB:.0f} MiB"
+        assert not os.path.exists(f"{tmp}/merged.sqfs")
+        with open(image, "rb") as f:
+            assert f.read() == before, "append changed the image it refused"
+
+
 def long_deep_paths_diff_in_bounded_memory():
     """800 levels of 255-byte names, each level with four empty sibling directories (a 60 KB
     image), against an empty directory: 4,000 lines of "- PATH" with paths of up to 200 KB,
@@ -416,6 +440,7 @@ if __name__ == "__main__":
           many_names_of_a_long_block_list_in_bounded_memory, long_block_list_reads_as_stored,
           deep_nesting_in_bounded_memory, deep_nesting_extracts_in_bounded_memory,
           long_deep_paths_export_in_bounded_memory, many_large_xattr_sets_export_in_bounded_memory,
+          many_large_xattr_sets_refused_by_merge_and_append,
           long_deep_paths_diff_in_bounded_memory,
           wide_deep_listings_diff_in_bounded_memory,
           symlink_paths_stay_bounded_in_cat, bad_inode_does_not_hide_siblings,
