@@ -11,6 +11,7 @@
 #include "common/error.h"
 #include "common/path_pattern.h"
 #include "ops/file_printer.h"
+#include "ops/path_table.h"
 #include "read_common.h"
 
 namespace sqar::cli {
@@ -102,18 +103,23 @@ int cat_main(int argc, char** argv) {
         // Only references are kept, and the walk reads no block lists: each file's list is
         // read when it is printed, so memory stays bounded however many names share a file
         // claiming millions of blocks.
-        std::vector<std::pair<std::string, reader::InodeRef>> files;
+        // Paths are kept as links to their directory (ops/path_table.h): whole, those of a deep
+        // tree grow with its depth squared.
+        std::vector<std::pair<ops::PathTable::Id, reader::InodeRef>> files;
+        ops::PathTable paths;
         PathSelection selection({pattern});
         reader::WalkOptions walk_options;
         walk_options.with_blocks = false;
         image->walk(
             [&](const std::string& path, const reader::Inode& ino) {
-              if (selection.select(path) && ino.is_regular()) files.emplace_back(path, ino.ref);
+              if (ino.is_dir()) paths.add(path, /*is_dir=*/true);
+              if (selection.select(path) && ino.is_regular()) files.emplace_back(paths.add(path, false), ino.ref);
               return ino.is_dir();
             },
             walk_options);
         if (files.empty()) throw Error(std::string(arg) + ": no regular file in the image matches");
-        for (const auto& [path, ref] : files) {
+        for (const auto& [path_id, ref] : files) {
+          const std::string path = paths.path(path_id);
           print_or_report([&] {
             reader::Inode file;
             try {

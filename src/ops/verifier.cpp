@@ -21,6 +21,7 @@
 #include "ops/input_image.h"
 #include "ops/manifest_check.h"
 #include "ops/parallel.h"
+#include "ops/path_table.h"
 
 namespace sqar::ops {
 namespace {
@@ -30,7 +31,7 @@ namespace {
 // to the number of files, not to their inodes' size (a full Inode per entry made verify of
 // a 270k-entry image take 232 MB).
 struct FileJob {
-  std::string path;
+  PathTable::Id path;  // in Impl::paths_: whole paths of a deep tree grow with its depth squared
   reader::InodeRef ref;
   uint32_t inode_number;
   uint64_t size;
@@ -73,8 +74,9 @@ class Verifier::Impl {
               problem(shown, e.what());
             }
             check_export_entry(shown, ino);
+            if (ino.is_dir()) paths_.add(path, /*is_dir=*/true);
             if (ino.is_regular() && file_inodes.insert(ino.inode_number).second) {
-              files.push_back({path, ino.ref, ino.inode_number, ino.size});
+              files.push_back({paths_.add(path, /*is_dir=*/false), ino.ref, ino.inode_number, ino.size});
               if (auto it = manifest_.find(ino.inode_number); it != manifest_.end())
                 by_key_.emplace(DataKey(img_, ino), it->second);
             }
@@ -246,7 +248,7 @@ class Verifier::Impl {
             std::lock_guard lock(members_mu_);
             undecodable_fragments_.insert(ino.fragment_index);
           }
-          return problem(f.path, seen->error);
+          return problem(paths_.path(f.path), seen->error);
         }
         bytes += ino.size;
         if (!had_manifest_) return;
@@ -266,12 +268,12 @@ class Verifier::Impl {
         else if (ino.size == 0)
           expected = hash128("", 0);
         if (!expected)
-          problem(f.path, "missing from the manifest trailer");
+          problem(paths_.path(f.path), "missing from the manifest trailer");
         else if (!(*expected == seen->digest))
-          problem(f.path, "content differs from the manifest (XXH3-128 " + seen->digest.hex() + ", expected " +
-                              expected->hex() + ")");
+          problem(paths_.path(f.path), "content differs from the manifest (XXH3-128 " + seen->digest.hex() +
+                                           ", expected " + expected->hex() + ")");
       } catch (const std::exception& e) {
-        problem(f.path, e.what());
+        problem(paths_.path(f.path), e.what());
       }
     });
     bytes_ = bytes;
@@ -290,24 +292,27 @@ class Verifier::Impl {
     for (const FragmentMember& m : members_)
       if (m.fragment_index < expected.size()) members.push_back(m);
     const std::vector<Hash128> seen = fragment_digests(members, uint32_t(expected.size()));
-    std::map<uint32_t, std::vector<const std::string*>> paths_of;  // mismatching block -> its files
+    std::map<uint32_t, std::vector<size_t>> files_of;  // mismatching block -> its files
     for (size_t k = 0; k < members_.size(); ++k) {
       const uint32_t fragment = members_[k].fragment_index;
       if (fragment < expected.size() && !(seen[fragment] == expected[fragment]) &&
           !undecodable_fragments_.count(fragment))
-        paths_of[fragment].push_back(&files[member_files_[k]].path);
+        files_of[fragment].push_back(member_files_[k]);
     }
-    for (auto& [fragment, paths] : paths_of) {
-      std::sort(paths.begin(), paths.end(), [](const std::string* a, const std::string* b) { return *a < *b; });
+    for (const auto& [fragment, members_failed] : files_of) {
+      std::vector<std::string> paths;
+      for (size_t file : members_failed) paths.push_back(paths_.path(files[file].path));
+      std::sort(paths.begin(), paths.end());
       const std::string why = "content differs from the manifest: the digest of fragment block " +
                               std::to_string(fragment) + " over its " + std::to_string(paths.size()) +
                               " small files does not match (this file or another of them is damaged)";
-      for (const std::string* path : paths) problem(*path, why);
+      for (const std::string& path : paths) problem(path, why);
     }
   }
 
   reader::Image& img_;
   unsigned jobs_;
+  PathTable paths_;  // of the directories and of the files checked
   ProblemSink sink_;
   std::mutex mu_;
   size_t problems_ = 0;

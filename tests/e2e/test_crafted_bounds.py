@@ -299,6 +299,29 @@ def wide_deep_listings_diff_in_bounded_memory():
         assert p.stdout.strip() == str(depth * (width + 1) + 1), p.stdout
 
 
+def many_files_of_deep_long_paths_in_bounded_memory():
+    """800 levels of 255-byte names, each level with 20 distinct empty files (a 100 KB image):
+    verify and cat '*' gathered each file's whole path before reading the files (1.57 GB).
+    They keep paths as links to their directory now."""
+    depth, files = 800, 20
+    with tempdir() as tmp:
+        img = Image(block_size=4096, compress_meta=True)
+        name = "n" * 255
+        node = img.dir({"leaf": img.file(b"bottom\n")})
+        for _ in range(depth - 1):
+            level = {f"f{i:02d}": img.file(b"") for i in range(files)}
+            level[name] = node
+            node = img.dir(level)
+        image = write_image(f"{tmp}/long.sqfs", img, img.dir({name: node}))
+        for cmd in (["verify", image], ["cat", image, "*"]):
+            code, out, err, rss = measured([SQAR] + cmd)
+            log(f"sqar {cmd[0]}: exit {code}, peak RSS {rss / MIB:.0f} MiB")
+            assert code == 0, err[:500]
+            assert rss <= READ_BOUND, f"sqar {cmd[0]} took {rss / MIB:.0f} MiB for {depth} levels of long names"
+            if cmd[0] == "cat":
+                assert out == "bottom\n", out[:100]
+
+
 def deep_nesting_extracts_in_bounded_memory():
     """extract and extract --tar kept the path of every directory leading to the current entry:
     quadratic in the depth (399 MB and 808 MB at 20,000 levels). A 10,000-deep image extracts
@@ -442,6 +465,6 @@ if __name__ == "__main__":
           long_deep_paths_export_in_bounded_memory, many_large_xattr_sets_export_in_bounded_memory,
           many_large_xattr_sets_refused_by_merge_and_append,
           long_deep_paths_diff_in_bounded_memory,
-          wide_deep_listings_diff_in_bounded_memory,
+          wide_deep_listings_diff_in_bounded_memory, many_files_of_deep_long_paths_in_bounded_memory,
           symlink_paths_stay_bounded_in_cat, bad_inode_does_not_hide_siblings,
           other_claimed_counts_are_bounded, mixed_hard_link_group, one_number_for_two_inodes])
