@@ -1,6 +1,5 @@
 #include "ops/path_table.h"
 
-
 namespace sqar::ops {
 
 PathTable::PathTable() {

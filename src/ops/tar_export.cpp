@@ -24,6 +24,7 @@
 #include "ops/decode_ahead.h"
 #include "ops/extract_filter.h"
 #include "ops/manifest_check.h"
+#include "ops/path_table.h"
 #include "ops/safe_dir.h"
 #include "writer/image_file.h"
 
@@ -142,6 +143,9 @@ class Exporter {
     // after it are read without waiting.
     bool fetch_fragment = false;
     std::optional<std::string> link_to;  // a further name of an inode written before
+    // The entry's image path in paths_, for a file named again later (a hard link's first
+    // name, a content checked after the last entry); the root otherwise.
+    PathTable::Id path_id = PathTable::kRoot;
     std::string symlink;
     std::vector<std::pair<std::string, std::string>> xattrs;
   };
@@ -271,6 +275,7 @@ class Exporter {
               return true;
             }
             learn(inode);
+            if (inode.is_dir()) paths_.add(path, /*is_dir=*/true);
             const auto [parent, name] = split_parent(path);
             while (open.size() > 1 && open.back().path_length != parent.size()) open.pop_back();
             const ExtractFilter::Mark mark = filter.entry(open.back().mark, path, name, inode.is_dir());
@@ -282,7 +287,7 @@ class Exporter {
                     queue(describe(std::string(*kept), d.inode));
                   d.written = true;
                 }
-              if (auto kept = without_stripped(path)) queue(describe(std::string(*kept), inode));
+              if (auto kept = without_stripped(path)) queue(describe(std::string(*kept), inode, path));
             }
             if (inode.is_dir()) open.push_back({path.size(), inode, mark, mark.selected});
             return true;
@@ -294,6 +299,12 @@ class Exporter {
       return q.close(std::current_exception());
     }
     q.close();
+  }
+
+  // The archived path of a file in paths_ (archived, so never stripped whole).
+  std::string archived_path(PathTable::Id id) const {
+    const std::string path = paths_.path(id);
+    return std::string(without_stripped(path).value_or(path));
   }
 
   // The path as archived: without its first strip_components components, or nothing for an
@@ -308,20 +319,26 @@ class Exporter {
     return path.substr(start);
   }
 
-  // Reads what the entry's header needs; throws an error naming the entry.
-  Item describe(const std::string& path, const Inode& inode) {
+  // Reads what the entry's header needs; throws an error naming the entry. `path` is the
+  // archived path, `image_path` the entry's path in the image (for files).
+  Item describe(const std::string& path, const Inode& inode, std::string_view image_path = {}) {
     Item it;
     it.path = path;
     it.inode = inode;
     if (inode.kind == FileKind::socket) return it;
     if (!inode.is_dir() && inode.nlink > 1) {
-      auto [found, fresh] = first_name_.try_emplace(inode.inode_number, path, inode.ref);
-      // Only names of the same inode are linked: a crafted image may give one number to two inodes.
-      if (!fresh && found->second.second == inode.ref) {
-        it.link_to = found->second.first;
+      const auto found = first_name_.find(inode.inode_number);
+      if (found == first_name_.end()) {
+        it.path_id = paths_.add(image_path, /*is_dir=*/false);
+        first_name_.emplace(inode.inode_number, FirstName{it.path_id, inode.ref});
+      } else if (found->second.ref == inode.ref) {
+        // Only names of the same inode are linked: a crafted image may give one number to two inodes.
+        it.link_to = archived_path(found->second.path);
         return it;
       }
     }
+    if (inode.kind == FileKind::regular && check_ && it.path_id == PathTable::kRoot)
+      it.path_id = paths_.add(image_path, /*is_dir=*/false);
     try {
       if (opt_.xattrs && inode.xattr_index != kNoXattr) it.xattrs = img_.xattrs(inode);
       if (inode.kind == FileKind::symlink) it.symlink = img_.read_symlink(inode);
@@ -474,7 +491,7 @@ class Exporter {
       done += c.len;
     }
     stats_.bytes += done;
-    if (hasher) check_content(path, file, hasher->digest());
+    if (hasher) check_content(it, file, hasher->digest());
   }
 
   // The content check against the manifest trailer, as `extract` and `cat` make it. A file
@@ -503,9 +520,9 @@ class Exporter {
     check_->learn(inode);
   }
 
-  void check_content(const std::string& path, const Inode& file, const Hash128& got) {
+  void check_content(const Item& it, const Inode& file, const Hash128& got) {
     if (check_->in_fragment_digest(file)) {
-      in_fragments_.push_back({path, file.inode_number, file.fragment_index});
+      in_fragments_.push_back({it.path_id, file.inode_number, file.fragment_index});
       fragment_hashes_.emplace(file.inode_number, got);
       return;
     }
@@ -515,24 +532,25 @@ class Exporter {
       want = check_->expected(file);
     }
     if (want) {
-      if (!(*want == got)) throw content_differs(path, got, *want);
+      if (!(*want == got)) throw content_differs(it.path, got, *want);
       return;
     }
     // A duplicate whose listed inode the planner has not reached yet: checked at the end.
-    duplicates_.push_back({path, file, got});
+    duplicates_.push_back({it.path_id, file.ref, got});
   }
 
   // After the last entry: the planner has walked (and learned) the whole image.
   void check_deferred_content() {
     if (!check_ || (duplicates_.empty() && fragment_hashes_.empty())) return;
     for (const auto& d : duplicates_)
-      if (auto want = check_->expected(d.file); want && !(*want == d.got)) throw content_differs(d.path, d.got, *want);
+      if (auto want = check_->expected(img_.read_inode(d.file)); want && !(*want == d.got))
+        throw content_differs(archived_path(d.path), d.got, *want);
     std::unordered_set<uint32_t> bad;
     for (uint32_t fragment : check_->bad_fragments(fragment_hashes_)) bad.insert(fragment);
     for (const auto& f : in_fragments_)
       if (bad.count(f.fragment))
-        throw Error(img_.path() + ": " + f.path + ": content differs from the manifest: the digest of fragment block " +
-                    std::to_string(f.fragment) +
+        throw Error(img_.path() + ": " + archived_path(f.path) +
+                    ": content differs from the manifest: the digest of fragment block " + std::to_string(f.fragment) +
                     " over its small files does not match (this file or another of them is damaged)" + not_written());
   }
 
@@ -550,18 +568,27 @@ class Exporter {
   Sink* sink_ = nullptr;
   std::unique_ptr<archive, ArchiveFree> a_;
   std::string write_error_;
-  std::unordered_map<uint32_t, std::pair<std::string, reader::InodeRef>> first_name_;
+  // Image paths of the directories and of the files named again later, as links to their
+  // directory: whole, they grow with the depth squared (a crafted 120 KB image of hard links
+  // 800 levels deep held 3 GB of first names). The planner adds; the writer reads only paths
+  // added before the items it has taken from the queue.
+  PathTable paths_;
+  struct FirstName {
+    PathTable::Id path;
+    reader::InodeRef ref;
+  };
+  std::unordered_map<uint32_t, FirstName> first_name_;
   std::vector<uint8_t> buf_;    // the sparse scan's block
   std::vector<uint8_t> zeros_;  // one block of zeros for sparse blocks
   TarExportStats stats_;
   // The content check (see open_manifest).
   struct DeferredFile {
-    std::string path;
-    Inode file;
+    PathTable::Id path;
+    reader::InodeRef file;  // read again at the end: a full inode holds up to 4,096 blocks
     Hash128 got;
   };
   struct FragmentFile {
-    std::string path;
+    PathTable::Id path;
     uint32_t inode_number, fragment;
   };
   std::optional<ManifestCheck> check_;

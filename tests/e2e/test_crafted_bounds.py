@@ -300,26 +300,60 @@ def wide_deep_listings_diff_in_bounded_memory():
 
 
 def many_files_of_deep_long_paths_in_bounded_memory():
-    """800 levels of 255-byte names, each level with 20 distinct empty files (a 100 KB image):
-    verify and cat '*' gathered each file's whole path before reading the files (1.57 GB).
-    They keep paths as links to their directory now."""
-    depth, files = 800, 20
+    """800 levels of 255-byte names, each level with 10 distinct empty files that claim a second
+    name (a 60 KB image): verify and cat '*' gathered each file's whole path before reading
+    the files (800 MB; 1.57 GB with 20 a level), and extract --tar kept each one's path as the
+    first name of a hard link (3 GB with 20). They keep paths as links to their directory now."""
+    depth, files = 800, 10
     with tempdir() as tmp:
         img = Image(block_size=4096, compress_meta=True)
         name = "n" * 255
         node = img.dir({"leaf": img.file(b"bottom\n")})
+
+        def linked_file():
+            f = img.file(b"", extended=True)
+            f.nlink = 2
+            return f
+
         for _ in range(depth - 1):
-            level = {f"f{i:02d}": img.file(b"") for i in range(files)}
+            level = {f"f{i:02d}": linked_file() for i in range(files)}
             level[name] = node
             node = img.dir(level)
         image = write_image(f"{tmp}/long.sqfs", img, img.dir({name: node}))
-        for cmd in (["verify", image], ["cat", image, "*"]):
-            code, out, err, rss = measured([SQAR] + cmd)
+        for cmd in (["verify", image], ["cat", image, "*"], ["extract", "-q", "--tar", "/dev/null", image]):
+            code, out, err, rss = measured([SQAR] + cmd, keep_stdout=cmd[0] == "cat")
             log(f"sqar {cmd[0]}: exit {code}, peak RSS {rss / MIB:.0f} MiB")
             assert code == 0, err[:500]
             assert rss <= READ_BOUND, f"sqar {cmd[0]} took {rss / MIB:.0f} MiB for {depth} levels of long names"
             if cmd[0] == "cat":
                 assert out == "bottom\n", out[:100]
+
+
+def deep_checked_files_export_in_bounded_memory():
+    """An image made by sqar create (so with a manifest trailer) of 800 levels of 255-byte names
+    with 10 small files a level: extract --tar checks each small file against its fragment
+    block's digest after the last entry, and kept each one's path until then (800 MB). Paths
+    are links to their directory now."""
+    depth, files = 800, 10
+    with tempdir() as tmp:
+        os.mkdir(f"{tmp}/src")
+        fd = os.open(f"{tmp}/src", os.O_RDONLY | os.O_DIRECTORY)
+        for level in range(depth):  # opened level by level: the whole path is 200 KB long
+            for i in range(files):
+                with open(f"f{i}", "wb", opener=lambda path, flags: os.open(path, flags, dir_fd=fd)) as f:
+                    f.write(b"level %d file %d\n" % (level, i))
+            os.mkdir("n" * 255, dir_fd=fd)
+            fd, old = os.open("n" * 255, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd), fd
+            os.close(old)
+        os.close(fd)
+        image = f"{tmp}/deep.sqfs"
+        run([SQAR, "create", "-q", f"{tmp}/src", image])
+        run(["rm", "-rf", f"{tmp}/src"])  # rm walks it by descriptors; Python's rmtree recurses
+        code, out, err, rss = measured([SQAR, "extract", "-q", "--tar", "/dev/null", image])
+        log(f"sqar extract --tar: exit {code}, peak RSS {rss / MIB:.0f} MiB")
+        assert code == 0, err[:500]
+        bound = 2 * READ_BOUND if SANITIZED else READ_BOUND
+        assert rss <= bound, f"sqar extract --tar took {rss / MIB:.0f} MiB for {depth} levels of checked files"
 
 
 def deep_nesting_extracts_in_bounded_memory():
@@ -466,5 +500,6 @@ if __name__ == "__main__":
           many_large_xattr_sets_refused_by_merge_and_append,
           long_deep_paths_diff_in_bounded_memory,
           wide_deep_listings_diff_in_bounded_memory, many_files_of_deep_long_paths_in_bounded_memory,
+          deep_checked_files_export_in_bounded_memory,
           symlink_paths_stay_bounded_in_cat, bad_inode_does_not_hide_siblings,
           other_claimed_counts_are_bounded, mixed_hard_link_group, one_number_for_two_inodes])
