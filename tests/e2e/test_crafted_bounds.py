@@ -324,7 +324,11 @@ def many_files_of_deep_long_paths_in_bounded_memory():
             code, out, err, rss = measured([SQAR] + cmd, keep_stdout=cmd[0] == "cat")
             log(f"sqar {cmd[0]}: exit {code}, peak RSS {rss / MIB:.0f} MiB")
             assert code == 0, err[:500]
-            assert rss <= READ_BOUND, f"sqar {cmd[0]} took {rss / MIB:.0f} MiB for {depth} levels of long names"
+            # extract --tar writes pax headers of hundreds of path sizes through libarchive, whose
+            # freed buffers ASan keeps per size class: 273 MiB there against 36 MiB in a normal
+            # build (3 GB before the fix).
+            bound = 4 * READ_BOUND if SANITIZED and cmd[0] == "extract" else READ_BOUND
+            assert rss <= bound, f"sqar {cmd[0]} took {rss / MIB:.0f} MiB for {depth} levels of long names"
             if cmd[0] == "cat":
                 assert out == "bottom\n", out[:100]
 
@@ -352,7 +356,8 @@ def deep_checked_files_export_in_bounded_memory():
         code, out, err, rss = measured([SQAR, "extract", "-q", "--tar", "/dev/null", image])
         log(f"sqar extract --tar: exit {code}, peak RSS {rss / MIB:.0f} MiB")
         assert code == 0, err[:500]
-        bound = 2 * READ_BOUND if SANITIZED else READ_BOUND
+        # As above: 289 MiB under ASan, 39 MiB in a normal build (969 MiB before the fix).
+        bound = 4 * READ_BOUND if SANITIZED else READ_BOUND
         assert rss <= bound, f"sqar extract --tar took {rss / MIB:.0f} MiB for {depth} levels of checked files"
 
 
