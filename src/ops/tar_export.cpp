@@ -26,6 +26,7 @@
 #include "ops/manifest_check.h"
 #include "ops/path_table.h"
 #include "ops/safe_dir.h"
+#include "scan/tree.h"
 #include "writer/image_file.h"
 
 namespace sqar::ops {
@@ -259,7 +260,7 @@ class Exporter {
       }
       const uint64_t jobs = it.full_blocks + (it.fetch_fragment ? 1 : 0);
       size_t weight = it.path.size() + it.symlink.size() + (it.link_to ? it.link_to->size() : 0);
-      for (const auto& [key, value] : it.xattrs) weight += key.size() + value.size();
+      weight += memory_of(it.xattrs);
       if (!q.push(std::move(it), jobs, weight)) throw Stopped{};
     };
     try {
@@ -570,8 +571,8 @@ class Exporter {
   std::string write_error_;
   // Image paths of the directories and of the files named again later, as links to their
   // directory: whole, they grow with the depth squared (a crafted 120 KB image of hard links
-  // 800 levels deep held 3 GB of first names). The planner adds; the writer reads only paths
-  // added before the items it has taken from the queue.
+  // 800 levels deep held 3 GB of first names). The planner adds and reads them; the writer
+  // keeps only ids, and reads paths only after the planner was joined (deferred checks).
   PathTable paths_;
   struct FirstName {
     PathTable::Id path;
