@@ -59,6 +59,7 @@ class DataPipeline final : public UnitReader {
     kinds_.resize(nfiles);
     skip_.assign(nfiles, false);
     for (size_t i = 0; i < nfiles; ++i) skip_[i] = node_of(uint32_t(i)).omitted;
+    refuse_files_of_too_many_blocks();
     classify();
     if (opt_.dedup) {
       size_t shared = 0;  // only files that share their size are looked up
@@ -88,6 +89,19 @@ class DataPipeline final : public UnitReader {
 
  private:
   const Node& node_of(uint32_t file) const { return tree_.nodes[tree_.files[file]]; }
+
+  // An inode lists its blocks in at most 2^32 - 1 bytes (libsquashfs counts them in 32 bits):
+  // checked before any file is hashed or read, since reaching it takes a 4 TiB file at -b 4K.
+  void refuse_files_of_too_many_blocks() const {
+    constexpr uint64_t kMaxBlocks = UINT32_MAX / sizeof(uint32_t);
+    for (uint32_t i = 0; i < tree_.files.size(); ++i) {
+      const Node& n = node_of(i);
+      if (!n.omitted && (n.size + block_size_ - 1) / block_size_ > kMaxBlocks)
+        throw Error(tree_.path_of(n) + ": " + std::to_string(n.size) + " bytes are more than " +
+                    std::to_string(kMaxBlocks) + " blocks of " + std::to_string(block_size_) +
+                    ", more than one SquashFS file can list; use a larger block size (-b)");
+    }
+  }
 
   void skip_file(uint32_t file, const std::string& why) {
     if (!opt_.skip_unreadable) throw Error(why + " (--skip-unreadable leaves it out and goes on)");

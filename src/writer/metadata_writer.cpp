@@ -36,6 +36,11 @@ struct FreeDeleter {
 using InodePtr = std::unique_ptr<sqfs_inode_generic_t, FreeDeleter>;
 
 InodePtr alloc_inode(size_t payload) {
+  // libsquashfs counts an inode's payload in 32 bits: a longer block list (2^30 blocks, 4 TiB
+  // at -b 4K) would wrap and be written short. The data stage refuses such files up front;
+  // this keeps any other way in (an input image's claim) from writing a corrupt image.
+  if (payload > UINT32_MAX)
+    throw Error("a file of more than 2^30 blocks cannot be stored; use a larger block size (-b)");
   auto* p = static_cast<sqfs_inode_generic_t*>(std::calloc(1, sizeof(sqfs_inode_generic_t) + payload));
   if (!p) throw std::bad_alloc();
   p->payload_bytes_available = uint32_t(payload);

@@ -524,6 +524,20 @@ def test_file_of_millions_of_blocks():
                 f.seek((9 << 30) - 4096)
                 assert f.read() == bytes(4091) + b"tail!"
         log("ok: 2.36 million blocks: made, verified, listed and read")
+        # 2^30 blocks would wrap libsquashfs's 32-bit count of an inode's list (a short list
+        # written: a corrupt image). Refused before anything is read, naming the file.
+        with open(f"{src}/big", "r+b") as f:
+            try:
+                f.truncate(4 << 40)
+            except OSError as e:
+                log(f"no 4 TiB sparse file here ({e.strerror}): the limit is not checked")
+                return
+        os.remove(img)
+        p = run([SQAR, "create", "-q", "-b", "4K", src, img], check=False)
+        assert p.returncode == 1 and f"{src}/big: 4398046511104 bytes are more than 1073741823 blocks" in p.stderr, \
+            (p.returncode, p.stderr)
+        assert not os.path.exists(img) and not leftovers(img), "an image was left behind"
+        log("ok: 2^30 blocks of one file refused: " + p.stderr.strip())
 
 
 def test_ranges_in_holes_of_large_sparse_files():
