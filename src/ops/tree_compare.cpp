@@ -154,7 +154,6 @@ class TreeComparer {
     uint32_t disk_next = 0, disk_end = 0;             // the tree's children not walked yet
     std::string last_name;                            // of the entry walked last
     std::vector<Below> below;                         // a stack (see Below)
-    bool is_root = false;
   };
   // Something the walk found, held until its batch is reported.
   struct Found {
@@ -254,15 +253,12 @@ class TreeComparer {
     std::vector<Frame> stack;
     // The root's own lines wait for their place among its entries: "." sorts after " x".
     bool root_pending = true;
-    if (std::optional<Below> below = compare_entry(".", root, 0, Part::below_only)) {
-      open_directory(stack, *below);
-      if (!stack.empty()) stack.back().is_root = true;
-    }
+    if (std::optional<Below> below = compare_entry(".", root, 0, Part::below_only)) open_directory(stack, *below);
     while (!stack.empty() && !answered()) {
       Frame& f = stack.back();
       const std::optional<std::string_view> next = next_name(f);
       const bool subtree_next = !f.below.empty() && (!next || subtree_before(top_name(f), *next));
-      if (f.is_root && root_pending) {
+      if (stack.size() == 1 && root_pending) {  // the root's frame is the bottom one
         // "." takes its place before the first entry or subtree that sorts after it.
         const std::string first = subtree_next ? std::string(top_name(f)) + '/' : std::string(next.value_or(""));
         if (first.empty() || first > ".") {

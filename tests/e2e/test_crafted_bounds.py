@@ -174,6 +174,14 @@ def deep_nesting_in_bounded_memory():
                 assert counts["directory"] == depth + 1 and counts["regular"] == depth, counts
 
 
+def tar_export_within(image, bound, what):
+    """extract --tar of image to /dev/null: exit 0 and a peak RSS of at most bound."""
+    code, out, err, rss = measured([SQAR, "extract", "-q", "--tar", "/dev/null", image])
+    log(f"sqar extract --tar: exit {code}, peak RSS {rss / MIB:.0f} MiB")
+    assert code == 0, err[:500]
+    assert rss <= bound, f"sqar extract --tar took {rss / MIB:.0f} MiB for {what}"
+
+
 def long_deep_paths_export_in_bounded_memory():
     """800 levels of 255-byte names (a 30 KB image) name entries by paths of up to 200 KB.
     extract --tar queues entries ahead of its writer, each with its path: 1,024 of them took
@@ -188,14 +196,10 @@ def long_deep_paths_export_in_bounded_memory():
         for _ in range(depth - 1):
             node = img.dir({name: node, "f": leaf})
         image = write_image(f"{tmp}/long.sqfs", img, img.dir({name: node}))
-        code, out, err, rss = measured([SQAR, "extract", "-q", "--tar", "/dev/null", image])
-        log(f"sqar extract --tar: exit {code}, peak RSS {rss / MIB:.0f} MiB")
-        assert code == 0, err[:500]
         # Under ASan freed chunks stay with their size class, and these paths (and libarchive's
         # pax headers holding them) come in hundreds of sizes: 160 MiB there for the 33 MiB a
         # normal build holds (147 MiB before the bound).
-        bound = 2 * READ_BOUND if SANITIZED else READ_BOUND
-        assert rss <= bound, f"sqar extract --tar took {rss / MIB:.0f} MiB for {depth} levels of long names"
+        tar_export_within(image, 2 * READ_BOUND if SANITIZED else READ_BOUND, f"{depth} levels of long names")
 
 
 def many_large_xattr_sets_export_in_bounded_memory():
@@ -207,11 +211,7 @@ def many_large_xattr_sets_export_in_bounded_memory():
         pairs = [(f"user.k{i:02d}", XATTR_BOMB_VALUE) for i in range(64)]
         root = img.dir({f"f{i:05d}": img.file(b"", extended=True).set_xattrs(pairs) for i in range(200)})
         image = write_image(f"{tmp}/xattrs.sqfs", img, root)
-        code, out, err, rss = measured([SQAR, "extract", "-q", "--tar", "/dev/null", image])
-        log(f"sqar extract --tar: exit {code}, peak RSS {rss / MIB:.0f} MiB")
-        assert code == 0, err[:500]
-        bound = 2 * READ_BOUND if SANITIZED else READ_BOUND
-        assert rss <= bound, f"sqar extract --tar took {rss / MIB:.0f} MiB for 200 files of 4 MiB of xattrs"
+        tar_export_within(image, 2 * READ_BOUND if SANITIZED else READ_BOUND, "200 files of 4 MiB of xattrs")
 
 
 def many_large_xattr_sets_refused_by_merge_and_append():
@@ -353,12 +353,8 @@ def deep_checked_files_export_in_bounded_memory():
         image = f"{tmp}/deep.sqfs"
         run([SQAR, "create", "-q", f"{tmp}/src", image])
         run(["rm", "-rf", f"{tmp}/src"])  # rm walks it by descriptors; Python's rmtree recurses
-        code, out, err, rss = measured([SQAR, "extract", "-q", "--tar", "/dev/null", image])
-        log(f"sqar extract --tar: exit {code}, peak RSS {rss / MIB:.0f} MiB")
-        assert code == 0, err[:500]
         # As above: 289 MiB under ASan, 39 MiB in a normal build (969 MiB before the fix).
-        bound = 4 * READ_BOUND if SANITIZED else READ_BOUND
-        assert rss <= bound, f"sqar extract --tar took {rss / MIB:.0f} MiB for {depth} levels of checked files"
+        tar_export_within(image, 4 * READ_BOUND if SANITIZED else READ_BOUND, f"{depth} levels of checked files")
 
 
 def deep_nesting_extracts_in_bounded_memory():
