@@ -186,10 +186,11 @@ class Loader {
     fill(0, root);
     std::deque<std::pair<uint32_t, reader::Inode>> todo{{0, root}};
     std::unordered_set<reader::InodeRef> seen_dirs{root.ref};
+    reader::ListingBudget budget;  // directories listing overlapping stretches of the table
     while (!todo.empty()) {
       auto [dir, ino] = std::move(todo.front());
       todo.pop_front();
-      const auto entries = img.read_dir(ino);
+      const auto entries = img.read_dir(ino, &budget);
       const uint32_t first = uint32_t(in_.tree.nodes.size());
       for (const auto& e : entries) add_node(e.name, dir);
       in_.tree.nodes[dir].first_child = first;

@@ -331,7 +331,7 @@ class TreeComparer {
       return;
     }
     if (b.side != Side::disk_only) {
-      f.listing = image_.open_listing(image_.read_inode(b.image_dir, /*with_blocks=*/false));
+      f.listing = image_.open_listing(image_.read_inode(b.image_dir, /*with_blocks=*/false), &listing_budget_);
       reader::DirEntry e;
       if (f.listing->next(e)) f.image_next = std::move(e);
     }
@@ -470,7 +470,8 @@ class TreeComparer {
   CompareCounts counts_;
   std::string path_;  // the path of the entry or directory the walk is at ("" is the root)
   std::unordered_set<reader::InodeRef> image_dirs_seen_;
-  std::vector<Found> batch_;  // in path order
+  reader::ListingBudget listing_budget_;  // directories listing overlapping stretches of the table
+  std::vector<Found> batch_;              // in path order
   size_t batch_bytes_ = 0, batch_checks_ = 0;
 };
 

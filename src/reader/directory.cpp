@@ -25,13 +25,17 @@ FileKind kind_of_entry_type(uint16_t t) {
 // Walks a directory listing from a given position, entry by entry.
 class ListingCursor {
  public:
-  ListingCursor(ImageImpl& img, const Inode& dir, uint64_t block_rel, uint32_t offset, uint32_t consumed)
+  // budget: the walk's account of listing bytes (nullptr for a lookup or a single listing).
+  ListingCursor(ImageImpl& img, const Inode& dir, uint64_t block_rel, uint32_t offset, uint32_t consumed,
+                ListingBudget* budget)
       : r_(img, img.super().directory_table_start + block_rel, offset, "directory listing"),
         total_(dir.dir_file_size > 3 ? dir.dir_file_size - 3 : 0),
         consumed_(consumed),
-        dir_number_(dir.inode_number) {
+        dir_number_(dir.inode_number),
+        budget_(budget) {
     if (block_rel >= img.super().bytes_used - img.super().directory_table_start || offset >= fmt::kMetadataBlockSize)
       img.fail("directory inode " + std::to_string(dir.inode_number) + " points outside the directory table");
+    r_.count_blocks_in(budget);
   }
 
   // Next entry, or false at the end of the listing.
@@ -41,6 +45,7 @@ class ListingCursor {
       need(12);
       uint8_t h[12];
       r_.read(h, 12);
+      spend(12);
       remaining_ = load_le32(h) + 1;
       start_ = load_le32(h + 4);
       base_ = load_le32(h + 8);
@@ -60,6 +65,7 @@ class ListingCursor {
     need(name_len);
     e.name.resize(name_len);
     r_.read(e.name.data(), name_len);
+    spend(8 + name_len);
     if (!valid_entry_name(e.name))
       r_.fail("directory " + std::to_string(dir_number_) + " holds an invalid name \"" + printable(e.name) + "\"");
     if (off >= fmt::kMetadataBlockSize)
@@ -94,11 +100,18 @@ class ListingCursor {
     if (n > total_ - std::min(consumed_, total_)) r_.fail("directory listing is longer than its inode says");
     consumed_ += n;
   }
+  // After the bytes are read, so that the blocks they came from are counted.
+  void spend(uint32_t n) {
+    if (budget_ && !budget_->spend(n))
+      r_.fail("directory listings overlap: " + std::to_string(budget_->listing_bytes()) +
+              " bytes of listings read from " + std::to_string(budget_->block_bytes()) + " bytes of directory table");
+  }
 
   MetaReader r_;
   uint32_t total_;
   uint32_t consumed_;
   uint32_t dir_number_;
+  ListingBudget* budget_;
   uint32_t remaining_ = 0;
   uint32_t start_ = 0;
   uint32_t base_ = 0;
@@ -115,7 +128,8 @@ namespace {
 // A listing read through a cursor, checked as read_dir checks it.
 class CursorListing final : public Image::Listing {
  public:
-  CursorListing(ImageImpl& img, const Inode& dir) : cursor_(img, dir, dir.dir_block_start, dir.dir_offset, 0) {}
+  CursorListing(ImageImpl& img, const Inode& dir, ListingBudget* budget)
+      : cursor_(img, dir, dir.dir_block_start, dir.dir_offset, 0, budget) {}
 
   bool next(DirEntry& e) override {
     if (!cursor_.next(e)) return false;
@@ -136,14 +150,14 @@ class CursorListing final : public Image::Listing {
 
 }  // namespace
 
-std::unique_ptr<Image::Listing> ImageImpl::open_listing(const Inode& dir) {
+std::unique_ptr<Image::Listing> ImageImpl::open_listing(const Inode& dir, ListingBudget* budget) {
   if (!dir.is_dir()) fail("inode " + std::to_string(dir.inode_number) + " is not a directory");
-  return std::make_unique<CursorListing>(*this, dir);
+  return std::make_unique<CursorListing>(*this, dir, budget);
 }
 
-std::vector<DirEntry> ImageImpl::read_dir(const Inode& dir) {
+std::vector<DirEntry> ImageImpl::read_dir(const Inode& dir, ListingBudget* budget) {
   std::vector<DirEntry> out;
-  const std::unique_ptr<Listing> listing = open_listing(dir);
+  const std::unique_ptr<Listing> listing = open_listing(dir, budget);
   DirEntry e;
   while (listing->next(e)) out.push_back(e);
   return out;
@@ -178,7 +192,7 @@ std::optional<DirEntry> ImageImpl::lookup(const Inode& dir, std::string_view nam
       offset = uint32_t((dir.dir_offset + uint64_t(index)) % fmt::kMetadataBlockSize);
     }
   }
-  ListingCursor cur(*this, dir, block, offset, consumed);
+  ListingCursor cur(*this, dir, block, offset, consumed, nullptr);
   DirEntry e;
   while (cur.next(e)) {
     int c = std::string_view(e.name).compare(name);
@@ -217,6 +231,8 @@ void ImageImpl::walk(const std::function<bool(const std::string&, const Inode&)>
   // Every directory may be listed once: a second visit means a loop or a hard-linked
   // directory, both of which would make the walk endless or exponential.
   std::unordered_set<uint64_t> seen_dirs;
+  // Listings that overlap without starting at one place (see ListingBudget).
+  ListingBudget budget;
   auto dir_key = [](const Inode& d) { return (uint64_t(d.dir_block_start) << 16) | d.dir_offset; };
 
   Inode r = root();
@@ -225,7 +241,7 @@ void ImageImpl::walk(const std::function<bool(const std::string&, const Inode&)>
   std::string path;
   if (!fn(path, r)) return;
   std::vector<Frame> stack;
-  stack.push_back({ListingCursor(*this, r, r.dir_block_start, r.dir_offset, 0), 0, {}});
+  stack.push_back({ListingCursor(*this, r, r.dir_block_start, r.dir_offset, 0, &budget), 0, {}});
   DirEntry e;
   while (!stack.empty()) {
     Frame& f = stack.back();
@@ -236,8 +252,9 @@ void ImageImpl::walk(const std::function<bool(const std::string&, const Inode&)>
       if (more && !f.prev.empty() && !(f.prev < e.name))
         f.cursor.fail("directory entries are unsorted or duplicated at \"" + ListingCursor::printable(e.name) + "\"");
     } catch (const Error& err) {
-      // The rest of this listing is lost; its siblings' listings are not.
-      if (!options.on_error || stack.size() == 1) throw;
+      // The rest of this listing is lost; its siblings' listings are not, unless listings
+      // overlap, which puts all of them in doubt.
+      if (!options.on_error || stack.size() == 1 || budget.overdrawn()) throw;
       options.on_error(path, err.what());
       more = false;
     }
@@ -260,7 +277,7 @@ void ImageImpl::walk(const std::function<bool(const std::string&, const Inode&)>
       fail("directory loop: \"" + path + "\" lists a directory that was already visited");
     if (!fn(path, ino) || !ino.is_dir()) continue;
     try {
-      ListingCursor child(*this, ino, ino.dir_block_start, ino.dir_offset, 0);
+      ListingCursor child(*this, ino, ino.dir_block_start, ino.dir_offset, 0, &budget);
       f.cursor.release();
       stack.push_back({std::move(child), path.size(), {}});
     } catch (const Error& err) {

@@ -24,6 +24,7 @@
 
 #include "codec/codec.h"
 #include "format/manifest.h"
+#include "reader/listing_budget.h"
 
 namespace sqar::reader {
 
@@ -180,7 +181,9 @@ class Image {
 
   // Entries in on-disk (sorted) order. Throws on names that are empty, '.', '..' or contain
   // '/' or NUL, so no caller can be tricked into writing outside a target directory.
-  virtual std::vector<DirEntry> read_dir(const Inode& dir) = 0;
+  // A walk that lists every directory passes its one ListingBudget to each listing it opens
+  // (see listing_budget.h); a single listing needs none.
+  virtual std::vector<DirEntry> read_dir(const Inode& dir, ListingBudget* budget = nullptr) = 0;
   // The same entries one at a time, holding one metadata block rather than the listing: for
   // walks whose memory must not follow the listings' sizes (a crafted image can make every
   // directory of a deep branch hold thousands of long names).
@@ -192,7 +195,7 @@ class Image {
     // Drops the metadata block held while the caller reads elsewhere; next() reads it again.
     virtual void release() = 0;
   };
-  virtual std::unique_ptr<Listing> open_listing(const Inode& dir) = 0;
+  virtual std::unique_ptr<Listing> open_listing(const Inode& dir, ListingBudget* budget = nullptr) = 0;
   // Uses the directory index of large directories to skip to the right metadata block.
   virtual std::optional<DirEntry> lookup(const Inode& dir, std::string_view name) = 0;
   // "a/b/c" relative to the root ("" or "/" is the root). Symlinks are not followed.

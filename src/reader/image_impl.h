@@ -47,8 +47,8 @@ class ImageImpl final : public Image {
   Inode root() override { return read_inode(sb_.root_inode_ref); }
   Inode read_inode(InodeRef ref, bool with_blocks = true) override;
 
-  std::vector<DirEntry> read_dir(const Inode& dir) override;
-  std::unique_ptr<Listing> open_listing(const Inode& dir) override;
+  std::vector<DirEntry> read_dir(const Inode& dir, ListingBudget* budget = nullptr) override;
+  std::unique_ptr<Listing> open_listing(const Inode& dir, ListingBudget* budget = nullptr) override;
   std::optional<DirEntry> lookup(const Inode& dir, std::string_view name) override;
   std::optional<Inode> resolve_path(std::string_view path) override;
 

@@ -11,6 +11,7 @@
 #include "common/endian.h"
 #include "format/squashfs.h"
 #include "reader/image_impl.h"
+#include "reader/listing_budget.h"
 
 namespace sqar::reader {
 
@@ -20,10 +21,13 @@ class MetaReader {
   MetaReader(ImageImpl& image, uint64_t block_pos, uint32_t offset, const char* what)
       : img_(image), pos_(block_pos), off_(offset), what_(what), start_pos_(block_pos), start_off_(offset) {}
 
+  // Counts every block this reader loads into `budget` (a walk's directory listings).
+  void count_blocks_in(ListingBudget* budget) { budget_ = budget; }
+
   void read(void* dst, size_t n) {
     uint8_t* out = static_cast<uint8_t*>(dst);
     while (n > 0) {
-      if (!cur_) cur_ = img_.meta_block(pos_);
+      if (!cur_) load();
       if (off_ > cur_->size) fail("offset " + std::to_string(off_) + " is past the end of its metadata block");
       if (off_ == cur_->size) {
         next_block();
@@ -38,7 +42,7 @@ class MetaReader {
   }
   void skip(size_t n) {
     while (n > 0) {
-      if (!cur_) cur_ = img_.meta_block(pos_);
+      if (!cur_) load();
       if (off_ >= cur_->size) {
         if (off_ > cur_->size) fail("offset is past the end of its metadata block");
         next_block();
@@ -87,10 +91,14 @@ class MetaReader {
     if (cur_->next >= img_.super().bytes_used) fail("runs past the end of the image");
     pos_ = cur_->next;
     off_ = 0;
+    load();
+  }
+  void load() {
     cur_ = img_.meta_block(pos_);
+    if (budget_) budget_->count_block(pos_, uint32_t(cur_->size));
   }
   void normalise() {
-    if (!cur_) cur_ = img_.meta_block(pos_);
+    if (!cur_) load();
     if (off_ == cur_->size && cur_->next < img_.super().bytes_used) next_block();
   }
 
@@ -101,6 +109,7 @@ class MetaReader {
   const char* what_;
   uint64_t start_pos_;
   uint32_t start_off_;
+  ListingBudget* budget_ = nullptr;
 };
 
 }  // namespace sqar::reader

@@ -117,6 +117,22 @@ def deep_image(path, depth):
     return write_image(path, img, img.dir({"d": node}))
 
 
+def suffix_listings_image(path, n):
+    """`a` lists n files, each under a listing header of its own; s00001..s{n-1} are directories
+    whose listings are the suffixes of a's from its k-th header on (none starts where a's does):
+    n^2/2 entries from a directory table of n."""
+    img = Image(block_size=4096, compress_meta=True)
+    f = img.file(b"f\n")
+    big = img.dir({f"file-{i:05d}": f for i in range(n)}, extended=True)
+    big.per_header = 1
+    suffixes = {}
+    for k in range(1, n):
+        d = img.dir({}, extended=True)  # a listing over 64 KiB needs the extended inode
+        d.listing_of = (big, k)
+        suffixes[f"s{k:05d}"] = d
+    return write_image(path, img, img.dir({"a": big, **suffixes}, extended=True))
+
+
 def bad_sibling_image(path):
     """dir/f00..f19 with content "content N\\n"; f07's fragment index is outside the table."""
     img = Image(block_size=4096)

@@ -15,8 +15,10 @@ xz_codec() makes blocks whose dictionary and integrity check the test chooses.
     data = img.build(root)
 
 Inodes are plain objects; set attributes before build() to craft damage (for example
-`f.fragment = (999, 0)`, `f.size = 1 << 45`, `d.index_count = 65535`, or `a.number = b.number`
-to give two inodes one inode number). Layout follows mksquashfs: superblock, data,
+`f.fragment = (999, 0)`, `f.size = 1 << 45`, `d.index_count = 65535`, `a.number = b.number`
+to give two inodes one inode number, `d.per_header = 1` to start a listing header at every
+entry, or `d.listing_of = (other, k)` to point d at other's listing from its k-th header on,
+where other is written first). Layout follows mksquashfs: superblock, data,
 fragments, inode table, directory table, fragment table, export table, id table, xattrs.
 """
 import lzma
@@ -282,7 +284,12 @@ class Image:
     def _write_listing(self, d, dtab):
         """Headers of up to 256 entries sharing one inode block, and a new header wherever the
         listing enters a new metadata block: that is what the directory index points at."""
+        if getattr(d, "listing_of", None):
+            other, k = d.listing_of
+            d.listing_ref, d.listing_size = other.header_refs[k], other.listing_size - other.header_at[k]
+            return
         d.listing_ref = dtab.ref()
+        per_header = getattr(d, "per_header", 256)
         groups = []  # [(inode block, base number, [entry bytes])]
         pos = dtab.decompressed()
         first_block = pos // META
@@ -293,7 +300,7 @@ class Image:
             raw = name.encode()
             block = child.ref >> 16
             g = groups[-1] if groups else None
-            if (g is None or g[0] != block or len(g[2]) == 256 or not -32768 <= child.number - g[1] < 32768
+            if (g is None or g[0] != block or len(g[2]) == per_header or not -32768 <= child.number - g[1] < 32768
                     or pos // META != header_pos // META):
                 g = (block, child.number, [])
                 groups.append(g)
@@ -302,9 +309,11 @@ class Image:
             entry = struct.pack("<HhHH", child.ref & 0xFFFF, child.number - g[1], etype, len(raw) - 1) + raw
             g[2].append(entry)
             pos += len(entry)
-        d.index_entries = []
+        d.index_entries, d.header_refs, d.header_at = [], [], []
         consumed = 0
         for block, base, entries in groups:
+            d.header_refs.append(dtab.ref())
+            d.header_at.append(consumed)
             if dtab.decompressed() // META != first_block:
                 d.index_entries.append((consumed, dtab.block(), self._first_name(entries[0])))
             data = struct.pack("<III", len(entries) - 1, block, base) + b"".join(entries)

@@ -11,7 +11,7 @@ import struct
 import subprocess
 
 from boundslib import (MIB, READ_BOUND, SANITIZED, XATTR_BOMB_VALUE, bad_sibling_image, deep_image, measured, measured_head,
-                       sparse_bomb_image, write_image, xattr_bomb_image)
+                       sparse_bomb_image, suffix_listings_image, write_image, xattr_bomb_image)
 from craftfs import CHRDEV, FILE, SYMLINK, Image
 from sqartest import SQAR, compare_trees, log, main, need_tool, run, tempdir
 
@@ -409,6 +409,28 @@ def symlink_paths_stay_bounded_in_cat():
         assert len(p.stderr) < 500, "the error should not print the grown path"
 
 
+def overlapping_listings_are_refused():
+    """6,000 directories whose listings are suffixes of one listing of 6,000 files (a 90 KB
+    image claiming 18 million entries): every command that walks the image stops at the first
+    listing byte read twice, naming the overlap, in bounded memory and without writing an image.
+    Before, `list` printed all 18 million names, and `merge` took 2.7 GB and 28 s to write
+    them into a 29 MB image."""
+    n = 6000
+    with tempdir() as tmp:
+        image = suffix_listings_image(f"{tmp}/suffix.sqfs", n)
+        os.makedirs(f"{tmp}/empty")
+        for cmd in (["list", image], ["verify", image], ["diff", image, f"{tmp}/empty"],
+                    ["extract", "-q", "--tar", "/dev/null", image], ["extract", image, "-C", f"{tmp}/out"],
+                    ["merge", image, f"{tmp}/merged.sqfs"], ["append", image, f"{tmp}/empty"]):
+            code, out, err, rss = measured([SQAR] + cmd, timeout=120)
+            log(f"sqar {cmd[0]}: exit {code}, peak RSS {rss / MIB:.0f} MiB, {out.count(chr(10))} lines out")
+            assert code == (2 if cmd[0] == "diff" else 1), (cmd, code, err[:500])
+            assert "directory listings overlap" in err, (cmd, err[:500])
+            assert rss <= READ_BOUND, f"sqar {cmd[0]} took {rss / MIB:.0f} MiB"
+            assert out.count("\n") <= 2 * n, f"sqar {cmd[0]} wrote {out.count(chr(10))} lines"
+        assert not os.path.exists(f"{tmp}/merged.sqfs")
+
+
 def bad_inode_does_not_hide_siblings():
     """dir/f07's fragment index is out of range: `list` lists the 19 others and the directory,
     names f07 and the cause on stderr, and exits 1; unsquashfs lists all 20."""
@@ -502,5 +524,5 @@ if __name__ == "__main__":
           long_deep_paths_diff_in_bounded_memory,
           wide_deep_listings_diff_in_bounded_memory, many_files_of_deep_long_paths_in_bounded_memory,
           deep_checked_files_export_in_bounded_memory,
-          symlink_paths_stay_bounded_in_cat, bad_inode_does_not_hide_siblings,
+          symlink_paths_stay_bounded_in_cat, overlapping_listings_are_refused, bad_inode_does_not_hide_siblings,
           other_claimed_counts_are_bounded, mixed_hard_link_group, one_number_for_two_inodes])
