@@ -14,6 +14,7 @@
 #include "format/manifest.h"
 #include "format/squashfs.h"
 #include "ops/parallel.h"
+#include "reader/block_list_budget.h"
 
 namespace sqar::ops {
 namespace {
@@ -186,7 +187,8 @@ class Loader {
     fill(0, root);
     std::deque<std::pair<uint32_t, reader::Inode>> todo{{0, root}};
     std::unordered_set<reader::InodeRef> seen_dirs{root.ref};
-    reader::ListingBudget budget;  // directories listing overlapping stretches of the table
+    reader::ListingBudget budget;         // directories listing overlapping stretches of the table
+    reader::BlockListBudget block_lists;  // files whose block lists overlap
     while (!todo.empty()) {
       auto [dir, ino] = std::move(todo.front());
       todo.pop_front();
@@ -197,6 +199,8 @@ class Loader {
       in_.tree.nodes[dir].child_count = uint32_t(entries.size());
       for (size_t k = 0; k < entries.size(); ++k) {
         reader::Inode child = img.read_inode(entries[k].inode_ref, false);
+        if (child.is_regular())
+          block_lists.count(img, child, in_.tree.rel_path_of(in_.tree.nodes[first + uint32_t(k)]));
         fill(first + uint32_t(k), child);
         if (child.is_dir()) {
           if (!seen_dirs.insert(child.ref).second)

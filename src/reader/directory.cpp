@@ -2,6 +2,7 @@
 #include <unordered_set>
 
 #include "common/error.h"
+#include "reader/block_list_budget.h"
 #include "reader/meta_reader.h"
 
 namespace sqar::reader {
@@ -231,8 +232,9 @@ void ImageImpl::walk(const std::function<bool(const std::string&, const Inode&)>
   // Every directory may be listed once: a second visit means a loop or a hard-linked
   // directory, both of which would make the walk endless or exponential.
   std::unordered_set<uint64_t> seen_dirs;
-  // Listings that overlap without starting at one place (see ListingBudget).
+  // Listings that overlap without starting at one place, and block lists that overlap.
   ListingBudget budget;
+  BlockListBudget block_lists;
   auto dir_key = [](const Inode& d) { return (uint64_t(d.dir_block_start) << 16) | d.dir_offset; };
 
   Inode r = root();
@@ -275,6 +277,7 @@ void ImageImpl::walk(const std::function<bool(const std::string&, const Inode&)>
     }
     if (ino.is_dir() && ino.dir_file_size > 3 && !seen_dirs.insert(dir_key(ino)).second)
       fail("directory loop: \"" + path + "\" lists a directory that was already visited");
+    block_lists.count(*this, ino, path);
     if (!fn(path, ino) || !ino.is_dir()) continue;
     try {
       ListingCursor child(*this, ino, ino.dir_block_start, ino.dir_offset, 0, &budget);

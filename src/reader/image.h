@@ -236,6 +236,8 @@ class Image {
   // asked for again (sqarfs once a sequential reader has had all of it). Never throws.
   virtual void release_block(const Inode& file, uint64_t index) = 0;
   virtual uint64_t block_count(const Inode& file) const = 0;  // full blocks (no fragment)
+  // The decoded size of the inode table, learned by decoding it once. Throws on damage.
+  virtual uint64_t inode_table_bytes() = 0;
   // Where full block `index` (< block_count) of a file is stored; size word 0 is a sparse block.
   // Long lists are decoded a window of 1024 blocks at a time from checkpoints kept every 1024
   // blocks (reader/block_index.h). Throws on a damaged list or an inode read without blocks.

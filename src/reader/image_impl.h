@@ -65,6 +65,7 @@ class ImageImpl final : public Image {
   void prefetch_first_block(const Inode& file) override;
   void release_block(const Inode& file, uint64_t index) override;
   uint64_t block_count(const Inode& file) const override;
+  uint64_t inode_table_bytes() override;
   StoredBlock block_location(const Inode& file, uint64_t index) override;
 
   void for_each_block_slice(const Inode& file, const BlockSlice& fn) override;
@@ -130,7 +131,8 @@ class ImageImpl final : public Image {
   cache::BlockCache data_cache_;
   cache::BlockCache meta_cache_;
 
-  LoadOnce fragment_once_, export_once_, xattr_once_;
+  LoadOnce fragment_once_, export_once_, xattr_once_, inode_table_once_;
+  uint64_t inode_table_bytes_ = 0;
   std::vector<uint64_t> fragment_ptrs_, export_ptrs_, xattr_ptrs_;
   uint64_t xattr_kv_start_ = 0;
   uint32_t xattr_id_count_ = 0;

@@ -253,6 +253,19 @@ uint64_t ImageImpl::block_count(const Inode& file) const {
   return has_fragment ? file.size / sb_.block_size : (file.size + sb_.block_size - 1) / sb_.block_size;
 }
 
+uint64_t ImageImpl::inode_table_bytes() {
+  inode_table_once_([&] {
+    uint64_t total = 0;
+    for (uint64_t pos = sb_.inode_table_start; pos < sb_.directory_table_start;) {
+      const cache::BlockPtr b = meta_block(pos);
+      total += b->size;
+      pos = b->next;
+    }
+    inode_table_bytes_ = total;
+  });
+  return inode_table_bytes_;
+}
+
 const Inode& ImageImpl::with_blocks(const Inode& file, Inode& storage) {
   if (file.blocks_loaded) return file;
   storage = read_inode(file.ref, true);

@@ -117,6 +117,21 @@ def deep_image(path, depth):
     return write_image(path, img, img.dir({"d": node}))
 
 
+def overlapping_block_lists_image(path, n):
+    """f000..f{n-1} each claim 2^25 sparse 1 MiB blocks but store an empty list, so each one's
+    list runs on over the inodes after it and into `z`'s real list of 2^25 zero words (128 MB
+    of inode table in about 0.5 MB of image): n lists of 128 MB from a table of 128 MB. Every
+    field of those inodes reads as a valid size word (mode 0, a fragment and an xattr set)."""
+    img = Image(block_size=1 << 20, compress_meta=True)
+    files = {}
+    for i in range(n):
+        f = img.file(blocks=[], mode=0, extended=True).set_xattrs([("user.a", b"1")])
+        f.size, f.fragment = (1 << 45) + 1, (0, 0)
+        files[f"f{i:03d}"] = f
+    files["z"] = img.file(blocks=1 << 25, tail=b"z", mode=0, extended=True).set_xattrs([("user.a", b"1")])
+    return write_image(path, img, img.dir(files))
+
+
 def suffix_listings_image(path, n):
     """`a` lists n files, each under a listing header of its own; s00001..s{n-1} are directories
     whose listings are the suffixes of a's from its k-th header on (none starts where a's does):

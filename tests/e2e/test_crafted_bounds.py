@@ -11,7 +11,8 @@ import struct
 import subprocess
 
 from boundslib import (MIB, READ_BOUND, SANITIZED, XATTR_BOMB_VALUE, bad_sibling_image, deep_image, measured, measured_head,
-                       sparse_bomb_image, suffix_listings_image, write_image, xattr_bomb_image)
+                       overlapping_block_lists_image, sparse_bomb_image, suffix_listings_image, write_image,
+                       xattr_bomb_image)
 from craftfs import CHRDEV, FILE, SYMLINK, Image
 from sqartest import SQAR, compare_trees, log, main, need_tool, run, tempdir
 
@@ -431,6 +432,32 @@ def overlapping_listings_are_refused():
         assert not os.path.exists(f"{tmp}/merged.sqfs")
 
 
+def overlapping_block_lists_are_refused():
+    """40 files whose block lists each run on over the next files' inodes into one real list of
+    2^25 words (a 544 KB image claiming 5 GB of block lists): every walk stops once the lists
+    claim more than the inode table holds. Before, info took 13.6 s and verify 10.7 s on it,
+    and about 1,000 such files fit in the same image. Three real lists of 2^25 words each
+    (384 MB of inode table) are not refused."""
+    with tempdir() as tmp:
+        image = overlapping_block_lists_image(f"{tmp}/overlap.sqfs", 40)
+        for cmd in (["info", image], ["list", image], ["verify", image], ["merge", image, f"{tmp}/merged.sqfs"]):
+            code, out, err, rss = measured([SQAR] + cmd, timeout=120)
+            log(f"sqar {cmd[0]}: exit {code}, peak RSS {rss / MIB:.0f} MiB")
+            assert code == 1, (cmd, code, err[:500])
+            # merge checks each file's first block against the data region before its list
+            want = "lies outside the data region" if cmd[0] == "merge" else "block lists overlap"
+            assert want in err, (cmd, err[:500])
+            assert rss <= READ_BOUND, f"sqar {cmd[0]} took {rss / MIB:.0f} MiB"
+        assert not os.path.exists(f"{tmp}/merged.sqfs")
+        img = Image(block_size=1 << 20, compress_meta=True)
+        files = {f"huge{i}": img.file(blocks=1 << 25, extended=True) for i in range(3)}
+        image = write_image(f"{tmp}/three.sqfs", img, img.dir(files))
+        for cmd in (["info", image], ["list", image]):
+            p = run([SQAR] + cmd)
+            assert "overlap" not in p.stderr, p.stderr
+        assert run([SQAR, "list", image]).stdout.split() == ["huge0", "huge1", "huge2"]
+
+
 def bad_inode_does_not_hide_siblings():
     """dir/f07's fragment index is out of range: `list` lists the 19 others and the directory,
     names f07 and the cause on stderr, and exits 1; unsquashfs lists all 20."""
@@ -524,5 +551,6 @@ if __name__ == "__main__":
           long_deep_paths_diff_in_bounded_memory,
           wide_deep_listings_diff_in_bounded_memory, many_files_of_deep_long_paths_in_bounded_memory,
           deep_checked_files_export_in_bounded_memory,
-          symlink_paths_stay_bounded_in_cat, overlapping_listings_are_refused, bad_inode_does_not_hide_siblings,
+          symlink_paths_stay_bounded_in_cat, overlapping_listings_are_refused, overlapping_block_lists_are_refused,
+          bad_inode_does_not_hide_siblings,
           other_claimed_counts_are_bounded, mixed_hard_link_group, one_number_for_two_inodes])
