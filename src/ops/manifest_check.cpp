@@ -1,5 +1,6 @@
 #include "ops/manifest_check.h"
 
+#include <algorithm>
 #include <string>
 
 #include "common/error.h"
@@ -51,9 +52,14 @@ std::vector<uint32_t> ManifestCheck::bad_fragments(const std::unordered_map<uint
     bool touched = false;
     for (const auto& f : files) touched |= read.count(f.first) != 0;
     if (!touched) continue;
+    // An inode learned under two names (hard links, or a crafted second name of an inode whose
+    // link count says 1) is one member of its block's digest.
+    std::vector<std::pair<uint32_t, reader::InodeRef>> unique = files;
+    std::sort(unique.begin(), unique.end());
+    unique.erase(std::unique(unique.begin(), unique.end()), unique.end());
     std::vector<FragmentMember> members;
     try {
-      for (const auto& [number, ref] : files) {
+      for (const auto& [number, ref] : unique) {
         auto it = read.find(number);
         members.push_back({0, number, it != read.end() ? it->second : content_hash(img_, img_.read_inode(ref))});
       }

@@ -25,8 +25,8 @@ class ManifestCheck {
   explicit ManifestCheck(reader::Image& image);
 
   bool has_manifest() const { return has_manifest_; }
-  // Call for every regular inode (each inode number once) before asking about duplicates or
-  // fragment blocks.
+  // Call for every regular inode before asking about duplicates or fragment blocks. Learning
+  // an inode again (a second name) changes nothing.
   void learn(const reader::Inode& ino);
   bool in_fragment_digest(const reader::Inode& ino) const;
   // The hash the file's content must have when it is covered by an entry (its own or a
