@@ -104,7 +104,7 @@ class Merger {
       store_le32(dict, xz_dictionary_);
       out.write_at(fmt::kSuperblockSize + 2, dict, sizeof dict);
     }
-    const PrestoredData pre = prestored(u);
+    PrestoredData pre = prestored(u);
     const RecodedContent recoded = recoded_files(u);
     std::optional<RenumberedContent> tar_content;
     if (tar) tar_content.emplace(*tar->content, tar_nodes(u));
@@ -417,7 +417,10 @@ class Merger {
     return it->dst + (pos - it->begin);
   }
 
-  PrestoredData prestored(const TreeUnion& u) const {
+  // Called once, after the copy is planned: it takes the inputs' block size words instead of
+  // copying them, and the data pipeline takes them from here (copied at each step, they cost
+  // 12 bytes a block: 1.26 GB for 100 files of 2^20 sparse blocks, from 1.7 MB of image).
+  PrestoredData prestored(const TreeUnion& u) {
     PrestoredData pre;
     const size_t n = u.tree.files.size();
     pre.stored.assign(n, 0);
@@ -431,18 +434,14 @@ class Merger {
         pre.fragments.push_back({len ? relocate(k, f.position) : 0, f.size_word});
       }
     }
+    std::vector<uint32_t> words_of(n, UINT32_MAX);  // the input whose words a file's list is
     for (uint32_t i = 0; i < n; ++i) {
       const auto [k, f] = file_origin_[i];
       if (k == UINT32_MAX) continue;
       const auto [ok, of] = owner_[k][f];
       const InputImage& in = inputs_[ok];
-      FileLocation loc = in.files[of];
-      const uint64_t count = in.tree.nodes[in.tree.files[of]].size / in.image->super().block_size + in.stored_tail[of];
-      if (pre.block_sizes.size() > UINT32_MAX - count)
-        throw Error("more than 2^32 data blocks in one image; inputs with a larger block size are needed");
-      const auto words = in.words.begin() + loc.first_block;
-      loc.first_block = uint32_t(pre.block_sizes.size());
-      pre.block_sizes.insert(pre.block_sizes.end(), words, words + long(count));
+      FileLocation loc = in.files[of];  // first_block indexes in.words until they are taken below
+      words_of[i] = ok;
       loc.blocks_start = stored_length(in, of) ? relocate(ok, loc.blocks_start) : 0;
       if (loc.fragment != fmt::kNoFragment) loc.fragment += fragment_base[ok];
       loc.hash = inputs_[k].files[f].hash;
@@ -451,6 +450,29 @@ class Merger {
       pre.stored[i] = 1;
       if (in.stored_tail[of]) pre.stored_tail_files.push_back(i);
     }
+    // The inputs' words one after another, each input's released as it is taken.
+    std::vector<uint64_t> word_base(inputs_.size(), 0);
+    std::vector<bool> taken(inputs_.size(), false);
+    for (const uint32_t k : words_of)
+      if (k != UINT32_MAX) taken[k] = true;
+    for (uint32_t k = 0; k < inputs_.size(); ++k) {
+      std::vector<uint32_t>& words = inputs_[k].words;
+      if (!taken[k]) {  // none of its files keeps its data (recoded, replaced or duplicates)
+        std::vector<uint32_t>().swap(words);
+        continue;
+      }
+      if (pre.block_sizes.size() > UINT32_MAX - words.size())
+        throw Error("more than 2^32 data blocks in one image; inputs with a larger block size are needed");
+      word_base[k] = pre.block_sizes.size();
+      if (pre.block_sizes.empty()) {
+        pre.block_sizes = std::move(words);
+      } else {
+        pre.block_sizes.insert(pre.block_sizes.end(), words.begin(), words.end());
+      }
+      std::vector<uint32_t>().swap(words);
+    }
+    for (uint32_t i = 0; i < n; ++i)
+      if (words_of[i] != UINT32_MAX) pre.files[i].first_block += uint32_t(word_base[words_of[i]]);
     return pre;
   }
 

@@ -149,8 +149,8 @@ class DataPipeline final : public UnitReader {
   // it again. Their block words and fragments lead the tables this build fills.
   void take_prestored() {
     if (!opt_.prestored) return;
-    const PrestoredData& p = *opt_.prestored;
-    block_sizes_ = p.block_sizes;
+    PrestoredData& p = *opt_.prestored;
+    block_sizes_ = std::move(p.block_sizes);
     fragments_ = p.fragments;
     fragment_count_ = uint32_t(p.fragments.size());
     for (uint32_t i = 0; i < kinds_.size(); ++i) {

@@ -50,8 +50,9 @@ struct DataOptions {
   // stream's members: tarin/content_store.h); null: the files the scan found. Not owned.
   const ContentSource* content = nullptr;
   // append/merge: files whose data is already written (pipeline/prestored.h); the others are
-  // stored after it and share its data where their content matches. Not owned.
-  const PrestoredData* prestored = nullptr;
+  // stored after it and share its data where their content matches. Not owned, but its
+  // block_sizes are taken (moved out), since they may be hundreds of MB.
+  PrestoredData* prestored = nullptr;
   std::function<void(const std::string&)> warn;
   std::atomic<uint64_t>* bytes_done = nullptr;  // progress: source bytes processed
 };

@@ -458,6 +458,25 @@ def overlapping_block_lists_are_refused():
         assert run([SQAR, "list", image]).stdout.split() == ["huge0", "huge1", "huge2"]
 
 
+def long_block_lists_merge_holding_each_word_once():
+    """25 files of 2^20 sparse blocks: 100 MiB of block lists in a 0.4 MB image. merge and append
+    must keep each list's words once on their way to the new image (copying them at each step
+    cost 357 MiB). The bound leaves room for a vector's growth."""
+    with tempdir() as tmp:
+        img = Image(block_size=4096, compress_meta=True)
+        image = write_image(f"{tmp}/lists.sqfs", img,
+                            img.dir({f"f{i:02d}": img.file(blocks=1 << 20, extended=True) for i in range(25)}))
+        os.makedirs(f"{tmp}/empty")
+        for cmd in (["merge", image, f"{tmp}/merged.sqfs"], ["append", image, f"{tmp}/empty"]):
+            code, out, err, rss = measured([SQAR] + cmd)
+            log(f"sqar {cmd[0]}: exit {code}, peak RSS {rss / MIB:.0f} MiB")
+            assert code == 0, err[:500]
+            bound = (300 if SANITIZED else 200) * MIB
+            assert rss <= bound, f"sqar {cmd[0]} took {rss / MIB:.0f} MiB for 100 MiB of block lists"
+        out = run(["unsquashfs", "-lls", f"{tmp}/merged.sqfs"]).stdout
+        assert out.count(str(1 << 32)) == 25, out[-500:]
+
+
 def bad_inode_does_not_hide_siblings():
     """dir/f07's fragment index is out of range: `list` lists the 19 others and the directory,
     names f07 and the cause on stderr, and exits 1; unsquashfs lists all 20."""
@@ -552,5 +571,5 @@ if __name__ == "__main__":
           wide_deep_listings_diff_in_bounded_memory, many_files_of_deep_long_paths_in_bounded_memory,
           deep_checked_files_export_in_bounded_memory,
           symlink_paths_stay_bounded_in_cat, overlapping_listings_are_refused, overlapping_block_lists_are_refused,
-          bad_inode_does_not_hide_siblings,
+          long_block_lists_merge_holding_each_word_once, bad_inode_does_not_hide_siblings,
           other_claimed_counts_are_bounded, mixed_hard_link_group, one_number_for_two_inodes])

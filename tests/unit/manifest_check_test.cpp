@@ -1,12 +1,13 @@
 // ManifestCheck against an image sqar packed (so with a manifest trailer): a walk may meet one
 // inode under several names, hard-linked or not, and learning it again must not change what the
 // fragment digests say.
+#include "ops/manifest_check.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
 #include <unordered_map>
 
-#include "ops/manifest_check.h"
 #include "reader/image.h"
 #include "reader_test_util.h"
 #include "writer/create.h"
