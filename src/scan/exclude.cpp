@@ -34,6 +34,10 @@ void ExcludeList::add(std::string pattern) {
   p.anchored = rooted || pattern.find('/') != std::string::npos;
   p.rooted = rooted;
   p.glob = std::move(pattern);
+  if (p.anchored) {
+    p.anchored_index = anchored_.size();
+    anchored_.add(p.glob);
+  }
   patterns_.push_back(std::move(p));
 }
 
@@ -85,18 +89,30 @@ void ExcludeList::map_source_paths(const std::vector<std::pair<std::string, std:
       break;
     }
   }
+  anchored_ = PatternSet();  // the globs rewritten above
+  for (auto& p : patterns_)
+    if (p.anchored) anchored_.add(p.glob);
 }
 
-bool ExcludeList::excluded(std::string_view relative_path, std::string_view name, bool is_dir) const {
-  const std::string rel(relative_path), base(name);
+template <class PathMatches>
+bool ExcludeList::excluded_by(std::string_view name, bool is_dir, const PathMatches& path_matches) const {
+  const std::string base(name);
   for (const auto& p : patterns_) {
     if (p.dir_only && !is_dir) continue;
-    if (p.anchored ? path_pattern_match(p.glob, rel) : glob_match(p.glob.c_str(), base.c_str())) {
+    if (p.anchored ? path_matches(p) : glob_match(p.glob.c_str(), base.c_str())) {
       if (!p.hit.set.load(std::memory_order_relaxed)) p.hit.set.store(true, std::memory_order_relaxed);
       return true;
     }
   }
   return false;
+}
+
+bool ExcludeList::excluded(std::string_view relative_path, std::string_view name, bool is_dir) const {
+  return excluded_by(name, is_dir, [&](const Pattern& p) { return path_pattern_match(p.glob, relative_path); });
+}
+
+bool ExcludeList::excluded(std::span<const uint8_t> state, std::string_view name, bool is_dir) const {
+  return excluded_by(name, is_dir, [&](const Pattern& p) { return anchored_.matches(state, p.anchored_index); });
 }
 
 namespace {

@@ -2,10 +2,13 @@
 #pragma once
 #include <atomic>
 #include <functional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include "common/component_pattern.h"
 
 namespace sqar {
 
@@ -19,6 +22,12 @@ class ExcludeList {
   // One pattern a line; '#' comments, blank lines skipped. "-" reads standard input.
   void add_from_file(const std::string& path);
   bool excluded(std::string_view relative_path, std::string_view name, bool is_dir) const;
+  // The same for walks that meet a directory before its entries (the scan, extract): STATE is
+  // the entry's state in anchored(), one step from its directory's, so a deep entry costs no
+  // more than a shallow one (excluded(relative_path, ...) matches the whole path each time).
+  bool excluded(std::span<const uint8_t> state, std::string_view name, bool is_dir) const;
+  // The anchored patterns (those that match the relative path), in the order they were added.
+  const PatternSet& anchored() const { return anchored_; }
   // Users write the paths they see on disk: a pattern with a leading '/' that starts with a
   // SOURCE's absolute path ("/var/log/journal" with SOURCE /var/log) is taken as that path in
   // the image ("/journal"). `sources` pairs each SOURCE's absolute path (no trailing '/') with
@@ -50,9 +59,15 @@ class ExcludeList {
     bool anchored;        // contains a '/': match the relative path
     bool rooted;          // was written with a leading '/' (or './')
     bool dir_only;
+    size_t anchored_index = 0;  // an anchored pattern's place in anchored_
     Hit hit;
   };
+  // Matched in order, so the first that matches is the one counted as used.
+  // path_matches(pattern) says whether an anchored pattern matches the entry's path.
+  template <class PathMatches>
+  bool excluded_by(std::string_view name, bool is_dir, const PathMatches& path_matches) const;
   std::vector<Pattern> patterns_;
+  PatternSet anchored_;  // the anchored patterns' globs, kept in step with patterns_
 };
 
 }  // namespace sqar

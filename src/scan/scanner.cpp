@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <thread>
 
 #include "common/error.h"
@@ -32,6 +33,7 @@ struct Entry {
   struct stat st;
   std::string symlink_target;
   Xattrs xattrs;
+  std::vector<uint8_t> exclude_state;  // a directory's, for its DirTask
 };
 
 // A directory to list: the scan is breadth-first, so a directory's entries become contiguous
@@ -40,7 +42,10 @@ struct DirTask {
   uint32_t node;
   uint16_t source;   // which SOURCE directory it lies below
   std::string path;  // on disk, for messages
-  std::string rel;   // below the source directory: exclude patterns match it, and it is opened by it
+  std::string rel;   // below the source directory, which it is opened by
+  // The anchored --exclude patterns' state after rel (ExcludeList::anchored()): its entries are
+  // matched one step from it, not by their whole paths (quadratic in the depth).
+  std::vector<uint8_t> exclude_state;
   std::vector<Entry> entries;
   std::string error;  // listing failed: "PATH: cause"
   // The directory was gone, or something else was at its name, when it was to be listed: a
@@ -78,9 +83,10 @@ std::string read_symlink(int dirfd, const char* name, const PathFn& path_of, siz
   }
 }
 
-// Fills one Entry for `name` found in the directory open as dirfd. Returns false when the entry
-// is to be left out (vanished, excluded, unsupported type, the image itself).
-bool describe_entry(int dirfd, const std::string& dir_path, const std::string& rel, const std::string& name,
+// Fills one Entry for `name` found in the directory open as dirfd, whose --exclude state is
+// dir_state. Returns false when the entry is to be left out (vanished, excluded, unsupported
+// type, the image itself).
+bool describe_entry(int dirfd, const std::string& dir_path, std::span<const uint8_t> dir_state, const std::string& name,
                     const ScanOptions& opt, Entry& e) {
   const PathFn path = [&] { return join_path(dir_path, name); };
   if (fstatat(dirfd, name.c_str(), &e.st, AT_SYMLINK_NOFOLLOW) != 0) {
@@ -91,8 +97,10 @@ bool describe_entry(int dirfd, const std::string& dir_path, const std::string& r
   for (const auto& [dev, ino] : opt.skip_inodes)
     if (e.st.st_ino == ino && e.st.st_dev == dev) return false;
   if (!opt.excludes.empty()) {
-    const std::string child_rel = rel.empty() ? name : rel + "/" + name;
-    if (opt.excludes.excluded(child_rel, name, S_ISDIR(e.st.st_mode))) return false;
+    std::vector<uint8_t> state(opt.excludes.anchored().state_size());
+    opt.excludes.anchored().step(dir_state, name, state);
+    if (opt.excludes.excluded(state, name, S_ISDIR(e.st.st_mode))) return false;
+    if (S_ISDIR(e.st.st_mode)) e.exclude_state = std::move(state);
   }
   switch (e.st.st_mode & S_IFMT) {
     case S_IFREG:
@@ -157,7 +165,7 @@ void list_directory(DirTask& task, const ScanOptions& opt, DirectoryCursor& curs
   task.entries.reserve(names.size());
   for (const auto& name : names) {
     Entry e;
-    if (describe_entry(fd, task.path, task.rel, name, opt, e)) task.entries.push_back(std::move(e));
+    if (describe_entry(fd, task.path, task.exclude_state, name, opt, e)) task.entries.push_back(std::move(e));
   }
 }
 
@@ -223,7 +231,7 @@ class Scanner {
       if (opt_.xattrs)
         store_xattrs(0, read_xattrs(
                             AT_FDCWD, src.c_str(), [&] { return src; }, opt_));
-      DirTask task{0, 0, src, "", {}, {}, false};
+      DirTask task{0, 0, src, "", opt_.excludes.anchored().start(), {}, {}, false};
       DirectoryCursor cursor;
       list_directory(task, opt_, cursor, src);
       if (!task.error.empty()) throw Error(task.error);
@@ -247,7 +255,7 @@ class Scanner {
       Entry e;
       bool keep = false;
       try {
-        keep = describe_entry(dirfd, parent, "", name, opt_, e);
+        keep = describe_entry(dirfd, parent, opt_.excludes.anchored().start(), name, opt_, e);
       } catch (...) {
         close(dirfd);
         throw;
@@ -323,6 +331,7 @@ class Scanner {
       task->source = source;
       task->path = join_path(dir_path, e.name);
       task->rel = rel.empty() ? e.name : rel + "/" + e.name;
+      task->exclude_state = std::move(e.exclude_state);
       bool wake;
       {
         std::lock_guard lk(mu_);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <deque>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
@@ -164,9 +165,9 @@ class Ingest {
   }
 
   // The directory `comp` below `parent`, made with defaults when no member named it yet.
-  // `rel` is its path (a prefix of the member's).
-  uint32_t directory(uint32_t parent, std::string_view comp, std::string_view rel, const Inode& like,
-                     const std::string& member) {
+  // `rel` is its path (a prefix of the member's), and `state` its --exclude state.
+  uint32_t directory(uint32_t parent, std::string_view comp, std::string_view rel, std::span<const uint8_t> state,
+                     const Inode& like, const std::string& member) {
     if (auto it = lookup_.find(key(parent, comp)); it != lookup_.end()) {
       if (!is_dir(it->second))
         fail(member, std::string(rel) + " is a " + std::string(file_type_name(inodes_[names_[it->second].inode].mode)) +
@@ -179,7 +180,7 @@ class Ingest {
     d.rdev = 0;
     d.size = 0;
     d.content = ContentStore::kNone;
-    const bool excluded = names_[parent].excluded || opt_.excludes.excluded(rel, comp, true);
+    const bool excluded = names_[parent].excluded || opt_.excludes.excluded(state, comp, true);
     const uint32_t n = add_name(parent, comp, add_inode(d), excluded);
     names_[n].implicit = true;
     return n;
@@ -228,18 +229,29 @@ class Ingest {
     const size_t last_slash = path.rfind('/');
     const std::string_view parent_path =
         std::string_view(path).substr(0, last_slash == std::string::npos ? 0 : last_slash);
+    // The anchored --exclude patterns follow the same walk, one component at a time
+    // (common/component_pattern.h): matching each directory's whole path made a member 20,000
+    // levels deep (a 50 KB archive) cost seconds, quadratic in its depth.
+    const PatternSet& anchored = opt_.excludes.anchored();
     uint32_t parent = kRoot;
     if (!parent_path.empty() && parent_path == last_parent_path_) {
       parent = last_parent_;
     } else {
+      last_parent_state_ = anchored.start();
+      std::vector<uint8_t> next(last_parent_state_.size());
       size_t pos = 0;
-      for (size_t slash; (slash = path.find('/', pos)) != std::string::npos; pos = slash + 1)
-        parent = directory(parent, std::string_view(path).substr(pos, slash - pos),
-                           std::string_view(path).substr(0, slash), meta, member);
+      for (size_t slash; (slash = path.find('/', pos)) != std::string::npos; pos = slash + 1) {
+        const std::string_view comp = std::string_view(path).substr(pos, slash - pos);
+        anchored.step(last_parent_state_, comp, next);
+        parent = directory(parent, comp, std::string_view(path).substr(0, slash), next, meta, member);
+        last_parent_state_.swap(next);
+      }
       last_parent_path_ = parent_path;
       last_parent_ = parent;
     }
     const std::string_view base = std::string_view(path).substr(last_slash == std::string::npos ? 0 : last_slash + 1);
+    std::vector<uint8_t> state(anchored.state_size());  // the member's own
+    anchored.step(last_parent_state_, base, state);
 
     uint32_t inode;
     if (hardlink) {
@@ -258,10 +270,10 @@ class Ingest {
         return;
       }
       inode = names_[t].inode;
-      place(parent, base, path, member, inode, names_[parent].excluded || opt_.excludes.excluded(path, base, false));
+      place(parent, base, path, member, inode, names_[parent].excluded || opt_.excludes.excluded(state, base, false));
       return;
     }
-    const bool excluded = names_[parent].excluded || opt_.excludes.excluded(path, base, type == AE_IFDIR);
+    const bool excluded = names_[parent].excluded || opt_.excludes.excluded(state, base, type == AE_IFDIR);
     if (type == AE_IFDIR) {
       if (auto it = lookup_.find(key(parent, base)); it != lookup_.end() && is_dir(it->second)) {
         // A directory named again (tar -c a a/b lists a/b twice, and appended archives repeat
@@ -464,6 +476,7 @@ class Ingest {
   std::string last_member_;
   std::string last_parent_path_;  // the last member's parent directory, and its name
   uint32_t last_parent_ = kRoot;
+  std::vector<uint8_t> last_parent_state_;  // its --exclude state (ExcludeList::anchored())
   bool root_named_ = false, first_member_seen_ = false, warned_absolute_ = false, warned_acl_ = false;
   uint64_t unstorable_times_ = 0;
   uint32_t first_unstorable_ = 0;
