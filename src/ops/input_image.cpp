@@ -61,8 +61,9 @@ class Loader {
  public:
   Loader(InputImage& in, unsigned threads) : in_(in), threads_(threads) {}
 
-  // The memory the decoded xattrs of an input's entries may take in all (memory_of): a
-  // million entries with a 50-byte SELinux label each take 132 MB.
+  // The memory the decoded xattr sets of an input may take in all (memory_of). Entries share
+  // a set by its index in the image, so a million files with one SELinux label count it once;
+  // a million distinct 50-byte labels take 132 MB.
   static constexpr uint64_t kMaxXattrBytes = uint64_t(256) << 20;
 
   void run() {
@@ -121,16 +122,9 @@ class Loader {
     n.gid = ino.gid;
     n.mtime = ino.mtime;
     n.rdev = ino.rdev;
-    auto x = in_.image->xattrs(ino);
-    xattr_bytes_ += memory_of(x);
-    // Each entry's xattrs are held decoded until the new image is written. One inode's are
-    // bounded by the reader (4 MiB), but out-of-line values let every inode point at the same
-    // stored value: a 12 KB image of 1,000 such files took merge 8 GB.
-    if (xattr_bytes_ > kMaxXattrBytes)
-      throw Error(in_.path + ": the decoded xattrs of its entries take more than " +
-                  std::to_string(kMaxXattrBytes >> 20) + " MiB (at " + in_.tree.rel_path_of(in_.tree.nodes[i]) +
-                  "), more than is held while the new image is written");
-    if (!x.empty()) in_.tree.xattrs[i] = std::move(x);
+    if (ino.xattr_index != fmt::kNoXattr) {
+      if (SharedXattrs x = xattr_set(ino, i)) in_.tree.xattrs[i] = std::move(x);
+    }
     if (ino.is_symlink()) in_.tree.symlink_targets[i] = in_.image->read_symlink(ino);
     if (ino.is_regular()) {
       n.size = ino.size;
@@ -319,8 +313,27 @@ class Loader {
                     std::to_string(in_.fragments[i].position) + ") does not match the manifest trailer: damaged");
   }
 
+  // The decoded set of the inode's xattr index, shared by every entry that names that index
+  // (nullptr for an empty one). Sets are held decoded until the new image is written. One
+  // set is bounded by the reader (4 MiB), but out-of-line values let every set point at the
+  // same stored value: a 12 KB image of 1,000 such sets took merge 8 GB. So the sets decoded
+  // are bounded in all.
+  SharedXattrs xattr_set(const reader::Inode& ino, uint32_t node) {
+    auto [it, inserted] = xattr_sets_.try_emplace(ino.xattr_index);
+    if (!inserted) return it->second;
+    Xattrs x = in_.image->xattrs(ino);
+    xattr_bytes_ += memory_of(x);
+    if (xattr_bytes_ > kMaxXattrBytes)
+      throw Error(in_.path + ": the decoded xattrs of its entries take more than " +
+                  std::to_string(kMaxXattrBytes >> 20) + " MiB (at " + in_.tree.rel_path_of(in_.tree.nodes[node]) +
+                  "), more than is held while the new image is written");
+    if (!x.empty()) it->second = std::make_shared<const Xattrs>(std::move(x));
+    return it->second;
+  }
+
   InputImage& in_;
-  uint64_t xattr_bytes_ = 0;  // decoded so far, summed over entries
+  uint64_t xattr_bytes_ = 0;                               // decoded so far, summed over distinct sets
+  std::unordered_map<uint32_t, SharedXattrs> xattr_sets_;  // by xattr index
   unsigned threads_;
   std::optional<Manifest> manifest_;
   std::unordered_map<reader::InodeRef, uint32_t> by_ref_;

@@ -439,7 +439,7 @@ class TreeComparer {
 
   void compare_xattrs(const std::string& path, const reader::Inode& ino, uint32_t owner) {
     auto it = tree_.xattrs.find(owner);
-    const bool disk_has = it != tree_.xattrs.end() && !it->second.empty();
+    const bool disk_has = it != tree_.xattrs.end() && !it->second->empty();
     if (ino.xattr_index == fmt::kNoXattr && !disk_has) return;  // the common case: none on either side
     std::map<std::string, std::string> a, b;
     try {
@@ -449,7 +449,7 @@ class TreeComparer {
       return;
     }
     if (disk_has)
-      for (const auto& [k, v] : it->second) b[k] = v;
+      for (const auto& [k, v] : *it->second) b[k] = v;
     if (a == b) return;
     std::string names;
     for (const auto& [k, v] : a)

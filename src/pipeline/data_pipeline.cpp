@@ -120,7 +120,8 @@ class DataPipeline final : public UnitReader {
   // during the data phase.
   void store_xattrs(uint32_t file, XattrList& found) {
     if (!found.unstorable.empty()) warn_unstorable_xattrs(found, tree_.path_of(node_of(file)), opt_.warn);
-    if (!found.stored.empty()) tree_.xattrs[tree_.files[file]] = std::move(found.stored);
+    if (!found.stored.empty())
+      tree_.xattrs[tree_.files[file]] = std::make_shared<const Xattrs>(std::move(found.stored));
   }
 
   // ---- planning (main thread, before the workers start) ----

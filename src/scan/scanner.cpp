@@ -300,7 +300,7 @@ class Scanner {
   }
 
   void store_xattrs(uint32_t idx, Xattrs x) {
-    if (!x.empty()) tree_.xattrs[idx] = std::move(x);
+    if (!x.empty()) tree_.xattrs[idx] = std::make_shared<const Xattrs>(std::move(x));
   }
 
   // Appends one node below `parent` and queues its listing when it is a directory to enter.

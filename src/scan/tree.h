@@ -4,6 +4,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -25,6 +26,9 @@ inline std::string join_path(const std::string& dir, std::string_view name) {
 constexpr uint32_t kNoNode = UINT32_MAX;
 
 using Xattrs = std::vector<std::pair<std::string, std::string>>;
+// A decoded set shared by every entry that has it: an input image's inodes share their set by
+// its index, and merge's union tree shares its inputs' sets rather than copying them.
+using SharedXattrs = std::shared_ptr<const Xattrs>;
 
 // The memory a decoded set of xattrs takes: its pairs (as many as the vector has room for)
 // and the heap bytes of their strings. Counting only names and values undercounts a set of
@@ -76,8 +80,8 @@ struct Tree {
 
   std::vector<std::string> source_dirs;  // per SOURCE: the directory its entries are found in
   std::unordered_map<uint32_t, std::string> symlink_targets;
-  std::unordered_map<uint32_t, Xattrs> xattrs;
-  std::vector<uint32_t> files;  // regular-file inode owners in image (depth-first, sorted) order
+  std::unordered_map<uint32_t, SharedXattrs> xattrs;  // never empty sets
+  std::vector<uint32_t> files;                        // regular-file inode owners in image (depth-first, sorted) order
   // Directories that could not be listed (with ScanOptions::skip_unreadable): node and cause.
   // Their entries are unknown, not absent, to a reader that compares the tree.
   std::vector<std::pair<uint32_t, std::string>> unlisted_dirs;

@@ -427,7 +427,8 @@ class Ingest {
       n.rdev = i.rdev;
       if (S_ISREG(i.mode)) n.size = i.size;
       if (auto s = symlinks_.find(inode); s != symlinks_.end()) t.symlink_targets[node] = std::move(s->second);
-      if (auto x = xattrs_.find(inode); x != xattrs_.end()) t.xattrs[node] = std::move(x->second);
+      if (auto x = xattrs_.find(inode); x != xattrs_.end() && !x->second.empty())
+        t.xattrs[node] = std::make_shared<const Xattrs>(std::move(x->second));
     };
     t.nodes.emplace_back();
     fill(t.nodes[0], 0, 0);

@@ -162,7 +162,7 @@ class MetadataWriter {
     auto it = tree_.xattrs.find(i);
     if (!opt_.xattrs || it == tree_.xattrs.end()) return fmt::kNoXattr;
     check(sqfs_xattr_writer_begin(xattrs_.get(), 0), "xattrs");
-    for (const auto& [k, v] : it->second)
+    for (const auto& [k, v] : *it->second)
       check(sqfs_xattr_writer_add(xattrs_.get(), k.c_str(), v.data(), v.size()), "an xattr", i);
     uint32_t idx;
     check(sqfs_xattr_writer_end(xattrs_.get(), &idx), "xattrs");

@@ -5,10 +5,12 @@ siblings, and a hard-link group mixing inode types is read by each inode's own t
 
 unsquashfs reads the well-formed images to prove the writer itself right; the hostile ones go to
 sqar only (never to the kernel's driver)."""
+import io
 import json
 import os
 import struct
 import subprocess
+import tarfile
 
 from boundslib import (MIB, READ_BOUND, SANITIZED, XATTR_BOMB_VALUE, bad_sibling_image, deep_image, measured, measured_head,
                        overlapping_block_lists_image, sparse_bomb_image, suffix_listings_image, write_image,
@@ -216,15 +218,17 @@ def many_large_xattr_sets_export_in_bounded_memory():
 
 
 def many_large_xattr_sets_refused_by_merge_and_append():
-    """1,000 files whose xattrs decode to 4 MiB each (a 12 KB image): merge and append hold the
-    entries' xattrs until the new image is written, which took merge 8 GB. Past 256 MiB in all
-    they stop with an error naming the image and the entry, write nothing, and leave the
-    appended image as it was."""
+    """1,000 files, each with a set of its own whose xattrs decode to 4 MiB (the sets point at
+    one stored value: a 53 KB image): merge and append hold the decoded sets until the new image
+    is written, which took merge 8 GB. Past 256 MiB in all they stop with an error naming the
+    image and the entry, write nothing, and leave the appended image as it was."""
     with tempdir() as tmp:
         img = Image(block_size=4096, compress_meta=True)
-        pairs = [(f"user.k{i:02d}", XATTR_BOMB_VALUE) for i in range(64)]
-        root = img.dir({f"f{i:05d}": img.file(b"", extended=True).set_xattrs(pairs) for i in range(1000)})
+        pairs = [(f"user.k{i:02d}", XATTR_BOMB_VALUE) for i in range(63)]  # the 4 MiB per inode allowed
+        root = img.dir({f"f{i:05d}": img.file(b"", extended=True).set_xattrs(pairs + [("user.n", b"%d" % i)])
+                        for i in range(1000)})
         image = write_image(f"{tmp}/xattrs.sqfs", img, root)
+        log(f"image of {os.path.getsize(image)} bytes")
         with open(image, "rb") as f:
             before = f.read()
         os.mkdir(f"{tmp}/new")
@@ -237,6 +241,36 @@ def many_large_xattr_sets_refused_by_merge_and_append():
         assert not os.path.exists(f"{tmp}/merged.sqfs")
         with open(image, "rb") as f:
             assert f.read() == before, "append changed the image it refused"
+
+
+def one_large_xattr_set_shared_by_many_files_merges():
+    """1,000 files naming one set whose xattrs decode to 4 MiB: merge and append decode it once
+    and share it (decoded for each entry, it made them refuse the image at 256 MiB). The merged
+    image holds every file's 64 values."""
+    with tempdir() as tmp:
+        img = Image(block_size=4096, compress_meta=True)
+        pairs = [(f"user.k{i:02d}", XATTR_BOMB_VALUE) for i in range(64)]
+        root = img.dir({f"f{i:05d}": img.file(b"", extended=True).set_xattrs(pairs) for i in range(1000)})
+        image = write_image(f"{tmp}/shared.sqfs", img, root)
+        os.mkdir(f"{tmp}/new")
+        with open(f"{tmp}/new/added", "w") as f:
+            f.write("added\n")
+        for cmd in (["merge", image, f"{tmp}/merged.sqfs"], ["append", image, f"{tmp}/new"]):
+            code, out, err, rss = measured([SQAR] + cmd)
+            log(f"sqar {cmd[0]}: exit {code}, peak RSS {rss / MIB:.0f} MiB")
+            assert code == 0, err[:500]
+            assert rss <= READ_BOUND, f"sqar {cmd[0]} took {rss / MIB:.0f} MiB"
+        # Read back through pax headers (Python's tarfile): few filesystems store 64 KiB values.
+        for result, names in ((f"{tmp}/merged.sqfs", ["f00000", "f00999"]), (image, ["f00500", "added"])):
+            archive = subprocess.run([SQAR, "extract", "--tar", "-", result, *names], check=True,
+                                     capture_output=True).stdout
+            with tarfile.open(fileobj=io.BytesIO(archive)) as t:
+                members = t.getmembers()
+            assert [m.name for m in members] == sorted(names), [m.name for m in members]
+            for m in members:
+                got = {k[len("SCHILY.xattr."):]: v.encode("utf-8", "surrogateescape")
+                       for k, v in m.pax_headers.items() if k.startswith("SCHILY.xattr.")}
+                assert got == ({} if m.name == "added" else dict(pairs)), (result, m.name, sorted(got)[:3])
 
 
 def long_deep_paths_diff_in_bounded_memory():
@@ -587,7 +621,7 @@ if __name__ == "__main__":
           many_names_of_a_long_block_list_in_bounded_memory, long_block_list_reads_as_stored,
           deep_nesting_in_bounded_memory, deep_nesting_extracts_in_bounded_memory,
           long_deep_paths_export_in_bounded_memory, many_large_xattr_sets_export_in_bounded_memory,
-          many_large_xattr_sets_refused_by_merge_and_append,
+          many_large_xattr_sets_refused_by_merge_and_append, one_large_xattr_set_shared_by_many_files_merges,
           long_deep_paths_diff_in_bounded_memory,
           wide_deep_listings_diff_in_bounded_memory, many_files_of_deep_long_paths_in_bounded_memory,
           deep_checked_files_export_in_bounded_memory, deep_chain_patterns_match_in_linear_time,
