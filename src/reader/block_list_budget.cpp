@@ -9,7 +9,7 @@ void BlockListBudget::count(Image& image, const Inode& file, const std::string& 
   const uint64_t blocks = image.block_count(file);
   if (blocks < kLongList || !counted_.insert(file.ref).second) return;
   claimed_ += blocks * sizeof(uint32_t);
-  if (claimed_ <= kCheckAbove) return;
+  if (claimed_ <= kCheckAbove || counted_.size() < 2) return;  // one list cannot overlap another
   const uint64_t table = image.inode_table_bytes();
   if (claimed_ > table)
     throw Error(image.path() + ": " + (path.empty() ? "." : path) + ": block lists overlap: files claim " +

@@ -20,7 +20,7 @@ class BlockListBudget {
  public:
   // Throws sqar::Error naming the image and PATH when the long lists met so far, this one
   // included, claim more bytes than the inode table holds. The table's size is learned (by
-  // decoding it once) only when they claim more than kCheckAbove.
+  // decoding it once) only when two or more lists claim more than kCheckAbove.
   void count(Image& image, const Inode& file, const std::string& path);
 
  private:

@@ -209,33 +209,36 @@ void ImageImpl::check_kernel_limits(const uint8_t* src, size_t len, uint64_t pos
   if (!why.empty()) fail(std::string(what) + " at " + hex(pos) + " " + why);
 }
 
+size_t ImageImpl::decode_meta_block(uint64_t pos, uint8_t* out, uint64_t& next) {
+  // One pread for header + payload: metadata blocks are at most 8 KiB + 2.
+  uint8_t raw[fmt::kMetadataBlockSize + 2];
+  if (pos >= sb_.bytes_used || sb_.bytes_used - pos < 3)
+    fail("metadata block at " + hex(pos) + " lies outside the image");
+  size_t avail = size_t(std::min<uint64_t>(sizeof raw, sb_.bytes_used - pos));
+  read_exact(pos, raw, 2, "metadata block header");
+  uint16_t header = load_le16(raw);
+  size_t stored = header & 0x7fff;
+  bool compressed = !(header & fmt::kMetadataUncompressed);
+  if (stored == 0 || stored > fmt::kMetadataBlockSize)
+    fail("metadata block at " + hex(pos) + " has invalid size " + std::to_string(stored));
+  if (stored + 2 > avail) fail("metadata block at " + hex(pos) + " runs past the end of the image");
+  read_exact(pos + 2, raw + 2, stored, "metadata block");
+  next = pos + 2 + stored;
+  if (!compressed) {
+    std::memcpy(out, raw + 2, stored);
+    return stored;
+  }
+  check_kernel_limits(raw + 2, stored, pos, "metadata block");
+  auto n = codec().decompress(raw + 2, stored, out, fmt::kMetadataBlockSize);
+  if (!n || *n == 0) fail("metadata block at " + hex(pos) + " does not decompress (corrupt)");
+  return *n;
+}
+
 cache::BlockPtr ImageImpl::meta_block(uint64_t pos) {
   return meta_cache_.get_or_load(pos, [&]() -> cache::BlockPtr {
-    // One pread for header + payload: metadata blocks are at most 8 KiB + 2.
-    uint8_t raw[fmt::kMetadataBlockSize + 2];
-    if (pos >= sb_.bytes_used || sb_.bytes_used - pos < 3)
-      fail("metadata block at " + hex(pos) + " lies outside the image");
-    size_t avail = size_t(std::min<uint64_t>(sizeof raw, sb_.bytes_used - pos));
-    read_exact(pos, raw, 2, "metadata block header");
-    uint16_t header = load_le16(raw);
-    size_t stored = header & 0x7fff;
-    bool compressed = !(header & fmt::kMetadataUncompressed);
-    if (stored == 0 || stored > fmt::kMetadataBlockSize)
-      fail("metadata block at " + hex(pos) + " has invalid size " + std::to_string(stored));
-    if (stored + 2 > avail) fail("metadata block at " + hex(pos) + " runs past the end of the image");
-    read_exact(pos + 2, raw + 2, stored, "metadata block");
     auto block = std::make_shared<cache::Block>();
     block->bytes = std::make_unique_for_overwrite<uint8_t[]>(fmt::kMetadataBlockSize);
-    if (compressed) {
-      check_kernel_limits(raw + 2, stored, pos, "metadata block");
-      auto n = codec().decompress(raw + 2, stored, block->bytes.get(), fmt::kMetadataBlockSize);
-      if (!n || *n == 0) fail("metadata block at " + hex(pos) + " does not decompress (corrupt)");
-      block->size = *n;
-    } else {
-      std::memcpy(block->bytes.get(), raw + 2, stored);
-      block->size = stored;
-    }
-    block->next = pos + 2 + stored;
+    block->size = decode_meta_block(pos, block->bytes.get(), block->next);
     return block;
   });
 }

@@ -86,6 +86,9 @@ class ImageImpl final : public Image {
   void read_exact(uint64_t pos, void* dst, size_t len, const char* what) const;
   // Decompressed metadata block at image-relative pos (cached).
   cache::BlockPtr meta_block(uint64_t pos);
+  // Decodes the metadata block at pos into out (8 KiB) without caching it; returns its size
+  // and sets next to the position of the block after it.
+  size_t decode_meta_block(uint64_t pos, uint8_t* out, uint64_t& next);
   // Decompressed data block or fragment block: size_word as stored (bit 24: uncompressed).
   cache::BlockPtr data_block(uint64_t pos, uint32_t size_word, const char* what);
   // Checks and decompresses (or copies) the data block at pos into out (block_size bytes);

@@ -255,12 +255,12 @@ uint64_t ImageImpl::block_count(const Inode& file) const {
 
 uint64_t ImageImpl::inode_table_bytes() {
   inode_table_once_([&] {
+    // Not through the metadata cache: a walk would not ask for most of these blocks again,
+    // and they would push out those it does.
+    uint8_t block[fmt::kMetadataBlockSize];
     uint64_t total = 0;
-    for (uint64_t pos = sb_.inode_table_start; pos < sb_.directory_table_start;) {
-      const cache::BlockPtr b = meta_block(pos);
-      total += b->size;
-      pos = b->next;
-    }
+    for (uint64_t pos = sb_.inode_table_start, next; pos < sb_.directory_table_start; pos = next)
+      total += decode_meta_block(pos, block, next);
     inode_table_bytes_ = total;
   });
   return inode_table_bytes_;
