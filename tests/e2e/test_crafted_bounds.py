@@ -84,7 +84,9 @@ def sparse_bomb_stat_in_bounded_memory():
             code, out, err, rss = measured([SQAR] + cmd)
             log(f"sqar {cmd[0]}: exit {code}, peak RSS {rss / MIB:.0f} MiB")
             assert code == 0, err
-            assert rss <= 64 * MIB, f"sqar {cmd[0]} took {rss / MIB:.0f} MiB for a 2^25-block file"
+            # Under ASan, info streams the list's 128 MB through the 16 MiB metadata cache in
+            # about 63 MiB; the list itself would take hundreds more.
+            assert rss <= READ_BOUND, f"sqar {cmd[0]} took {rss / MIB:.0f} MiB for a 2^25-block file"
             if cmd[0] == "list":
                 assert str(1 << 45) in out, out
 
