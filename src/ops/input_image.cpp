@@ -194,7 +194,7 @@ class Loader {
       for (size_t k = 0; k < entries.size(); ++k) {
         reader::Inode child = img.read_inode(entries[k].inode_ref, false);
         if (child.is_regular())
-          block_lists.count(img, child, in_.tree.rel_path_of(in_.tree.nodes[first + uint32_t(k)]));
+          block_lists.count(img, child, [&] { return in_.tree.rel_path_of(in_.tree.nodes[first + uint32_t(k)]); });
         fill(first + uint32_t(k), child);
         if (child.is_dir()) {
           if (!seen_dirs.insert(child.ref).second)

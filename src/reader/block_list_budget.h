@@ -1,6 +1,7 @@
 // One walk's account of the block lists its regular files claim.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <unordered_set>
 
@@ -18,10 +19,11 @@ namespace sqar::reader {
 // a fixed multiple of the entries that name them. Single-threaded, like its walk.
 class BlockListBudget {
  public:
-  // Throws sqar::Error naming the image and PATH when the long lists met so far, this one
-  // included, claim more bytes than the inode table holds. The table's size is learned (by
-  // decoding it once) only when two or more lists claim more than kCheckAbove.
-  void count(Image& image, const Inode& file, const std::string& path);
+  // Throws sqar::Error naming the image and the file (path_of(), called only then) when the
+  // long lists met so far, this one included, claim more bytes than the inode table holds. The
+  // table's size is learned (by decoding it once) only when two or more lists claim more than
+  // kCheckAbove.
+  void count(Image& image, const Inode& file, const std::function<std::string()>& path_of);
 
  private:
   static constexpr uint64_t kLongList = 1024;

@@ -277,7 +277,7 @@ void ImageImpl::walk(const std::function<bool(const std::string&, const Inode&)>
     }
     if (ino.is_dir() && ino.dir_file_size > 3 && !seen_dirs.insert(dir_key(ino)).second)
       fail("directory loop: \"" + path + "\" lists a directory that was already visited");
-    block_lists.count(*this, ino, path);
+    block_lists.count(*this, ino, [&] { return path; });
     if (!fn(path, ino) || !ino.is_dir()) continue;
     try {
       ListingCursor child(*this, ino, ino.dir_block_start, ino.dir_offset, 0, &budget);
