@@ -126,20 +126,7 @@ class Union {
       if (auto s = src.symlink_targets.find(o.node); s != src.symlink_targets.end()) t.symlink_targets[i] = s->second;
       if (auto x = src.xattrs.find(o.node); x != src.xattrs.end()) t.xattrs[i] = x->second;
     }
-    list_files(0);
-  }
-  void list_files(uint32_t dir) {
-    Tree& t = out_.tree;
-    for (uint32_t c : t.children(t.nodes[dir])) {
-      Node& n = t.nodes[c];
-      if (S_ISDIR(n.mode)) {
-        list_files(c);
-      } else if (S_ISREG(n.mode) && n.link_target == kNoNode) {
-        n.file_index = uint32_t(t.files.size());
-        t.files.push_back(c);
-        t.total_file_bytes += n.size;
-      }
-    }
+    collect_file_owners(t);
   }
 
   const std::vector<UnionInput>& in_;

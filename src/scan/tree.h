@@ -119,18 +119,22 @@ struct Tree {
   // The path on disk of a node, for reading and for messages.
   std::string path_of(const Node& n) const {
     if (n.parent == kNoNode) return source_dirs.empty() ? std::string(".") : source_dirs[0];
-    if (n.parent == 0) return join_path(source_dirs[n.source], name(n));
-    return path_of(nodes[n.parent]) + "/" + std::string(name(n));
+    const Node* top = &n;
+    while (top->parent != 0) top = &nodes[top->parent];
+    return join_path(source_dirs[top->source], rel_path_of(n));
   }
   std::string path_of(uint32_t i) const { return path_of(nodes[i]); }
-  // The path of a node below its SOURCE directory: "" for the root, "a/b" further down.
+  // The path of a node below its SOURCE directory: "" for the root, "a/b" further down. A
+  // loop, not recursion: a tree may be as deep as a tar member's path is long.
   std::string rel_path_of(const Node& n) const {
-    if (n.parent == kNoNode) return {};
-    if (n.parent == 0) return std::string(name(n));
-    std::string p = rel_path_of(nodes[n.parent]);
-    p += '/';
-    p += name(n);
-    return p;
+    std::vector<const Node*> chain;  // n and its ancestors below the root
+    for (const Node* p = &n; p->parent != kNoNode; p = &nodes[p->parent]) chain.push_back(p);
+    std::string path;
+    for (size_t k = chain.size(); k-- > 0;) {
+      path += name(*chain[k]);
+      if (k) path += '/';
+    }
+    return path;
   }
 };
 

@@ -72,7 +72,7 @@ class MetadataWriter {
     assign_inode_numbers();
 
     super_.inode_table_start = file->get_size(file);
-    serialize_children(0);
+    serialize_children();
     serialize(0);
     check(sqfs_meta_writer_flush(inode_writer_.get()), "the inode table");
     check(sqfs_meta_writer_flush(dir_meta_.get()), "the directory table");
@@ -134,28 +134,53 @@ class MetadataWriter {
   // directory listing that names them, so a hard-linked inode is written at whichever of its
   // entries comes first in this order: every listing that names it is written later.
   void assign_inode_numbers() {
-    number_children(0);
+    directories_bottom_up([&](uint32_t dir) {
+      for (uint32_t c : tree_.children(tree_.nodes[dir])) {
+        if (!present(c)) continue;
+        uint32_t o = owner(c);
+        if (number_[o] == 0) {
+          number_[o] = next_number_++;
+          writes_inode_[c] = true;
+        }
+      }
+    });
     number_[0] = next_number_++;
     writes_inode_[0] = true;
   }
-  void number_children(uint32_t dir) {
-    for (uint32_t c : tree_.children(tree_.nodes[dir]))
-      if (present(c) && S_ISDIR(tree_.nodes[c].mode)) number_children(c);
-    for (uint32_t c : tree_.children(tree_.nodes[dir])) {
-      if (!present(c)) continue;
-      uint32_t o = owner(c);
-      if (number_[o] == 0) {
-        number_[o] = next_number_++;
-        writes_inode_[c] = true;
-      }
-    }
+
+  void serialize_children() {
+    directories_bottom_up([&](uint32_t dir) {
+      for (uint32_t c : tree_.children(tree_.nodes[dir]))
+        if (present(c) && writes_inode_[c]) serialize(c);
+    });
   }
 
-  void serialize_children(uint32_t dir) {
-    for (uint32_t c : tree_.children(tree_.nodes[dir]))
-      if (present(c) && S_ISDIR(tree_.nodes[c].mode)) serialize_children(c);
-    for (uint32_t c : tree_.children(tree_.nodes[dir]))
-      if (present(c) && writes_inode_[c]) serialize(c);
+  // Calls visit(dir) for the root and every directory below it, each after the directories
+  // below it, subdirectories in listing order: the order inodes are numbered and written in.
+  // A loop, not recursion: a tar member's path may be 100,000 levels deep, and recursing that
+  // deep overflowed the stack.
+  template <class Visit>
+  void directories_bottom_up(const Visit& visit) {
+    struct Frame {
+      uint32_t dir, next, end;  // the directory and its children still to descend into
+    };
+    const auto frame = [&](uint32_t dir) {
+      const Tree::NodeRange r = tree_.children(tree_.nodes[dir]);
+      return Frame{dir, r.first, r.last};
+    };
+    std::vector<Frame> stack{frame(0)};
+    while (!stack.empty()) {
+      Frame& f = stack.back();
+      while (f.next != f.end && !(present(f.next) && S_ISDIR(tree_.nodes[f.next].mode))) ++f.next;
+      if (f.next != f.end) {
+        const uint32_t sub = f.next++;
+        stack.push_back(frame(sub));  // f is not used after this: push_back may move it
+        continue;
+      }
+      const uint32_t dir = f.dir;
+      stack.pop_back();
+      visit(dir);
+    }
   }
 
   uint32_t xattr_index(uint32_t i) {

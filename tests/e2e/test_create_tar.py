@@ -321,6 +321,19 @@ def test_deep_member_with_an_anchored_exclude():
         assert counts["directory"] == depth + 1 and counts["regular"] == 1, counts
 
 
+def test_member_300000_levels_deep():
+    """A 600 KB archive whose one member lies 300,000 directories deep: the metadata writer
+    numbered and wrote directories by recursion, one stack frame a level, and create died of
+    SIGSEGV past about 200,000 levels (under ASan, at 100,000). It loops now."""
+    depth = 300_000
+    with tempdir() as d:
+        write(f"{d}/deep.tar", tar_bytes([reg("d/" * depth + "leaf", b"bottom\n")]))
+        sqar_tar(f"{d}/deep.tar", f"{d}/deep.sqfs", timeout=300)
+        counts = json.loads(run([SQAR, "info", "--json", f"{d}/deep.sqfs"], timeout=300).stdout)["counts"]
+        assert counts["directory"] == depth + 1 and counts["regular"] == 1, counts
+        assert run([SQAR, "cat", f"{d}/deep.sqfs", "**/leaf"], timeout=300).stdout == "bottom\n"
+
+
 def test_damaged_streams():
     with tempdir() as d:
         good = tar_bytes([reg("first", pseudo_random(100000, 1)), reg("second", pseudo_random(200000, 2))])
@@ -432,6 +445,6 @@ if __name__ == "__main__":
     main([test_gnu_and_bsd_tar_of_a_full_tree_in_every_format_and_compression, test_ustar_of_a_tree_it_can_hold,
           test_image_equals_the_directory_image_for_any_thread_count, test_standard_input_and_options,
           test_names_stay_inside_the_root, test_links_duplicates_and_implicit_directories,
-          test_deep_member_with_an_anchored_exclude, test_damaged_streams,
+          test_deep_member_with_an_anchored_exclude, test_member_300000_levels_deep, test_damaged_streams,
           test_member_over_4gib_and_sparse_holes, test_interrupt_while_reading_the_stream,
           test_no_space_left_while_spilling])
