@@ -7,14 +7,13 @@
 #include <deque>
 #include <mutex>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "common/error.h"
 #include "common/hash.h"
 #include "format/manifest.h"
 #include "format/squashfs.h"
 #include "ops/parallel.h"
-#include "reader/block_list_budget.h"
+#include "reader/walk_guard.h"
 
 namespace sqar::ops {
 namespace {
@@ -180,26 +179,23 @@ class Loader {
     const reader::Inode root = img.root();
     fill(0, root);
     std::deque<std::pair<uint32_t, reader::Inode>> todo{{0, root}};
-    std::unordered_set<reader::InodeRef> seen_dirs{root.ref};
-    reader::ListingBudget budget;         // directories listing overlapping stretches of the table
-    reader::BlockListBudget block_lists;  // files whose block lists overlap
+    reader::WalkGuard guard(img);
+    guard.enter_directory(root, [] { return std::string(); });
     while (!todo.empty()) {
       auto [dir, ino] = std::move(todo.front());
       todo.pop_front();
-      const auto entries = img.read_dir(ino, &budget);
+      const auto entries = img.read_dir(ino, guard.listings());
       const uint32_t first = uint32_t(in_.tree.nodes.size());
       for (const auto& e : entries) add_node(e.name, dir);
       in_.tree.nodes[dir].first_child = first;
       in_.tree.nodes[dir].child_count = uint32_t(entries.size());
       for (size_t k = 0; k < entries.size(); ++k) {
         reader::Inode child = img.read_inode(entries[k].inode_ref, false);
-        if (child.is_regular())
-          block_lists.count(img, child, [&] { return in_.tree.rel_path_of(in_.tree.nodes[first + uint32_t(k)]); });
+        const auto path_of = [&] { return in_.tree.rel_path_of(in_.tree.nodes[first + uint32_t(k)]); };
+        guard.count_entry(child, path_of);
         fill(first + uint32_t(k), child);
         if (child.is_dir()) {
-          if (!seen_dirs.insert(child.ref).second)
-            throw Error(in_.path + ": directory " + in_.tree.rel_path_of(in_.tree.nodes[first + uint32_t(k)]) +
-                        " appears twice (a loop)");
+          guard.enter_directory(child, path_of);
           todo.emplace_back(first + uint32_t(k), std::move(child));
         }
       }

@@ -15,13 +15,13 @@
 #include <optional>
 #include <string_view>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "common/error.h"
 #include "format/squashfs.h"
 #include "ops/entry_format.h"
 #include "ops/parallel.h"
 #include "ops/safe_dir.h"
+#include "reader/walk_guard.h"
 #include "scan/scanner.h"
 
 namespace sqar::ops {
@@ -331,7 +331,9 @@ class TreeComparer {
       return;
     }
     if (b.side != Side::disk_only) {
-      f.listing = image_.open_listing(image_.read_inode(b.image_dir, /*with_blocks=*/false), &listing_budget_);
+      const reader::Inode dir = image_.read_inode(b.image_dir, /*with_blocks=*/false);
+      guard_.enter_directory(dir, [&] { return path_; });
+      f.listing = image_.open_listing(dir, guard_.listings());
       reader::DirEntry e;
       if (f.listing->next(e)) f.image_next = std::move(e);
     }
@@ -360,12 +362,8 @@ class TreeComparer {
     return compare_entry(path_, image_.read_inode(image->inode_ref, /*with_blocks=*/false), node);
   }
 
-  // Every directory of the image is entered once: a second visit means the directory graph
-  // loops (or shares a directory), which a walk must not follow.
-  Below image_dir(reader::InodeRef ref, uint32_t node = kNoNode, Side side = Side::image_only) {
-    if (!image_dirs_seen_.insert(ref).second)
-      throw Error(image_.path() + ": directory " + (path_.empty() ? "." : path_) +
-                  " appears twice in the directory tree (a loop)");
+  // An image directory to walk below (WalkGuard refuses it when opened if it was listed before).
+  static Below image_dir(reader::InodeRef ref, uint32_t node = kNoNode, Side side = Side::image_only) {
     return {0, ref, node, side};
   }
 
@@ -396,6 +394,7 @@ class TreeComparer {
     uint32_t owner;
     const Node& n = owner_of(node, owner);
     const bool lines = part != Part::below_only, below = part != Part::lines_only;
+    guard_.count_entry(ino, [&] { return path; });
     if ((ino.mode & S_IFMT) != (n.mode & S_IFMT)) {
       if (lines) differ(path, "M " + path + ": type " + type_word(ino.mode) + " != " + type_word(n.mode));
       // What lies below the side that is a directory exists only there.
@@ -468,10 +467,9 @@ class TreeComparer {
   int root_fd_ = -1;
   std::vector<std::unique_ptr<DirStack>> dirs_;  // one per worker: DirStack is per thread
   CompareCounts counts_;
-  std::string path_;  // the path of the entry or directory the walk is at ("" is the root)
-  std::unordered_set<reader::InodeRef> image_dirs_seen_;
-  reader::ListingBudget listing_budget_;  // directories listing overlapping stretches of the table
-  std::vector<Found> batch_;              // in path order
+  std::string path_;                 // the path of the entry or directory the walk is at ("" is the root)
+  reader::WalkGuard guard_{image_};  // loops, overlapping listings and block lists
+  std::vector<Found> batch_;         // in path order
   size_t batch_bytes_ = 0, batch_checks_ = 0;
 };
 

@@ -1,9 +1,8 @@
 // Directory listings, name lookup (with the directory index), path resolution and walks.
-#include <unordered_set>
 
 #include "common/error.h"
-#include "reader/block_list_budget.h"
 #include "reader/meta_reader.h"
+#include "reader/walk_guard.h"
 
 namespace sqar::reader {
 
@@ -229,21 +228,14 @@ void ImageImpl::walk(const std::function<bool(const std::string&, const Inode&)>
     size_t path_len;
     std::string prev;  // the previous name: listings must be sorted without duplicates
   };
-  // Every directory may be listed once: a second visit means a loop or a hard-linked
-  // directory, both of which would make the walk endless or exponential.
-  std::unordered_set<uint64_t> seen_dirs;
-  // Listings that overlap without starting at one place, and block lists that overlap.
-  ListingBudget budget;
-  BlockListBudget block_lists;
-  auto dir_key = [](const Inode& d) { return (uint64_t(d.dir_block_start) << 16) | d.dir_offset; };
-
+  WalkGuard guard(*this);
   Inode r = root();
   if (!r.is_dir()) fail("the root inode is not a directory");
-  seen_dirs.insert(dir_key(r));
   std::string path;
+  guard.enter_directory(r, [&] { return path; });
   if (!fn(path, r)) return;
   std::vector<Frame> stack;
-  stack.push_back({ListingCursor(*this, r, r.dir_block_start, r.dir_offset, 0, &budget), 0, {}});
+  stack.push_back({ListingCursor(*this, r, r.dir_block_start, r.dir_offset, 0, guard.listings()), 0, {}});
   DirEntry e;
   while (!stack.empty()) {
     Frame& f = stack.back();
@@ -256,7 +248,7 @@ void ImageImpl::walk(const std::function<bool(const std::string&, const Inode&)>
     } catch (const Error& err) {
       // The rest of this listing is lost; its siblings' listings are not, unless listings
       // overlap, which puts all of them in doubt.
-      if (!options.on_error || stack.size() == 1 || budget.overdrawn()) throw;
+      if (!options.on_error || stack.size() == 1 || guard.listings()->overdrawn()) throw;
       options.on_error(path, err.what());
       more = false;
     }
@@ -275,12 +267,11 @@ void ImageImpl::walk(const std::function<bool(const std::string&, const Inode&)>
       options.on_error(path, err.what());
       continue;
     }
-    if (ino.is_dir() && ino.dir_file_size > 3 && !seen_dirs.insert(dir_key(ino)).second)
-      fail("directory loop: \"" + path + "\" lists a directory that was already visited");
-    block_lists.count(*this, ino, [&] { return path; });
+    if (ino.is_dir()) guard.enter_directory(ino, [&] { return path; });
+    guard.count_entry(ino, [&] { return path; });
     if (!fn(path, ino) || !ino.is_dir()) continue;
     try {
-      ListingCursor child(*this, ino, ino.dir_block_start, ino.dir_offset, 0, &budget);
+      ListingCursor child(*this, ino, ino.dir_block_start, ino.dir_offset, 0, guard.listings());
       f.cursor.release();
       stack.push_back({std::move(child), path.size(), {}});
     } catch (const Error& err) {

@@ -11,6 +11,7 @@ import os
 import struct
 
 from clitest import expect_fail
+from craftfs import Image
 from sqartest import log, main, mksquashfs, tempdir, write
 
 UNCOMPRESSED = ("-noI", "-noD", "-noF", "-noX", "-no-xattrs")
@@ -122,6 +123,29 @@ def test_directory_loop():
         log("ok: diff refuses the loop")
 
 
+def test_directory_with_two_parents():
+    """Two directory inodes pointing at one listing (craftfs): the tree is no longer a tree, and
+    each sharing doubles what lies below (20 levels of such pairs would be a million paths).
+    Every command that walks the image refuses it as it refuses a loop, naming the second
+    path, and merge and append write no image."""
+    with tempdir() as d:
+        img = Image(block_size=4096)
+        shared = img.dir({"f": img.file(b"below both\n")})
+        twin = img.dir({})
+        twin.listing_of = (shared, 0)
+        image = f"{d}/twins.sqfs"
+        with open(image, "wb") as f:
+            f.write(img.build(img.dir({"a": shared, "b": twin})))
+        os.makedirs(f"{d}/empty")
+        for args, code in ((["list", image], 1), (["verify", image], 1), (["diff", image, f"{d}/empty"], 2),
+                           (["extract", "-q", "--tar", f"{d}/out.tar", image], 1),
+                           (["merge", image, f"{d}/merged.sqfs"], 1), (["append", image, f"{d}/empty"], 1)):
+            p = expect_fail(args, code, image, '"b": a directory listed twice')
+            log(f"ok: sqar {args[0]}: {p.stderr.strip().splitlines()[-1]}")
+        refuse(d, image, '"b": a directory listed twice')
+        assert not os.path.exists(f"{d}/merged.sqfs"), "merge left an image"
+
+
 if __name__ == "__main__":
     main([test_dotdot_directory, test_name_with_slash, test_dot_and_nul_names, test_symlink_then_same_name,
-          test_directory_loop])
+          test_directory_loop, test_directory_with_two_parents])
