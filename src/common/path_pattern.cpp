@@ -63,7 +63,7 @@ bool PathSelection::select(const std::string& path) {
                       path.compare(0, selected_dir_.size(), selected_dir_) == 0;
   // Every pattern is tried even inside a selected directory, so "a" and "a/b" both count as found.
   bool any = false;
-  const std::span<const uint8_t> state = walk_.enter(path);
+  const std::span<const uint8_t> state = walk_.enter_in_walk_order(path);
   for (size_t i = 0; i < patterns_.size(); ++i) {
     // The literal comparison lets a name that contains glob characters be given as is.
     if (path == patterns_[i] || walk_.patterns().matches(state, i)) {

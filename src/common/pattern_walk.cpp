@@ -32,15 +32,23 @@ void PatternWalk::rebuild(std::string_view path) {
   }
 }
 
-std::span<const uint8_t> PatternWalk::enter(std::string_view path) {
+std::span<const uint8_t> PatternWalk::enter(std::string_view path) { return step_in(path, /*walk_order=*/false); }
+
+std::span<const uint8_t> PatternWalk::enter_in_walk_order(std::string_view path) {
+  return step_in(path, /*walk_order=*/true);
+}
+
+std::span<const uint8_t> PatternWalk::step_in(std::string_view path, bool walk_order) {
   // The parent is the root for a path of one component. Otherwise it is the frame whose path
   // is as long as PATH's parent path (frames' lengths grow with depth, so a binary search
-  // finds the only candidate), if its bytes are that path's.
+  // finds the only candidate), if its bytes are that path's: all of them, or in walk order
+  // the parent's own name (from the end of the frame above it).
   const size_t slash = path.rfind('/');
   size_t parent = 0;  // a frame
   if (slash != std::string_view::npos) {
     const auto it = std::lower_bound(ends_.begin(), ends_.end(), slash);
-    if (it == ends_.end() || *it != slash || path_.compare(0, slash, path.substr(0, slash)) != 0) {
+    const size_t from = !walk_order || it == ends_.begin() || it == ends_.end() ? 0 : *(it - 1) + 1;
+    if (it == ends_.end() || *it != slash || path_.compare(from, slash - from, path.substr(from, slash - from)) != 0) {
       rebuild(path);
       return top();
     }

@@ -36,7 +36,8 @@ class ExtractFilter {
   // An entry (its path inside the image, and its name) below a directory marked `parent`.
   Mark entry(const Mark& parent, const std::string& path, std::string_view name, bool is_dir) {
     Mark m;
-    m.excluded = parent.excluded || (!excludes_.empty() && excludes_.excluded(exclude_walk_.enter(path), name, is_dir));
+    m.excluded = parent.excluded ||
+                 (!excludes_.empty() && excludes_.excluded(exclude_walk_.enter_in_walk_order(path), name, is_dir));
     m.selected = !m.excluded && (patterns_.empty() || parent.selected || match(path));
     return m;
   }
@@ -44,7 +45,7 @@ class ExtractFilter {
   // name that contains glob characters be given as is.
   bool match(const std::string& path) {
     bool any = false;
-    const std::span<const uint8_t> state = pattern_walk_.enter(path);
+    const std::span<const uint8_t> state = pattern_walk_.enter_in_walk_order(path);
     for (size_t i = 0; i < patterns_.size(); ++i) {
       if (path == patterns_[i] || pattern_walk_.patterns().matches(state, i)) {
         hits_[i] = true;

@@ -125,13 +125,16 @@ TEST(PatternWalk, DepthFirstWalksMatchAsWholePaths) {
     const std::vector<Entry> tree = random_tree(rng, 7);
     std::vector<std::string> patterns;
     for (int i = 0; i < 6; ++i) patterns.push_back(random_pattern(rng));
-    PatternWalk walk{PatternSet(patterns)};
+    PatternWalk walk{PatternSet(patterns)}, in_order{PatternSet(patterns)};
     for (const Entry& e : tree) {
       const auto state = walk.enter(e.path);
+      const auto state_in_order = in_order.enter_in_walk_order(e.path);
       for (size_t i = 0; i < patterns.size(); ++i) {
         const bool want = path_pattern_match(patterns[i], e.path);
         ASSERT_EQ(walk.patterns().matches(state, i), want)
             << "pattern '" << patterns[i] << "', path '" << e.path << "'";
+        ASSERT_EQ(in_order.patterns().matches(state_in_order, i), want)
+            << "in walk order: pattern '" << patterns[i] << "', path '" << e.path << "'";
         matched += want;
         ++compared;
       }
@@ -175,6 +178,28 @@ TEST(PatternWalk, DeepChainsAreMatchedFromTheParent) {
   }
   EXPECT_TRUE(walk.patterns().matches(walk.enter(path + "/x"), 0));
   EXPECT_TRUE(walk.patterns().matches(walk.enter(path + "/y"), 1));
+}
+
+TEST(PatternWalk, WalkOrderSkipsWhatAPreOrderWalkLeaves) {
+  // Siblings of equal names at many depths, the walk going back up between them: each entry's
+  // parent is found by its length and last name alone, and still answers as whole paths do.
+  const std::vector<std::string> patterns = {"a/**/b/c", "*/b/*", "**/b"};
+  PatternWalk walk{PatternSet(patterns)};
+  std::vector<std::string> order;
+  for (const std::string top : {"a", "b"})
+    for (const std::string mid : {"b", "x"})
+      for (const std::string leaf : {"b", "c"}) {
+        order.push_back(top);
+        order.push_back(top + "/" + mid);
+        order.push_back(top + "/" + mid + "/" + leaf);
+        order.push_back(top + "/" + mid + "/" + leaf + "/b");
+      }
+  for (const std::string& path : order) {
+    const auto state = walk.enter_in_walk_order(path);
+    for (size_t i = 0; i < patterns.size(); ++i)
+      ASSERT_EQ(walk.patterns().matches(state, i), path_pattern_match(patterns[i], path))
+          << "pattern '" << patterns[i] << "', path '" << path << "'";
+  }
 }
 
 // As list walks: select each entry, and enter a directory only while it may lead to a match.
