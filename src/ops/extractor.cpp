@@ -171,7 +171,7 @@ class Extractor::Impl {
       it.excluded = mark.excluded;
       it.selected = mark.selected;
       if (opt_.strip_components && !path.empty()) {
-        const size_t depth = size_t(std::count(path.begin(), path.end(), '/')) + 1;
+        const size_t depth = open_dirs.size();  // the root and the directories down to the parent
         it.stripped = depth <= opt_.strip_components;
         if (depth == opt_.strip_components + 1) {
           image_parent_.emplace(int64_t(items_.size()), it.parent);

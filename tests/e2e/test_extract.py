@@ -251,6 +251,14 @@ def test_strip_components():
         # GNU tar leaves sockets out.
         compare_trees(f"{d}/by-tar", f"{d}/by-sqar", "extract --strip-components 1 (GNU tar's as the reference)",
                       owners=OWNERS, ignore=("dev/socket",))
+        # Two levels: the release directory's subdirectories' contents land at the top. GNU tar
+        # cannot make dup/hard-2 (its link target, proj-1.0/small.txt, is stripped away).
+        os.makedirs(f"{d}/by-tar-2")
+        run(["tar", "-x", "--xattrs", "--xattrs-include=*", "--numeric-owner", "--same-permissions",
+             "--strip-components", "2", "-f", tar, "-C", f"{d}/by-tar-2"], check=False)
+        sqar("extract", "--strip-components", "2", img, "-C", f"{d}/by-sqar-2")
+        compare_trees(f"{d}/by-tar-2", f"{d}/by-sqar-2", "extract --strip-components 2 (GNU tar's as the reference)",
+                      owners=OWNERS, ignore=("socket", "hard-2"))
         sqar("extract", "--strip-components", "1", img, "-C", f"{d}/sel", "proj-1.0/small.txt", "proj-1.0/dup")
         got = sorted(os.path.relpath(os.path.join(r, n), f"{d}/sel") for r, ds, fs in os.walk(f"{d}/sel") for n in ds + fs)
         assert got == ["dup", "dup/hard-2", "dup/one.log", "dup/tail-a", "dup/tail-b", "dup/two.log", "small.txt"], got
