@@ -10,6 +10,11 @@ squashfuse on the same image, plus sqar extract against unsquashfs. For tuning, 
 --image takes an existing image (one made by mksquashfs, say) instead of the data sets; --src is
 the tree it was made from (the read lists come from it).
 
+A reader given as NAME=chroot:COMMAND runs inside the newest peers' Debian sid chroot
+(../shared/bench/newest-peers.sh; squashfuse_ll 0.5.x there): the mount point is then made
+inside the chroot's root, where the host sees the mount too, and the image's directory is
+bound into it. Its mount time includes entering the chroot (~40 ms); the reads do not.
+
 Readers default to kernel, squashfuse_ll and sqarfs (build-perf). Every operation runs on a fresh
 mount after dropping caches (as in run.py); runs are interleaved round-robin across readers so the
 noise of a shared 2-core machine hits all alike. Prints medians and ratios to the kernel, to
@@ -30,14 +35,28 @@ import run  # noqa: E402  (the shared helpers: data sets, drop_caches, randread,
 READ_OPS = ["read all", "random 4K", "walk+lstat"]
 
 
+PEERS_RUN = "/work/peers-sid-run.sh"  # made by ../shared/bench/newest-peers.sh
+PEERS_ROOT = "/work/peers-sid"
+CHROOT = "chroot:"
+
+
 class Mount(run.Mounted):
     """run.Mounted with a free command line (several sqarfs builds or options side by side)."""
 
     def __init__(self, name, cmd, image, mnt):
         self.reader, self.mnt, self.pid = ("kernel" if cmd is None else name), mnt, None
-        full = ["mount", "-t", "squashfs", "-o", "loop,ro", image, mnt] if cmd is None else cmd[:1] + [image, mnt] + cmd[1:]
+        env = None
+        if cmd is None:
+            full = ["mount", "-t", "squashfs", "-o", "loop,ro", image, mnt]
+        elif cmd[0].startswith(CHROOT):
+            # Inside the chroot the mount point is mnt without the chroot's root (main() puts it there).
+            full = [PEERS_RUN, cmd[0][len(CHROOT):], image, mnt[len(PEERS_ROOT):]] + cmd[1:]
+            env = dict(os.environ, CHROOT_BIND=os.path.dirname(image))
+        else:
+            full = cmd[:1] + [image, mnt] + cmd[1:]
         t0 = time.perf_counter()
-        self.proc = subprocess.Popen(full, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(full, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                                     env=env)
         while not os.path.ismount(mnt):
             rc = self.proc.poll()
             if rc not in (None, 0):
@@ -79,6 +98,7 @@ def main():
     for spec in args.reader or ["kernel", "squashfuse_ll", "sqarfs=" + os.path.join(run.REPO_DIR, "build-perf/fuse/sqarfs")]:
         name, _, cmd = spec.partition("=")
         readers[name] = None if name == "kernel" else shlex.split(cmd or shutil.which(name))
+    in_chroot = any(cmd and cmd[0].startswith(CHROOT) for cmd in readers.values())
     extractors = {"unsquashfs": None}
     for spec in args.extractor or ["sqar=" + args.sqar + " extract"]:
         name, _, cmd = spec.partition("=")
@@ -98,7 +118,9 @@ def main():
             src = run.ensure_data(name, args.scale, gen_data)
             image = make_image(args.sqar, src, os.path.join(work, f"{name}-{args.scale:g}.sqfs"))
         ds = argparse.Namespace(name="readbench", reference=run.describe_tree(src))
-        mnt = os.path.join(work, "mnt")
+        # A chroot reader's mount is seen by the host only inside the chroot's root, so every
+        # reader mounts there then (one mount point keeps the read lists the same for all).
+        mnt = os.path.join(PEERS_ROOT, "readbench-mnt") if in_chroot else os.path.join(work, "mnt")
         os.makedirs(mnt, exist_ok=True)
         all_list, rand_list = run.write_lists(ds, mnt)
         res = {}

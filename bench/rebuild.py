@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """sqar benchmark: the nightly rebuild of a tree, with and without `--reuse`.
 
-    python3 bench/rebuild.py [--set log|ports] [--scale 0.5] [--runs 5] [--level 15] [--out FILE]
+    python3 bench/rebuild.py [--set log|ports] [--scale 0.5] [--runs 5] [--level 15] [--out FILE] \
+        [--peers-run /work/peers-sid-run.sh]
 
 Day 1 is a data set of ../shared/bench/gen_data.py; its image is built once with sqar (zstd,
 128 KiB blocks). Day 2 is day 1 after a night of work, as hard links to day 1's files plus
@@ -11,7 +12,9 @@ what changed:
   ports  an update: 20 files picked at random (fixed seed) get a line appended.
 Day 2 is then packed, interleaved round-robin, by mksquashfs, by sqar from scratch and by
 sqar with `--reuse day1.sqfs`; the report gives medians of wall time, CPU and peak RSS, and the
-ratios. The first run of each is checked: sqar's two images must be byte-identical, and
+ratios. With --peers-run, mksquashfs is the newest one, run in the Debian sid chroot of
+../shared/bench/newest-peers.sh (bench/ bound into it; entering it costs ~40 ms a run, which
+is charged to mksquashfs). The first run of each is checked: sqar's two images must be byte-identical, and
 unsquashfs must read the reusing one back like the tree. A benchmark, not a test: it never fails
 on speed.
 """
@@ -86,7 +89,12 @@ def main():
     p.add_argument("--sqar", help="sqar binary (default build/tools/sqar)")
     p.add_argument("--gen-data", help="path of gen_data.py (default ../shared/bench/gen_data.py)")
     p.add_argument("--out", help="report file (default bench/results/YYYY-MM-DD-rebuild.md)")
+    p.add_argument("--peers-run", help="the newest peers' chroot runner (../shared/bench/newest-peers.sh makes it)")
     args = p.parse_args()
+    peer = []
+    if args.peers_run:
+        peer = [args.peers_run]
+        os.environ["CHROOT_BIND"] = bench.BENCH_DIR  # data and work directories, at the same paths
     args.sqarfs = None
     tools = bench.Tools(args)
     gen_path = bench.find_gen_data(args)
@@ -111,7 +119,7 @@ def main():
     cmds = {
         "sqar --reuse": (sqar_cmd(os.path.join(work, "reuse.sqfs"), "--reuse", old), os.path.join(work, "reuse.sqfs")),
         "sqar": (sqar_cmd(os.path.join(work, "fresh.sqfs")), os.path.join(work, "fresh.sqfs")),
-        "mksquashfs": (["mksquashfs", day2, os.path.join(work, "mksquashfs.sqfs"), "-noappend", "-processors",
+        "mksquashfs": ([*peer, "mksquashfs", day2, os.path.join(work, "mksquashfs.sqfs"), "-noappend", "-processors",
                         str(args.jobs), "-comp", "zstd", "-Xcompression-level", str(args.level), "-b", str(BLOCK),
                         "-quiet", "-no-progress"], os.path.join(work, "mksquashfs.sqfs")),
     }
@@ -138,8 +146,10 @@ def main():
     total = sum(os.path.getsize(os.path.join(dp, f)) for dp, _, fs in os.walk(day2) for f in fs)
     lines = [f"# sqar benchmark: nightly rebuild of the {args.set} set, {datetime.date.today()}", "",
              f"Command: `python3 bench/rebuild.py --set {args.set} --scale {args.scale:g} --runs {args.runs} "
-             f"--level {args.level}`", "",
+             f"--level {args.level}{' --peers-run ' + args.peers_run if peer else ''}`", "",
              bench.machine_description(tools), "",
+             *([f"mksquashfs: {bench.run_quiet([*peer, 'mksquashfs', '-version']).splitlines()[0]}, run in the "
+                "newest peers' chroot (~40 ms of its wall time is entering it)", ""] if peer else []),
              f"Day 2: {total / 2**20:.1f} MiB of files, of which {change}. Every tool: zstd-{args.level}, 128 KiB blocks, "
              f"{args.jobs} cores, warm page cache. Medians of {args.runs} interleaved runs after a checked one "
              "(sqar's two images byte-identical; unsquashfs of the --reuse image matches the tree).", "",
