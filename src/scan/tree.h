@@ -119,16 +119,22 @@ struct Tree {
   // The path on disk of a node, for reading and for messages.
   std::string path_of(const Node& n) const {
     if (n.parent == kNoNode) return source_dirs.empty() ? std::string(".") : source_dirs[0];
-    const Node* top = &n;
-    while (top->parent != 0) top = &nodes[top->parent];
-    return join_path(source_dirs[top->source], rel_path_of(n));
+    const std::vector<const Node*> chain = chain_below_root(n);
+    return join_path(source_dirs[chain.back()->source], joined_names(chain));
   }
   std::string path_of(uint32_t i) const { return path_of(nodes[i]); }
-  // The path of a node below its SOURCE directory: "" for the root, "a/b" further down. A
-  // loop, not recursion: a tree may be as deep as a tar member's path is long.
-  std::string rel_path_of(const Node& n) const {
-    std::vector<const Node*> chain;  // n and its ancestors below the root
+  // The path of a node below its SOURCE directory: "" for the root, "a/b" further down.
+  std::string rel_path_of(const Node& n) const { return joined_names(chain_below_root(n)); }
+
+ private:
+  // n and its ancestors below the root, n first; the last one is in the root and names the
+  // SOURCE. A loop, not recursion: a tree may be as deep as a tar member's path is long.
+  std::vector<const Node*> chain_below_root(const Node& n) const {
+    std::vector<const Node*> chain;
     for (const Node* p = &n; p->parent != kNoNode; p = &nodes[p->parent]) chain.push_back(p);
+    return chain;
+  }
+  std::string joined_names(const std::vector<const Node*>& chain) const {
     std::string path;
     for (size_t k = chain.size(); k-- > 0;) {
       path += name(*chain[k]);
