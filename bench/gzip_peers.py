@@ -47,7 +47,7 @@ def main():
     os.makedirs(work, exist_ok=True)
     os.makedirs(args.tmpfs, exist_ok=True)
     binds = [src, work, args.tmpfs]
-    tag = args.codec[:2] if args.codec == "gzip" else args.codec
+    tag = {"gzip": "gz"}.get(args.codec, args.codec)
     ours, theirs = os.path.join(work, f"sqar-{tag}.sqfs"), os.path.join(work, f"mk-{tag}.sqfs")
     rss_file = os.path.join(work, "rss")
     rss = {"sqar": [], "mksquashfs": []}
