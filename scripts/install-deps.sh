@@ -30,6 +30,9 @@ done
 if ((${#missing[@]})); then
   echo "installing: ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" </dev/null
+  # Another apt (unattended-upgrades at boot, a second set-up script) may hold the dpkg lock:
+  # wait for it rather than fail on a fresh machine.
+  lock_wait=(-o DPkg::Lock::Timeout=900)
+  apt-get "${lock_wait[@]}" update -qq
+  apt-get "${lock_wait[@]}" install -y -qq --no-install-recommends "${missing[@]}" </dev/null
 fi
