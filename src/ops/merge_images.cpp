@@ -88,6 +88,7 @@ class Merger {
     TreeUnion u = union_trees(uin, opt_.replace);
 
     pick_owners(u);
+    pick_fragments();
     const auto t_copy = std::chrono::steady_clock::now();
     // The first input's bytes start at offset 0, superblock included (it is rewritten at the
     // end), so its blocks keep their positions and the copy is aligned for extent sharing. A
@@ -330,6 +331,24 @@ class Merger {
     }
   }
 
+  // Which fragment blocks of each input the output keeps: those holding the tail of a file
+  // that keeps its own data. A block whose used tails all belong to files stored by an
+  // earlier input (shards of copies of one tree) is neither copied nor listed, so a small
+  // file's content found in several inputs is stored once, as a large file's is. append keeps
+  // every fragment block of IMAGE: they are copied with its data region, where they lie.
+  void pick_fragments() {
+    kept_fragments_.assign(inputs_.size(), {});
+    for (uint32_t k = 0; k < inputs_.size(); ++k) {
+      const InputImage& in = inputs_[k];
+      if (in.recode) continue;  // none of its fragment blocks is copied
+      std::vector<uint8_t>& keep = kept_fragments_[k];
+      keep.assign(in.fragments.size(), opt_.append && k == 0);
+      for (uint32_t f = 0; f < in.files.size(); ++f)
+        if (used_[k][f] && owner_[k][f].first == k && in.files[f].fragment != fmt::kNoFragment)
+          keep[in.files[f].fragment] = 1;
+    }
+  }
+
   uint64_t stored_length(const InputImage& in, uint32_t f) const {
     const uint64_t size = in.tree.nodes[in.tree.files[f]].size;
     const uint64_t count = size / in.image->super().block_size + in.stored_tail[f];
@@ -340,8 +359,8 @@ class Merger {
 
   // The byte ranges of input k to copy: IMAGE's whole data region for append (its positions
   // stay valid and it is one reflink-friendly range); otherwise the blocks of the files that
-  // keep their own data and every fragment block (a fragment block is copied whole even when
-  // some of the tails in it belong to files stored by an earlier input).
+  // keep their own data and the fragment blocks kept (a kept fragment block is copied whole
+  // even when some of the tails in it belong to files stored by an earlier input).
   std::vector<Range> plan(uint32_t k) const {
     const InputImage& in = inputs_[k];
     if (in.recode) return {};
@@ -352,9 +371,10 @@ class Merger {
       const uint64_t len = stored_length(in, f);
       if (len) r.push_back({in.files[f].blocks_start, in.files[f].blocks_start + len});
     }
-    for (const auto& frag : in.fragments) {
+    for (uint32_t i = 0; i < in.fragments.size(); ++i) {
+      const auto& frag = in.fragments[i];
       const uint64_t len = frag.size_word & ~fmt::kDataUncompressed;
-      if (len) r.push_back({frag.position, frag.position + len});
+      if (len && kept_fragments_[k][i]) r.push_back({frag.position, frag.position + len});
     }
     std::sort(r.begin(), r.end(), [](const Range& a, const Range& b) { return a.begin < b.begin; });
     std::vector<Range> merged;
@@ -425,13 +445,16 @@ class Merger {
     const size_t n = u.tree.files.size();
     pre.stored.assign(n, 0);
     pre.files.resize(n);
-    std::vector<uint32_t> fragment_base;
+    // Per input, each kept fragment block's index in the output's fragment table.
+    std::vector<std::vector<uint32_t>> fragment_index(inputs_.size());
     for (uint32_t k = 0; k < inputs_.size(); ++k) {
-      fragment_base.push_back(uint32_t(pre.fragments.size()));
-      if (inputs_[k].recode) continue;  // none of its fragment blocks is copied
-      for (const auto& f : inputs_[k].fragments) {
-        const uint64_t len = f.size_word & ~fmt::kDataUncompressed;
-        pre.fragments.push_back({len ? relocate(k, f.position) : 0, f.size_word});
+      const auto& frags = inputs_[k].fragments;
+      fragment_index[k].assign(kept_fragments_[k].size(), fmt::kNoFragment);
+      for (uint32_t i = 0; i < kept_fragments_[k].size(); ++i) {
+        if (!kept_fragments_[k][i]) continue;
+        fragment_index[k][i] = uint32_t(pre.fragments.size());
+        const uint64_t len = frags[i].size_word & ~fmt::kDataUncompressed;
+        pre.fragments.push_back({len ? relocate(k, frags[i].position) : 0, frags[i].size_word});
       }
     }
     std::vector<uint32_t> words_of(n, UINT32_MAX);  // the input whose words a file's list is
@@ -443,7 +466,11 @@ class Merger {
       FileLocation loc = in.files[of];  // first_block indexes in.words until they are taken below
       words_of[i] = ok;
       loc.blocks_start = stored_length(in, of) ? relocate(ok, loc.blocks_start) : 0;
-      if (loc.fragment != fmt::kNoFragment) loc.fragment += fragment_base[ok];
+      if (loc.fragment != fmt::kNoFragment) {
+        loc.fragment = fragment_index[ok][loc.fragment];
+        if (loc.fragment == fmt::kNoFragment)
+          throw Error(in.path + ": internal error: a kept file's fragment block was not kept");
+      }
       loc.hash = inputs_[k].files[f].hash;
       loc.same_as = kNoNode;
       pre.files[i] = loc;
@@ -528,6 +555,7 @@ class Merger {
   std::vector<std::vector<std::pair<uint32_t, uint32_t>>> owner_;  // per input file: whose data
   std::vector<std::pair<uint32_t, uint32_t>> file_origin_;         // per output file
   std::vector<std::vector<Range>> ranges_;                         // per input, by begin
+  std::vector<std::vector<uint8_t>> kept_fragments_;               // per input fragment block: 1 if kept
   MergeStats stats_;
 };
 

@@ -84,6 +84,40 @@ def test_shards_equal_whole():
             assert int(st.st_mtime) == 1_650_000_200, "root attributes differ from the tree's"
 
 
+def test_small_files_in_several_shards_are_stored_once():
+    """Shards of copies of one directory of small files: a fragment block whose tails are all
+    held by an earlier shard is not copied, so the merged image holds the small files' content
+    once, as one image of the whole tree does; a block with one new tail beside the duplicates
+    is kept whole, since that tail's file points into it."""
+    need_root()
+    with tempdir() as d:
+        t = f"{d}/tree"
+        for i in range(200):  # about 150 KiB of tails: two fragment blocks a shard
+            body = b"small file %d\n" % i * (40 + i % 17)
+            for n in ("a", "b", "c"):
+                write(f"{t}/{n}/f{i:03d}", body)
+        write(f"{t}/c/unique", b"only in shard c\n" * 30)
+        for n in "abc":
+            run([SQAR, "create", "-q", "--keep-as-directory", f"{t}/{n}", f"{d}/{n}.sqfs"])
+        frags = {n: json.loads(run([SQAR, "info", "--json", f"{d}/{n}.sqfs"]).stdout)["fragments"] for n in "abc"}
+        assert frags["a"] == frags["b"] >= 2, frags
+        s = merge(f"{d}/a.sqfs", f"{d}/b.sqfs", f"{d}/c.sqfs", f"{d}/merged.sqfs")
+        assert s["duplicate_files"] == 400, s
+        merged = json.loads(run([SQAR, "info", "--json", f"{d}/merged.sqfs"]).stdout)
+        whole = json.loads(run([SQAR, "create", "--json", t, f"{d}/whole-count.sqfs"]).stdout)
+        # b's blocks are all duplicates and dropped; c's block holding "unique" is kept.
+        kept_of_c = merged["fragments"] - frags["a"]
+        assert 1 <= kept_of_c < frags["c"], (merged["fragments"], frags)
+        a_bytes = os.path.getsize(f"{d}/a.sqfs")
+        assert os.path.getsize(f"{d}/merged.sqfs") < whole["file_bytes"] + a_bytes // 2, (
+            "the shards' small files are stored more than once", os.path.getsize(f"{d}/merged.sqfs"),
+            whole["file_bytes"])
+        with equals_whole_tree(d, t, "merged shards of copies") as mnt:
+            with open(f"{mnt}/c/unique", "rb") as f:
+                assert f.read() == b"only in shard c\n" * 30
+        log(f"ok: {frags['a']} + {kept_of_c} of {sum(frags.values())} fragment blocks kept")
+
+
 def test_example_slurm_driver():
     """examples/shards.sbatch, run once per array task as sbatch --array would, then merged:
     the image equals the tree, root file and root attributes included."""
@@ -308,6 +342,6 @@ def test_progress_on_a_tty():
 
 
 if __name__ == "__main__":
-    main([test_shards_equal_whole, test_example_slurm_driver, test_conflicts_and_replace, test_damaged_shard,
+    main([test_shards_equal_whole, test_small_files_in_several_shards_are_stored_once, test_example_slurm_driver, test_conflicts_and_replace, test_damaged_shard,
           test_other_settings_are_recoded, test_output_settings_are_chosen,
           test_xz_dictionary_is_declared_for_copied_blocks, test_progress_on_a_tty])
