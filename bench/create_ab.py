@@ -3,7 +3,7 @@
 costs no speed and changes no byte.
 
     python3 bench/create_ab.py --before OTHER/build/tools/sqar [--after build/tools/sqar] \
-        [--sets ports,log] [--scale 0.3] [--configs zstd-15,zstd-3,gzip-9] [--runs 5] [--out FILE]
+        [--sets ports,log] [--scale 0.3] [--src DIR ...] [--configs zstd-15,zstd-3,gzip-9] [--runs 5] [--out FILE]
 
 Every round runs each build once per data set and configuration, interleaved, so the noise of
 a shared machine hits both alike. SOURCE_DATE_EPOCH fixes the superblock time, so the two
@@ -29,6 +29,8 @@ def main():
     benchlib.add_ab_arguments(p, run.REPO_DIR)
     p.add_argument("--configs", default="zstd-15,zstd-3")
     p.add_argument("--identical", action="store_true", help="fail unless both builds write the same bytes")
+    p.add_argument("--src", action="append", default=[],
+                   help="a directory to pack as well, named by its last component (repeatable; --sets '' for these alone)")
     args = p.parse_args()
     os.environ["SOURCE_DATE_EPOCH"] = "1700000000"
     gen = run.find_gen_data(args)
@@ -41,8 +43,9 @@ def main():
              "| data set | codec | before | after | after/before (median of rounds) | images |",
              "|---|---|---:|---:|---:|---|"]
     rounds = []
-    for name in args.sets.split(","):
-        src = run.ensure_data(name, args.scale, gen)
+    sources = [(name, run.ensure_data(name, args.scale, gen)) for name in args.sets.split(",") if name]
+    sources += [(os.path.basename(os.path.normpath(d)), os.path.abspath(d)) for d in args.src]
+    for name, src in sources:
         for label in args.configs.split(","):
             codec, level = CONFIGS[label]
             images = {b: os.path.join(work, f"{name}-{label}-{b}.sqfs") for b in builds}
