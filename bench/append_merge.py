@@ -205,8 +205,8 @@ def main():
               "",
               f"merge: shards of {', '.join(f'{os.path.getsize(s) / 2**20:.1f}' for s in shards)} MiB -> "
               f"{os.path.getsize(merged) / 2**20:.1f} MiB; {mstats['duplicate_files']} files held by an earlier shard "
-              f"were not copied (the ports set's three trees are copies of each other; their fragment blocks are "
-              f"copied whole); unsquashfs of the result equals the ports tree. With the third shard at gzip-9, "
+              f"were not copied (the ports set's three trees are copies of each other), and {mstats['fragments']} "
+              f"fragment blocks were kept (blocks whose tails all belong to an earlier shard are left out); unsquashfs of the result equals the ports tree. With the third shard at gzip-9, "
               f"merge recoded {rstats['recoded_files']} files ({rstats['recoded_bytes'] / 2**20:.1f} MiB) and "
               f"compressed {rstats['new_bytes_in'] / 2**20:.1f} MiB of them (the rest were duplicates of the "
               f"copied shards); its result equals the ports tree too. `append --tar` of the new logs was checked "
