@@ -336,16 +336,21 @@ class Merger {
   // earlier input (shards of copies of one tree) is neither copied nor listed, so a small
   // file's content found in several inputs is stored once, as a large file's is. append keeps
   // every fragment block of IMAGE: they are copied with its data region, where they lie.
+  // Kept blocks are numbered in input order, then in each input's order, as the output's
+  // fragment table lists them (prestored).
   void pick_fragments() {
-    kept_fragments_.assign(inputs_.size(), {});
+    fragment_index_.assign(inputs_.size(), {});
+    uint32_t kept = 0;
     for (uint32_t k = 0; k < inputs_.size(); ++k) {
       const InputImage& in = inputs_[k];
       if (in.recode) continue;  // none of its fragment blocks is copied
-      std::vector<uint8_t>& keep = kept_fragments_[k];
-      keep.assign(in.fragments.size(), opt_.append && k == 0);
+      std::vector<uint8_t> keep(in.fragments.size(), opt_.append && k == 0);
       for (uint32_t f = 0; f < in.files.size(); ++f)
         if (used_[k][f] && owner_[k][f].first == k && in.files[f].fragment != fmt::kNoFragment)
           keep[in.files[f].fragment] = 1;
+      fragment_index_[k].assign(in.fragments.size(), fmt::kNoFragment);
+      for (uint32_t i = 0; i < keep.size(); ++i)
+        if (keep[i]) fragment_index_[k][i] = kept++;
     }
   }
 
@@ -374,7 +379,7 @@ class Merger {
     for (uint32_t i = 0; i < in.fragments.size(); ++i) {
       const auto& frag = in.fragments[i];
       const uint64_t len = frag.size_word & ~fmt::kDataUncompressed;
-      if (len && kept_fragments_[k][i]) r.push_back({frag.position, frag.position + len});
+      if (len && fragment_index_[k][i] != fmt::kNoFragment) r.push_back({frag.position, frag.position + len});
     }
     std::sort(r.begin(), r.end(), [](const Range& a, const Range& b) { return a.begin < b.begin; });
     std::vector<Range> merged;
@@ -445,14 +450,10 @@ class Merger {
     const size_t n = u.tree.files.size();
     pre.stored.assign(n, 0);
     pre.files.resize(n);
-    // Per input, each kept fragment block's index in the output's fragment table.
-    std::vector<std::vector<uint32_t>> fragment_index(inputs_.size());
     for (uint32_t k = 0; k < inputs_.size(); ++k) {
       const auto& frags = inputs_[k].fragments;
-      fragment_index[k].assign(kept_fragments_[k].size(), fmt::kNoFragment);
-      for (uint32_t i = 0; i < kept_fragments_[k].size(); ++i) {
-        if (!kept_fragments_[k][i]) continue;
-        fragment_index[k][i] = uint32_t(pre.fragments.size());
+      for (uint32_t i = 0; i < fragment_index_[k].size(); ++i) {
+        if (fragment_index_[k][i] == fmt::kNoFragment) continue;
         const uint64_t len = frags[i].size_word & ~fmt::kDataUncompressed;
         pre.fragments.push_back({len ? relocate(k, frags[i].position) : 0, frags[i].size_word});
       }
@@ -467,7 +468,7 @@ class Merger {
       words_of[i] = ok;
       loc.blocks_start = stored_length(in, of) ? relocate(ok, loc.blocks_start) : 0;
       if (loc.fragment != fmt::kNoFragment) {
-        loc.fragment = fragment_index[ok][loc.fragment];
+        loc.fragment = fragment_index_[ok][loc.fragment];
         if (loc.fragment == fmt::kNoFragment)
           throw Error(in.path + ": internal error: a kept file's fragment block was not kept");
       }
@@ -555,7 +556,7 @@ class Merger {
   std::vector<std::vector<std::pair<uint32_t, uint32_t>>> owner_;  // per input file: whose data
   std::vector<std::pair<uint32_t, uint32_t>> file_origin_;         // per output file
   std::vector<std::vector<Range>> ranges_;                         // per input, by begin
-  std::vector<std::vector<uint8_t>> kept_fragments_;               // per input fragment block: 1 if kept
+  std::vector<std::vector<uint32_t>> fragment_index_;  // per input fragment block: its output index, or none
   MergeStats stats_;
 };
 

@@ -342,6 +342,7 @@ def test_progress_on_a_tty():
 
 
 if __name__ == "__main__":
-    main([test_shards_equal_whole, test_small_files_in_several_shards_are_stored_once, test_example_slurm_driver, test_conflicts_and_replace, test_damaged_shard,
+    main([test_shards_equal_whole, test_small_files_in_several_shards_are_stored_once, test_example_slurm_driver,
+          test_conflicts_and_replace, test_damaged_shard,
           test_other_settings_are_recoded, test_output_settings_are_chosen,
           test_xz_dictionary_is_declared_for_copied_blocks, test_progress_on_a_tty])
