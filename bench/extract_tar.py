@@ -8,8 +8,12 @@ interleaved round-robin so the noise of a shared machine hits all alike; medians
 written as a Markdown table. Warm page cache (the image is read once before the runs).
 
     python3 bench/extract_tar.py --scale 0.1 --runs 3 [--sqar build/tools/sqar] [--work /tmp/x] \
-        [--set ports|log] [--comp zstd|gzip|xz...] [--also OTHER_SQAR] \
+        [--set ports|log] [--comp zstd|gzip|xz...] [--also OTHER_SQAR] [--tar-compress zstd|gzip|xz] \
         [--out bench/results/2026-11-25-extract-tar.md]
+
+--tar-compress writes a compressed archive: sqar by the archive's suffix (libarchive's filter),
+the peers through the compressor's own CLI in a pipe at the same level (zstd -3 -T2, gzip -6,
+xz -6 -T2), which then runs beside them on the other core.
 
 --also times a second sqar binary in the same rounds (e.g. the build before a change).
 """
@@ -55,6 +59,7 @@ def main():
     ap.add_argument("--comp", default="zstd")
     ap.add_argument("--also", default=None, help="another sqar binary timed alongside")
     ap.add_argument("--host-peers", action="store_true", help="the machine's sqfs2tar and unsquashfs, not the newest")
+    ap.add_argument("--tar-compress", default="none", choices=("none", "zstd", "gzip", "xz"))
     args = ap.parse_args()
     if args.host_peers:
         for tool in ("sqfs2tar", "unsquashfs", "tar"):
@@ -73,7 +78,10 @@ def main():
     sh(["cat", image], stdout=subprocess.DEVNULL)  # warm cache for every tool alike
 
     names = ("sqar", "sqar (--also)", "sqfs2tar", "unsquashfs+tar") if args.also else ("sqar", "sqfs2tar", "unsquashfs+tar")
-    out = {name: os.path.join(work, f"{name.split()[0] + ('-also' if '--also' in name else '')}.tar") for name in names}
+    suffix, pipe = {"none": ("tar", ""), "zstd": ("tar.zst", " | zstd -q -3 -T2"),
+                    "gzip": ("tar.gz", " | gzip -6"), "xz": ("tar.xz", " | xz -6 -T2")}[args.tar_compress]
+    out = {name: os.path.join(work, f"{name.split()[0] + ('-also' if '--also' in name else '')}.{suffix}")
+           for name in names}
     scratch = os.path.join(work, "unsquashfs-tree")
     def peer(script):
         if args.host_peers:
@@ -83,10 +91,10 @@ def main():
     tools = {
         "sqar": lambda: timed([args.sqar, "extract", "--tar", out["sqar"], image]),
         "sqar (--also)": lambda: timed([args.also, "extract", "--tar", out["sqar (--also)"], image]),
-        "sqfs2tar": lambda: peer(f"sqfs2tar --no-skip {image!r} > {out['sqfs2tar']!r}"),
+        "sqfs2tar": lambda: peer(f"sqfs2tar --no-skip {image!r}{pipe} > {out['sqfs2tar']!r}"),
         # The scratch tree is removed before the clock starts (as each tool's output is).
         "unsquashfs+tar": lambda: peer(f"unsquashfs -q -n -d {scratch!r} {image!r} >/dev/null "
-                                       f"&& tar -C {scratch!r} -cf {out['unsquashfs+tar']!r} ."),
+                                       f"&& tar -C {scratch!r} -cf - .{pipe} > {out['unsquashfs+tar']!r}"),
     }
     if not args.also:
         del tools["sqar (--also)"]
@@ -118,7 +126,9 @@ def main():
         "",
         machine_line(),
         peers_line,
-        f"Medians of {args.runs} interleaved runs, warm page cache, uncompressed tar written to the",
+        f"Medians of {args.runs} interleaved runs, warm page cache, "
+        + ("uncompressed tar" if args.tar_compress == "none" else f"{args.tar_compress} tar ({pipe.strip(' |')} for the peers)")
+        + " written to the",
         "same filesystem as the image. All archives hold the same entries (checked).",
         "",
         "| tool | wall (s) | vs sqar | archive (MB) |",

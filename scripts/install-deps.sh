@@ -7,6 +7,8 @@ PACKAGES=(
   libfuse3-dev fuse3 libgtest-dev libarchive-dev
   # independent readers the tests compare against, and the peers the benchmark runs
   squashfs-tools squashfs-tools-ng squashfuse erofs-utils zstd pigz attr
+  # the decoders that read extract --tar's compressed archives back
+  gzip xz-utils bzip2 lz4
   # bsdtar: the second independent tar reader extract --tar is checked against
   libarchive-tools
   # what the tests call that a minimal Debian may lack: pgrep and sysctl, mount/losetup, and

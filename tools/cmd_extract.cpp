@@ -13,6 +13,7 @@
 #include "cli_util.h"
 #include "command.h"
 #include "ops/extractor.h"
+#include "ops/tar_compression.h"
 #include "ops/tar_export.h"
 #include "read_common.h"
 #include "status_line.h"
@@ -58,6 +59,14 @@ const char kHelp[] =
     "                        a directory: numeric owners, hard links, devices, xattrs, holes as\n"
     "                        GNU sparse 1.0; the root directory itself and sockets are left out\n"
     "                        (a device or FIFO as FILE is written into, as tar does)\n"
+    "      --compress NAME   compress the --tar archive: gzip, bzip2, xz, zstd, lz4, lzma,\n"
+    "                        lzip, compress or none. Without it FILE's suffix decides, as\n"
+    "                        with tar -a: .tar.gz/.tgz gzip, .tar.xz/.txz xz, .tar.zst/.tzst\n"
+    "                        zstd, .tar.bz2/.tbz2 bzip2, .tar.lz4 lz4, .lzma, .lz, .Z; any\n"
+    "                        other name, and '-', a plain tar. Each at its tool's default\n"
+    "                        level (gzip 6, xz 6, zstd 3, bzip2 9); xz and zstd use -j's\n"
+    "                        threads (at least 2), the archive the same for any -j\n"
+    "  -z, --gzip, -J, --xz, --bzip2, --zstd, --lz4   the same as --compress gzip, xz, ...\n"
     "  -q, --quiet           no progress bar and no summary\n"
     "      --progress        show the progress bar (and summary) even when stderr is not a terminal\n"
     "  -h, --help            show this help\n"
@@ -80,6 +89,9 @@ const char kHelp[] =
     "  sqar extract backup.sqfs -C out 'var/log/*.log'   matching files\n"
     "  sqar extract -j 4 --overwrite image.sqfs -C out   refresh an earlier extraction\n"
     "  sqar extract --tar - image.sqfs | ssh host tar -xpf - -C /srv   stream it elsewhere\n"
+    "  sqar extract --tar backup.tar.zst image.sqfs      a zstd tarball (by its suffix)\n"
+    "  sqar extract --tar - --zstd image.sqfs | ssh host 'zstd -d | tar -xpf - -C /srv'\n"
+    "  sqar extract --tar - image.sqfs | zstd -19 -T0 > image.tar.zst   another level\n"
     "\n" SQAR_STDIN_IMAGE_HELP
     "\n"
     "Exit status: 0 when everything was extracted, 1 when an entry or the image failed, 2 on\n"
@@ -111,13 +123,16 @@ void print_summary(const std::string& image, uint64_t entries, uint64_t bytes, c
                (unsigned long long)entries, human_bytes(bytes).c_str(), into.c_str(), secs);
 }
 
-int extract_tar(reader::Image& image, const std::string& out, const ops::ExtractOptions& opt, bool show) {
+// `given`: --compress or one of its short forms; otherwise the archive's name decides.
+int extract_tar(reader::Image& image, const std::string& out, std::optional<ops::TarCompression> given,
+                const ops::ExtractOptions& opt, bool show) {
   if (out.empty()) throw UsageError("empty --tar file");
   if (opt.dest != ".") throw UsageError("--tar writes an archive, not a directory: -C does not apply");
   // As tar does: an archive on a terminal is unreadable and almost always a mistake.
   if (out == "-" && isatty(STDOUT_FILENO)) throw UsageError("refusing to write an archive to a terminal");
   ops::TarExportOptions topt;
   topt.output = out;
+  topt.compression = given ? *given : ops::tar_compression_for_name(out);
   topt.patterns = opt.patterns;
   topt.excludes = opt.excludes;
   topt.strip_components = opt.strip_components;
@@ -154,7 +169,11 @@ int extract_main(int argc, char** argv) {
       kTar,
       kExclude,
       kExcludeFrom,
-      kStripComponents
+      kStripComponents,
+      kCompress,
+      kBzip2,
+      kZstd,
+      kLz4
     };
     static const option longopts[] = {{"directory", required_argument, nullptr, 'C'},
                                       {"threads", required_argument, nullptr, 'j'},
@@ -169,6 +188,12 @@ int extract_main(int argc, char** argv) {
                                       {"exclude", required_argument, nullptr, kExclude},
                                       {"exclude-from", required_argument, nullptr, kExcludeFrom},
                                       {"strip-components", required_argument, nullptr, kStripComponents},
+                                      {"compress", required_argument, nullptr, kCompress},
+                                      {"gzip", no_argument, nullptr, 'z'},
+                                      {"xz", no_argument, nullptr, 'J'},
+                                      {"bzip2", no_argument, nullptr, kBzip2},
+                                      {"zstd", no_argument, nullptr, kZstd},
+                                      {"lz4", no_argument, nullptr, kLz4},
                                       {"help", no_argument, nullptr, 'h'},
                                       {nullptr, 0, nullptr, 0}};
     ops::ExtractOptions opt;
@@ -178,10 +203,18 @@ int extract_main(int argc, char** argv) {
     bool quiet = false, force_progress = false;
     std::vector<std::string> exclude_files;
     std::optional<std::string> tar_out;
+    std::optional<ops::TarCompression> compression;
+    std::string compression_option;  // as typed, for the error without --tar
+    const auto set_compression = [&](ops::TarCompression c, const char* as) {
+      if (compression && *compression != c)
+        throw UsageError(std::string(as) + " conflicts with " + compression_option + ": give one compression");
+      compression = c;
+      compression_option = as;
+    };
     optind = 1;
     opterr = 0;
-    reject_foreign_options(argc, argv, ":C:j:qh", longopts, kUnsquashfsOptions, "unsquashfs");
-    for (int c; (c = getopt_long(argc, argv, ":C:j:qh", longopts, nullptr)) != -1;) {
+    reject_foreign_options(argc, argv, ":C:j:qhzJ", longopts, kUnsquashfsOptions, "unsquashfs");
+    for (int c; (c = getopt_long(argc, argv, ":C:j:qhzJ", longopts, nullptr)) != -1;) {
       switch (c) {
         case 'C': opt.dest = optarg; break;
         case 'j': opt.jobs = parse_jobs_arg(optarg); break;
@@ -193,6 +226,19 @@ int extract_main(int argc, char** argv) {
         case 'q': quiet = true; break;
         case kProgress: force_progress = true; break;
         case kTar: tar_out = optarg; break;
+        case kCompress: {
+          const auto c = ops::parse_tar_compression(optarg);
+          if (!c)
+            throw UsageError("--compress wants one of " + ops::tar_compression_names() + ", not '" +
+                             std::string(optarg) + "'");
+          set_compression(*c, "--compress");
+          break;
+        }
+        case 'z': set_compression(ops::TarCompression::gzip, "--gzip"); break;
+        case 'J': set_compression(ops::TarCompression::xz, "--xz"); break;
+        case kBzip2: set_compression(ops::TarCompression::bzip2, "--bzip2"); break;
+        case kZstd: set_compression(ops::TarCompression::zstd, "--zstd"); break;
+        case kLz4: set_compression(ops::TarCompression::lz4, "--lz4"); break;
         case kExclude: opt.excludes.add(optarg); break;
         case kExcludeFrom:
           exclude_files.push_back(optarg);  // read once the command line is known to be good
@@ -209,6 +255,8 @@ int extract_main(int argc, char** argv) {
         default: throw_getopt_error(c, argv);
       }
     }
+    if (compression && !tar_out)
+      throw UsageError(compression_option + " compresses a --tar archive; a directory is written as files");
     if (optind >= argc) throw UsageError("missing IMAGE");
     std::string image_path = argv[optind++];
     if (image_path == "-" && names_standard_input(exclude_files))
@@ -218,7 +266,7 @@ int extract_main(int argc, char** argv) {
     for (const std::string& f : exclude_files) add_excludes_from(opt.excludes, f);
     auto image = open_image(image_path, offset, streaming_cache_bytes(opt.jobs));
     const bool show = want_progress(quiet, force_progress);
-    if (tar_out) return extract_tar(*image, *tar_out, opt, show);
+    if (tar_out) return extract_tar(*image, *tar_out, compression, opt, show);
     ops::ExtractProgress progress;
     size_t failed;
     // Errors that are not entries failing (a damaged manifest trailer, a PATTERN that matched

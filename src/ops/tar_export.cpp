@@ -122,6 +122,7 @@ class Exporter {
     check(archive_write_set_format_pax_restricted(a_.get()), "");
     // Only SCHILY.xattr: GNU tar warns about every LIBARCHIVE.xattr record, bsdtar reads both.
     check(archive_write_set_format_option(a_.get(), "pax", "xattrheader", "SCHILY"), "");
+    add_compression();
     check(archive_write_open2(a_.get(), this, nullptr, &Exporter::write_cb, nullptr, nullptr), "");
     write_all();
     check_deferred_content();
@@ -172,6 +173,27 @@ class Exporter {
       me->write_error_ = e.what();
       archive_set_error(a, EIO, "%s", e.what());
       return -1;
+    }
+  }
+
+  void add_compression() {
+    if (opt_.compression == TarCompression::none) return;
+    const char* name = tar_compression_name(opt_.compression);
+    if (archive_write_add_filter_by_name(a_.get(), name) != ARCHIVE_OK)
+      throw Error(std::string("cannot write ") + name + " archives: " + archive_error_string(a_.get()));
+    // The compressed stream ends where it ends: libarchive would pad it with zeros to 10 KiB,
+    // which zstd -d and lz4 -d refuse as trailing garbage (the tar inside is padded already).
+    check(archive_write_set_bytes_in_last_block(a_.get(), 1), "");
+    // No time in the gzip header (as gzip writes for a pipe), so the archive depends only on
+    // the image.
+    if (opt_.compression == TarCompression::gzip)
+      check(archive_write_set_filter_option(a_.get(), name, "timestamp", nullptr), "");
+    if (opt_.compression == TarCompression::xz || opt_.compression == TarCompression::zstd) {
+      // At least 2: for 1 libarchive runs xz's single-threaded encoder, whose stream differs
+      // from the multi-threaded one's; that one's, and zstd's with workers, is the same for any
+      // count (the input is cut into blocks by size), so the archive does not depend on -j.
+      const std::string threads = std::to_string(std::max(2u, opt_.threads));
+      check(archive_write_set_filter_option(a_.get(), name, "threads", threads.c_str()), "");
     }
   }
 

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "ops/problem.h"
+#include "ops/tar_compression.h"
 #include "reader/image.h"
 #include "scan/exclude.h"
 
@@ -36,7 +37,10 @@ struct TarExportProgress {
 };
 
 struct TarExportOptions {
-  std::string output;                 // archive path; "-" is standard output
+  std::string output;  // archive path; "-" is standard output
+  // libarchive's filter over the tar stream. xz and zstd compress on `threads` threads (their
+  // multi-threaded encoders' output does not depend on the count); the others on the writer's.
+  TarCompression compression = TarCompression::none;
   std::vector<std::string> patterns;  // PATH or GLOB inside the image; empty: everything
   ExcludeList excludes;               // left out, with all below an excluded directory
   // --strip-components: each entry's first N path components are left out, as tar -x leaves
