@@ -28,15 +28,24 @@ constexpr std::array<Named, 4> kAliases{{{"gz", TarCompression::gzip},
 
 // GNU tar's suffix table (its --auto-compress), plus .lz4, which bsdtar -a knows too. Case
 // matters, as in both: ".Z" is compress, ".z" is nothing.
-constexpr std::array<Named, 19> kSuffixes{{{".gz", TarCompression::gzip},     {".tgz", TarCompression::gzip},
-                                           {".taz", TarCompression::gzip},    {".bz2", TarCompression::bzip2},
-                                           {".tbz", TarCompression::bzip2},   {".tbz2", TarCompression::bzip2},
-                                           {".tz2", TarCompression::bzip2},   {".tb2", TarCompression::bzip2},
-                                           {".xz", TarCompression::xz},       {".txz", TarCompression::xz},
-                                           {".zst", TarCompression::zstd},    {".tzst", TarCompression::zstd},
-                                           {".lz4", TarCompression::lz4},     {".lzma", TarCompression::lzma},
-                                           {".tlz", TarCompression::lzma},    {".lz", TarCompression::lzip},
-                                           {".Z", TarCompression::compress},  {".taZ", TarCompression::compress},
+constexpr std::array<Named, 19> kSuffixes{{{".gz", TarCompression::gzip},
+                                           {".tgz", TarCompression::gzip},
+                                           {".taz", TarCompression::gzip},
+                                           {".bz2", TarCompression::bzip2},
+                                           {".tbz", TarCompression::bzip2},
+                                           {".tbz2", TarCompression::bzip2},
+                                           {".tz2", TarCompression::bzip2},
+                                           {".tb2", TarCompression::bzip2},
+                                           {".xz", TarCompression::xz},
+                                           {".txz", TarCompression::xz},
+                                           {".zst", TarCompression::zstd},
+                                           {".tzst", TarCompression::zstd},
+                                           {".lz4", TarCompression::lz4},
+                                           {".lzma", TarCompression::lzma},
+                                           {".tlz", TarCompression::lzma},
+                                           {".lz", TarCompression::lzip},
+                                           {".Z", TarCompression::compress},
+                                           {".taZ", TarCompression::compress},
                                            {".tar", TarCompression::none}}};
 
 bool ends_with(std::string_view s, std::string_view suffix) {

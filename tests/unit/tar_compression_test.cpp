@@ -32,9 +32,9 @@ TEST(TarCompression, OtherNamesArePlainTar) {
 }
 
 TEST(TarCompression, NamesAndAliasesRoundTrip) {
-  for (TarCompression c : {TarCompression::none, TarCompression::gzip, TarCompression::bzip2, TarCompression::xz,
-                           TarCompression::zstd, TarCompression::lz4, TarCompression::lzma, TarCompression::lzip,
-                           TarCompression::compress})
+  for (TarCompression c :
+       {TarCompression::none, TarCompression::gzip, TarCompression::bzip2, TarCompression::xz, TarCompression::zstd,
+        TarCompression::lz4, TarCompression::lzma, TarCompression::lzip, TarCompression::compress})
     EXPECT_EQ(parse_tar_compression(tar_compression_name(c)), c) << tar_compression_name(c);
   EXPECT_EQ(parse_tar_compression("gz"), TarCompression::gzip);
   EXPECT_EQ(parse_tar_compression("zst"), TarCompression::zstd);
