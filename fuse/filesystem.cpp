@@ -447,10 +447,17 @@ void Filesystem::push_rest_of_block(fuse_ino_t ino, const FileNode& f, uint64_t 
 // would only push out blocks other readers still need. Sequential readers get whole blocks
 // (the kernel's read-ahead asks for 256 KiB at a time), which would otherwise fill the whole
 // cache (docs/architecture.md). Partly read blocks stay cached for the rest of them.
+// The arithmetic stays below the file size: a crafted inode claims sizes near 2^64, where
+// rounding `off` up to a block wrapped to 0 and the loop walked 2^47 blocks.
 void Filesystem::release_delivered(const FileNode& f, uint64_t off, uint64_t end) {
-  const uint64_t bs = image_->super().block_size;
-  for (uint64_t k = (off + bs - 1) / bs; k * bs < f.inode.size && std::min((k + 1) * bs, f.inode.size) <= end; ++k)
+  const uint64_t bs = image_->super().block_size, size = f.inode.size;
+  for (uint64_t k = off / bs + (off % bs != 0);; ++k) {
+    const uint64_t start = k * bs;
+    if (start / bs != k || start >= size) return;
+    const uint64_t stop = size - start > bs ? start + bs : size;
+    if (stop > end) return;
     image_->release_block(f.inode, k);
+  }
 }
 
 void Filesystem::op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*) {

@@ -60,7 +60,12 @@ reader::Inode resolve_regular_file(reader::Image& image, std::string path) {
       const bool last = j == path.size();
       auto entry = image.lookup(dir, std::string_view(path).substr(i, j - i));
       if (!entry) throw fail("not found in the image");
-      reader::Inode ino = image.read_inode(entry->inode_ref);
+      reader::Inode ino;
+      try {
+        ino = image.read_inode(entry->inode_ref);
+      } catch (const Error& e) {  // a damaged inode: say whose
+        throw Error(path.substr(0, j) + ": " + without_path_prefix(e.what(), image.path()));
+      }
       if (ino.is_symlink()) {
         if (++hops > 40) throw fail("too many levels of symbolic links");
         const std::string walked = i ? path.substr(0, i - 1) : "";  // the directories before it

@@ -263,7 +263,8 @@ void ImageImpl::walk(const std::function<bool(const std::string&, const Inode&)>
     try {
       ino = read_inode(e.inode_ref, options.with_blocks);
     } catch (const Error& err) {
-      if (!options.on_error) throw;
+      // Without a handler the walk ends here; the error still says whose inode it was.
+      if (!options.on_error) throw Error(path_ + ": " + path + ": " + without_path_prefix(err.what(), path_));
       options.on_error(path, err.what());
       continue;
     }

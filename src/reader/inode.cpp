@@ -11,6 +11,13 @@ namespace {
 // Sanity limits: larger values only come from damaged images and would make us allocate
 // or loop without bound.
 constexpr uint64_t kMaxFileBlocks = 1ull << 25;  // 4 TiB at 128 KiB blocks, 32 TiB at 1 MiB
+
+// A file's data blocks: the full ones, and a partial last one unless the tail is in a fragment.
+// Not (size + block_size - 1) / block_size: for a size a crafted inode puts near 2^64 that
+// wraps to 0 blocks, and the file passed every bound with a size no read can reach the end of.
+uint64_t data_block_count(uint64_t size, uint64_t block_size, bool has_fragment) {
+  return size / block_size + (!has_fragment && size % block_size != 0);
+}
 // The kernel refuses a symlink longer than a page (PAGE_SIZE, 4096 on x86); Linux cannot make
 // one longer than PATH_MAX - 1 anyway.
 constexpr uint32_t kMaxSymlinkTarget = 4096;
@@ -118,7 +125,7 @@ Inode ImageImpl::read_inode(InodeRef ref, bool want_blocks) {
           r.fail("fragment index " + std::to_string(ino.fragment_index) + " is outside the fragment table");
         if (ino.fragment_offset >= sb_.block_size) r.fail("fragment offset is larger than the block size");
       }
-      const uint64_t nblocks = has_fragment ? size / sb_.block_size : (size + sb_.block_size - 1) / sb_.block_size;
+      const uint64_t nblocks = data_block_count(size, sb_.block_size, has_fragment);
       if (nblocks > kMaxFileBlocks) r.fail("file of " + std::to_string(size) + " bytes is implausibly large");
       if (ino.blocks_start > sb_.bytes_used) r.fail("data blocks start outside the image");
       if (nblocks > 0) {  // (normalising the position may read the next metadata block)
@@ -249,8 +256,7 @@ void ImageImpl::load_window(const Inode& file, BlockIndex& bi, uint64_t w) {
 
 uint64_t ImageImpl::block_count(const Inode& file) const {
   if (!file.is_regular()) return 0;
-  const bool has_fragment = file.fragment_index != fmt::kNoFragment;
-  return has_fragment ? file.size / sb_.block_size : (file.size + sb_.block_size - 1) / sb_.block_size;
+  return data_block_count(file.size, sb_.block_size, file.fragment_index != fmt::kNoFragment);
 }
 
 uint64_t ImageImpl::inode_table_bytes() {

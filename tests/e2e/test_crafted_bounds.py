@@ -572,6 +572,29 @@ def other_claimed_counts_are_bounded():
         assert p.returncode == 1 and not os.path.exists(f"{tmp}/merged.sqfs"), p.stderr
 
 
+def file_size_near_2_64_is_refused():
+    """An extended file inode claiming 2^64 - 129 bytes with no fragment and no block list: the
+    block count, rounded up as (size + block size - 1) / block size, wrapped to 0, so the file
+    passed the bound on its block list and sqarfs walked 2^47 blocks of it (found by fuzz_sqarfs).
+    Every command must refuse it naming the file, and its siblings still read."""
+    for size in (2**64 - 129, 2**64 - 1, 2**63):
+        img = Image(block_size=131072)
+        huge = img.file(b"", extended=True)
+        huge.size = size
+        root = img.dir({"a-huge": huge, "b-file": img.file(b"b\n")})
+        with tempdir() as tmp:
+            image = write_image(f"{tmp}/huge.sqfs", img, root)
+            p = run([SQAR, "list", image], check=False)
+            assert p.returncode == 1 and p.stdout.split() == ["b-file"], (size, p.returncode, p.stdout, p.stderr)
+            assert "a-huge" in p.stderr and "implausibly large" in p.stderr, p.stderr
+            for cmd in (["verify", image], ["cat", image, "a-huge"], ["extract", image, "-C", f"{tmp}/out"],
+                        ["extract", "--tar", f"{tmp}/out.tar", image]):
+                p = run([SQAR, *cmd], check=False, timeout=60)
+                assert p.returncode == 1 and "a-huge" in p.stderr, (cmd, p.returncode, p.stderr)
+            assert run([SQAR, "cat", image, "b-file"]).stdout == "b\n"
+        log(f"ok: a file of {size} bytes is refused by list, verify, cat and extract, naming it")
+
+
 def mixed_hard_link_group():
     """One symlink inode named by an entry typed 'symlink' and one typed 'file', one file inode
     named by entries typed 'file' and 'symlink': each inode's own type decides, as in the kernel
@@ -629,4 +652,4 @@ if __name__ == "__main__":
           deep_checked_files_export_in_bounded_memory, deep_chain_patterns_match_in_linear_time,
           symlink_paths_stay_bounded_in_cat, overlapping_listings_are_refused, overlapping_block_lists_are_refused,
           long_block_lists_merge_holding_each_word_once, bad_inode_does_not_hide_siblings,
-          other_claimed_counts_are_bounded, mixed_hard_link_group, one_number_for_two_inodes])
+          other_claimed_counts_are_bounded, file_size_near_2_64_is_refused, mixed_hard_link_group, one_number_for_two_inodes])

@@ -142,6 +142,29 @@ def bad_inode_does_not_hide_siblings():
         assert "f07" in m.stderr and "fragment" in m.stderr, m.stderr
 
 
+def file_size_near_2_64():
+    """A file inode claiming 2^64 - 129 bytes and no blocks (its rounded-up block count wrapped to
+    0, and fuzz_sqarfs hung walking 2^47 blocks of it): stat and open give EIO, the log names
+    the cause, and the sibling reads."""
+    img = Image(block_size=131072)
+    huge = img.file(b"", extended=True)
+    huge.size = 2**64 - 129
+    root = img.dir({"huge": huge, "ok": img.file(b"fine\n")})
+    with tempdir() as tmp:
+        image, mnt = write_image(f"{tmp}/huge.sqfs", img, root), f"{tmp}/mnt"
+        with mounted(image, mnt) as m:
+            assert m.mounted, m.stderr
+            assert sorted(os.listdir(mnt)) == ["huge", "ok"]
+            expect_eio(lambda: os.stat(f"{mnt}/huge"), "stat of the huge file")
+            expect_eio(lambda: open(f"{mnt}/huge", "rb"), "open of the huge file")
+            with open(f"{mnt}/ok", "rb") as f:
+                assert f.read() == b"fine\n"
+        assert m.problem() is None, m.problem()
+        assert "implausibly large" in m.stderr, m.stderr
+        log("ok: the file of 2^64 - 129 bytes gives EIO, its sibling reads")
+
+
 if __name__ == "__main__":
     require_fuse()
-    main([xattr_bomb, sparse_bomb_stat, sparse_bomb_read, long_block_list_random_reads, bad_inode_does_not_hide_siblings])
+    main([xattr_bomb, sparse_bomb_stat, sparse_bomb_read, long_block_list_random_reads, bad_inode_does_not_hide_siblings,
+          file_size_near_2_64])
