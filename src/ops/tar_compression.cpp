@@ -1,7 +1,6 @@
 #include "ops/tar_compression.h"
 
 #include <array>
-#include <utility>
 
 namespace sqar::ops {
 namespace {
