@@ -248,6 +248,14 @@ void check_tar_usage(const std::string& tar, int operands, const char* cmd, bool
         "directories, not --tar");
 }
 
+void check_image_to_standard_output(const std::string& image, bool json) {
+  if (image != "-") return;
+  if (isatty(STDOUT_FILENO))
+    throw UsageError(
+        "'-' writes the image to standard output, which is a terminal: redirect it (> image.sqfs) or pipe it");
+  if (json) throw UsageError("--json prints to standard output, which '-' gives to the image");
+}
+
 bool names_standard_input(const std::vector<std::string>& files) {
   return std::find(files.begin(), files.end(), "-") != files.end();
 }

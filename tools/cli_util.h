@@ -66,6 +66,8 @@ void check_tar_usage(const std::string& tar, int operands, const char* cmd, bool
 // usage errors rather than an option silently ignored or an archive read as patterns.
 // `exclude_files` are the --exclude-from arguments, read only after these checks.
 void check_tar_companions(const std::string& tar, bool tar_memory_given, const std::vector<std::string>& exclude_files);
+// IMAGE (or OUT) '-': standard output must be neither a terminal nor wanted for --json.
+void check_image_to_standard_output(const std::string& image, bool json);
 // Whether one of `files` is "-", standard input.
 bool names_standard_input(const std::vector<std::string>& files);
 

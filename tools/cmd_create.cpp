@@ -109,14 +109,16 @@ const char kHelp[] =
     "  -h, --help              show this help\n"
     "\n"
     "The image is written to a temporary file beside IMAGE and renamed when complete; on any\n"
-    "error or interruption no partial image is left behind. IMAGE cannot be '-': an image\n"
-    "needs seeking (for a stream, 'sqar extract --tar - IMAGE' writes an image as a tar).\n"
+    "error or interruption no partial image is left behind. IMAGE '-' writes the image to\n"
+    "standard output: it is built in an unnamed file in $TMPDIR (default /tmp), which needs\n"
+    "room for it, and copied out once complete, so a failed build writes nothing.\n"
     "\n"
     "Examples:\n"
     "  sqar create /var/log logs.sqfs                      # zstd-9, 128K blocks, all cores\n"
     "  sqar create -c xz -b 1M --all-root ports/ ports.sqfs\n"
     "  sqar create --exclude '*.o' --exclude .git/ src/ src.sqfs\n"
     "  sqar create --tar release.tar.zst release.sqfs          # or: tar -c dir | sqar create --tar - img\n"
+    "  sqar create -q /srv/www - | ssh backup 'cat > www.sqfs'\n"
     "  sqar create --force --reuse logs.sqfs /var/log logs.sqfs   # nightly, with logs.sqfs's settings\n"
     "  SOURCE_DATE_EPOCH=1700000000 sqar create -j1 tree/ reproducible.sqfs\n"
     "\n"
@@ -145,11 +147,11 @@ std::string create_status(const CreateProgress& p, double secs) {
 void print_summary(const CreateOptions& opt, const CreateStats& s) {
   const auto& d = s.data;
   double ratio = d.bytes_in ? double(s.image_bytes) / double(d.bytes_in) : 0;
-  std::fprintf(stderr, "%s: %s (%s, %s, %s, %s, %llu other)\n", opt.image.c_str(),
-               counted(s.entries, "entry", "entries").c_str(), counted(s.files, "file", "files").c_str(),
-               counted(s.directories, "dir", "dirs").c_str(), counted(s.symlinks, "symlink", "symlinks").c_str(),
-               counted(s.hardlinks, "hard link", "hard links").c_str(),
-               (unsigned long long)(s.devices + s.fifos + s.sockets));
+  std::fprintf(
+      stderr, "%s: %s (%s, %s, %s, %s, %llu other)\n", opt.image == "-" ? "standard output" : opt.image.c_str(),
+      counted(s.entries, "entry", "entries").c_str(), counted(s.files, "file", "files").c_str(),
+      counted(s.directories, "dir", "dirs").c_str(), counted(s.symlinks, "symlink", "symlinks").c_str(),
+      counted(s.hardlinks, "hard link", "hard links").c_str(), (unsigned long long)(s.devices + s.fifos + s.sockets));
   std::fprintf(stderr, "  in %s -> image %s (%.1f%% of input), %s %s-%d, %s blocks\n", human_bytes(d.bytes_in).c_str(),
                human_bytes(s.image_bytes).c_str(), ratio * 100, "compressor", codec_name(opt.data.codec.id),
                opt.data.codec.level, human_bytes(opt.data.codec.block_size).c_str());
@@ -364,13 +366,7 @@ int run_create(int argc, char** argv) {
   if (opt.image.empty()) throw UsageError("empty IMAGE");
   for (const std::string& s : opt.scan.sources)
     if (s.empty()) throw UsageError("empty SOURCE");
-  // The superblock is written last and the tables after the data, so the image needs a file
-  // it can seek in; a file named '-' is never what was meant.
-  if (opt.image == "-")
-    throw UsageError(
-        "IMAGE cannot be '-' (standard output): a SquashFS image needs a seekable file. Write it "
-        "to a file and copy that, or stream a tar instead ('sqar extract --tar - IMAGE', "
-        "or 'tar -C SOURCE -cf - .')");
+  check_image_to_standard_output(opt.image, json);
   // Read only now: '--exclude-from -' beside '--tar -' must be refused before standard input
   // (the archive) is read as patterns.
   for (const std::string& f : exclude_files) add_excludes_from(opt.scan.excludes, f);

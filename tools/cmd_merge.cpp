@@ -92,7 +92,10 @@ const char kMergeHelp[] =
     "Examples:\n"
     "  sqar merge shard-*.sqfs all.sqfs                 # union of the roots, duplicates stored once\n"
     "  sqar merge -c gzip -b 1M shard-*.sqfs all-gzip.sqfs   # stored another way: recoded\n"
+    "  sqar merge shard-*.sqfs - | ssh host 'cat > all.sqfs'  # OUT '-': standard output\n"
     "\n"
+    "OUT '-' writes the image to standard output; it is built in an unnamed file in $TMPDIR\n"
+    "(default /tmp) and copied out once complete.\n"
     "Copied blocks are checked against each IMAGE's stored-data digests (or decoded, for images\n"
     "without them); recoded IMAGEs are decoded whole and checked against their manifest first. A\n"
     "damaged IMAGE is an error naming it and the bytes.\n"
@@ -118,7 +121,7 @@ std::string merge_status(const ops::MergeProgress& p, double secs) {
 
 void print_stats(const char* cmd, const ops::MergeOptions& opt, const ops::MergeStats& s, bool json) {
   const auto& d = s.data;
-  const std::string& out = opt.append ? opt.images[0] : opt.output;
+  const std::string& out = opt.append ? opt.images[0] : opt.output == "-" ? std::string("standard output") : opt.output;
   if (json) {
     std::printf(
         "{\"command\":\"%s\",\"image\":\"%s\",\"entries\":%llu,\"files\":%llu,\"copied_bytes\":%llu,"
@@ -291,7 +294,7 @@ int run(int argc, char** argv, bool append) {
   } else {
     for (int i = optind; i < argc - 1; ++i) opt.images.push_back(argv[i]);
     opt.output = argv[argc - 1];
-    if (opt.output == "-") throw UsageError("OUT cannot be '-': a SquashFS image needs a seekable file");
+    check_image_to_standard_output(opt.output, json);
   }
   // An empty argument is almost always an unset shell variable; '-' names no image here.
   for (const std::string& a : opt.images) {

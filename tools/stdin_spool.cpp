@@ -1,46 +1,19 @@
 #include "stdin_spool.h"
 
 #include <fcntl.h>
-#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "common/error.h"
+#include "common/temp_file.h"
 #include "read_common.h"
 
 namespace sqar::cli {
-namespace {
-
-std::string temp_dir() {
-  const char* dir = std::getenv("TMPDIR");
-  return dir && *dir ? dir : "/tmp";
-}
-
-// An unnamed file in dir, or -1 with errno set.
-int unnamed_temp_file(const std::string& dir) {
-  int fd = open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-  if (fd >= 0 || (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL)) return fd;
-  // No O_TMPFILE on this filesystem: the name lives only between mkstemp and unlink, and no
-  // signal can end the process in between.
-  std::string name = dir + "/sqar-stdin-XXXXXX";
-  sigset_t all, old;
-  sigfillset(&all);
-  sigprocmask(SIG_BLOCK, &all, &old);
-  fd = mkostemp(name.data(), O_CLOEXEC);
-  const int err = errno;
-  if (fd >= 0) unlink(name.c_str());
-  sigprocmask(SIG_SETMASK, &old, nullptr);
-  errno = err;
-  return fd;
-}
-
-}  // namespace
 
 int seekable_stdin() {
   struct stat st;

@@ -8,7 +8,6 @@
 #include <cerrno>
 #include <chrono>
 #include <exception>
-#include <filesystem>
 #include <thread>
 #include <unordered_map>
 
@@ -74,6 +73,13 @@ class Merger {
     stats_.load_seconds = since(t0);
 
     ImageFile out(opt_.append ? opt_.images[0] : opt_.output, opt_.append || opt_.force);
+    // OUT '-' with standard output appending to an input (>> shard.sqfs): the image would be
+    // copied onto the end of the file it was read from.
+    if (const auto target = out.replaced_identity();
+        target && !opt_.append && opt_.output == ImageFile::kStandardOutput)
+      for (const auto& in : inputs_)
+        if (in.st.st_dev == target->first && in.st.st_ino == target->second)
+          throw Error("standard output is " + in.path + ", an input; write the merged image to another file");
     std::optional<Tree> scanned;
     std::optional<TarInput> tar;
     if (!opt_.sources.empty() && !opt_.tar.empty())
@@ -141,7 +147,7 @@ class Merger {
     enter(MergePhase::finishing);
 
     FinishOptions fin;
-    fin.image = out.final_path();
+    fin.image = out.display_name();
     fin.codec = codec;
     fin.flags = header_flags;
     fin.dedup = opt_.dedup;
@@ -268,8 +274,7 @@ class Merger {
   TarInput read_tar(const ImageFile& out, const CodecConfig& codec) const {
     TarIngestOptions t;
     t.archive = opt_.tar;
-    t.scratch_dir = std::filesystem::path(out.final_path()).parent_path().string();
-    if (t.scratch_dir.empty()) t.scratch_dir = ".";
+    t.scratch_dir = out.directory();
     t.memory_limit = opt_.tar_memory;
     t.block_size = codec.block_size;
     t.excludes = opt_.excludes;

@@ -108,8 +108,7 @@ Tree read_tar(const CreateOptions& opt, const ImageFile& out, CreateProgress* pr
               std::unique_ptr<ContentStore>& content) {
   TarIngestOptions t;
   t.archive = opt.tar;
-  t.scratch_dir = std::filesystem::path(out.final_path()).parent_path().string();
-  if (t.scratch_dir.empty()) t.scratch_dir = ".";
+  t.scratch_dir = out.directory();
   t.memory_limit = opt.tar_memory;
   t.block_size = opt.data.codec.block_size;
   t.excludes = opt.scan.excludes;
@@ -150,7 +149,8 @@ CreateStats create_image(CreateOptions opt, CreateProgress* progress) {
 
   // `create -f a.txt dir a.txt` would pack a.txt's old content and then replace it with the
   // image: the source is lost. (An IMAGE inside a source directory is fine: it is skipped.)
-  if (struct stat image_st; opt.force && stat(opt.image.c_str(), &image_st) == 0) {
+  if (struct stat image_st;
+      opt.force && opt.image != ImageFile::kStandardOutput && stat(opt.image.c_str(), &image_st) == 0) {
     for (const std::string& source : opt.scan.sources) {
       struct stat source_st;
       if (stat(source.c_str(), &source_st) == 0 && source_st.st_dev == image_st.st_dev &&
@@ -174,7 +174,7 @@ CreateStats create_image(CreateOptions opt, CreateProgress* progress) {
   scan.warn_unstorable_times = !opt.metadata.mtime;
   // The image must not swallow itself (nor the image it replaces) when written inside a source.
   scan.skip_inodes.push_back(out.identity());
-  if (struct stat st; stat(out.final_path().c_str(), &st) == 0) scan.skip_inodes.emplace_back(st.st_dev, st.st_ino);
+  if (const auto replaced = out.replaced_identity()) scan.skip_inodes.push_back(*replaced);
   if (progress) scan.entries_seen = &progress->entries;
   scan.listers_peak = &stats.scan_listers;
   std::unique_ptr<ContentStore> tar_content;
@@ -217,7 +217,7 @@ CreateStats create_image(CreateOptions opt, CreateProgress* progress) {
   if (progress) progress->phase = CreatePhase::metadata;
 
   FinishOptions& fin = opt.metadata;
-  fin.image = opt.image;
+  fin.image = out.display_name();
   fin.codec = data_opt.codec;
   fin.flags = flags;
   fin.dedup = data_opt.dedup;

@@ -5,6 +5,7 @@
 #include <limits.h>
 #include <signal.h>
 #include <sqfs/error.h>
+#include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -16,6 +17,7 @@
 
 #include "common/error.h"
 #include "common/file_type_name.h"
+#include "common/temp_file.h"
 
 namespace sqar {
 
@@ -142,7 +144,14 @@ void copy_xattrs(const std::string& from, int to) {
 }  // namespace
 
 ImageFile::ImageFile(std::string final_path, bool overwrite)
-    : final_path_(follow_symlinks(final_path)), overwrite_(overwrite) {
+    : final_path_(final_path == kStandardOutput ? final_path : follow_symlinks(final_path)),
+      name_(final_path_),
+      overwrite_(overwrite) {
+  buffer_.reserve(kBufferSize);
+  if (final_path_ == kStandardOutput) {
+    create_spool();
+    return;
+  }
   struct stat st;
   const bool exists = lstat(final_path_.c_str(), &st) == 0;
   if (exists) {
@@ -191,7 +200,41 @@ ImageFile::ImageFile(std::string final_path, bool overwrite)
     fchmod(fd_, st.st_mode & 0777);
     copy_xattrs(final_path_, fd_);
   }
-  buffer_.reserve(kBufferSize);
+}
+
+void ImageFile::create_spool() {
+  to_stdout_ = true;
+  name_ = "standard output";
+  struct stat st;
+  if (fstat(STDOUT_FILENO, &st) != 0) throw_errno(name_, errno);  // closed (EBADF): nowhere to write
+  if (isatty(STDOUT_FILENO))
+    throw Error("standard output is a terminal, not a place for an image: redirect it to a file or a pipe");
+  spool_dir_ = temp_dir();
+  fd_ = unnamed_temp_file(spool_dir_);
+  if (fd_ < 0) {
+    const int err = errno;
+    throw Error(name_ + ": cannot create the file the image is built in, in " + spool_dir_ +
+                " (TMPDIR): " + std::strerror(err));
+  }
+}
+
+std::optional<std::pair<dev_t, ino_t>> ImageFile::replaced_identity() const {
+  struct stat st;
+  if (to_stdout_) {
+    if (fstat(STDOUT_FILENO, &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
+  } else if (stat(final_path_.c_str(), &st) != 0) {
+    return std::nullopt;
+  }
+  return std::make_pair(st.st_dev, st.st_ino);
+}
+
+void ImageFile::throw_write_error(int err) const {
+  if (err == ENOSPC && to_stdout_)
+    throw Error(name_ + ": no space left on device in " + spool_dir_ +
+                " (TMPDIR), where the image is built before it is copied out; point TMPDIR at a larger "
+                "filesystem");
+  if (err == ENOSPC) throw Error(name_ + ": no space left on device while writing the image");
+  throw_errno(to_stdout_ ? name_ + " (the image built in " + spool_dir_ + ")" : name_, err);
 }
 
 std::pair<dev_t, ino_t> ImageFile::identity() const {
@@ -214,9 +257,7 @@ void ImageFile::write_fully(uint64_t offset, const uint8_t* data, size_t len) {
     ssize_t n = pwrite(fd_, data, len, off_t(offset));
     if (n < 0) {
       if (errno == EINTR) continue;
-      int e = errno;
-      if (e == ENOSPC) throw Error(final_path_ + ": no space left on device while writing the image");
-      throw_errno(final_path_, e);
+      throw_write_error(errno);
     }
     data += n;
     len -= size_t(n);
@@ -246,7 +287,8 @@ void ImageFile::flush() {
 }
 
 void ImageFile::start_writeback() {
-  if (flushed_ < writeback_from_ + kWritebackWindow) return;
+  // A spool is read back by commit(): it is better left in the page cache than written out.
+  if (to_stdout_ || flushed_ < writeback_from_ + kWritebackWindow) return;
   // Only starts the writes (no wait, no flush of the disk's cache): commit() still fsyncs.
   // A filesystem without writeback (tmpfs) or a kernel without the call just ignores it.
   (void)sync_file_range(fd_, off_t(writeback_from_), off_t(flushed_ - writeback_from_), SYNC_FILE_RANGE_WRITE);
@@ -275,7 +317,7 @@ uint64_t ImageFile::append_range(int fd, const std::string& path, uint64_t offse
   while (len > 0) {
     const ssize_t n = copy_file_range(fd, &in, fd_, &out, len, 0);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && errno == ENOSPC) throw Error(final_path_ + ": no space left on device while writing the image");
+    if (n < 0 && errno == ENOSPC) throw_write_error(ENOSPC);
     if (n <= 0) break;  // EXDEV, EINVAL, ENOSYS...: copy the rest below
     len -= uint64_t(n);
     shared += uint64_t(n);
@@ -307,7 +349,7 @@ void ImageFile::read_at(uint64_t offset, void* data, size_t len) {
   while (len > 0) {
     ssize_t n = pread(fd_, p, len, off_t(offset));
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) throw Error(final_path_ + ": short read of the image being written");
+    if (n <= 0) throw Error(name_ + ": short read of the image being written");
     p += n;
     len -= size_t(n);
     offset += uint64_t(n);
@@ -316,11 +358,11 @@ void ImageFile::read_at(uint64_t offset, void* data, size_t len) {
 
 void ImageFile::truncate(uint64_t size) {
   flush();
-  if (ftruncate(fd_, off_t(size)) != 0) throw_errno(final_path_, errno);
+  if (ftruncate(fd_, off_t(size)) != 0) throw_write_error(errno);
   position_ = flushed_ = size;
 }
 
-std::string ImageFile::directory() const { return directory_of(final_path_); }
+std::string ImageFile::directory() const { return to_stdout_ ? spool_dir_ : directory_of(final_path_); }
 
 sqfs_file_t* ImageFile::as_sqfs_file() {
   if (!view_) {
@@ -360,9 +402,51 @@ std::string base_name_of(const std::string& path) {
 }
 }  // namespace
 
+void ImageFile::copy_to_standard_output() {
+  // copy_file_range: standard output is a file (the kernel copies, or shares extents on XFS and
+  // btrfs); sendfile: a pipe or a socket; read and write: anything else (a file opened with
+  // O_APPEND, which both calls refuse).
+  enum class Way { copy_file_range, sendfile, read_write } way = Way::copy_file_range;
+  loff_t in = 0;
+  std::vector<uint8_t> buf;
+  while (uint64_t(in) < position_) {
+    const size_t want = size_t(std::min<uint64_t>(position_ - uint64_t(in), 1u << 30));
+    ssize_t n;
+    if (way == Way::copy_file_range) {
+      n = copy_file_range(fd_, &in, STDOUT_FILENO, nullptr, want, 0);
+    } else if (way == Way::sendfile) {
+      n = sendfile(STDOUT_FILENO, fd_, &in, want);
+    } else {
+      if (buf.empty()) buf.resize(1 << 20);
+      n = pread(fd_, buf.data(), std::min(want, buf.size()), in);
+      for (ssize_t done = 0; n > 0 && done < n;) {
+        const ssize_t w = write(STDOUT_FILENO, buf.data() + done, size_t(n - done));
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0) throw_errno(name_, errno);
+        done += w;
+      }
+      if (n > 0) in += n;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && way != Way::read_write &&
+        (errno == EXDEV || errno == EINVAL || errno == EBADF || errno == ENOSYS || errno == EOPNOTSUPP)) {
+      way = way == Way::copy_file_range ? Way::sendfile : Way::read_write;
+      continue;
+    }
+    if (n < 0) throw_errno(name_, errno);
+    if (n == 0) throw Error(name_ + ": the image built in " + spool_dir_ + " ended early");
+  }
+}
+
 void ImageFile::commit() {
   flush();
-  if (ftruncate(fd_, off_t(position_)) != 0) throw_errno(final_path_, errno);
+  if (ftruncate(fd_, off_t(position_)) != 0) throw_write_error(errno);
+  if (to_stdout_) {
+    // No fsync: what happens to the bytes after standard output is the reader's, as for tar.
+    copy_to_standard_output();
+    committed_ = true;
+    return;
+  }
   if (fsync(fd_) != 0) throw_errno(final_path_, errno);
   const std::string dir = directory_of(final_path_);
   if (temp_path_.empty()) {

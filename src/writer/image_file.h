@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -18,7 +19,10 @@ struct ImageFileSqfsView;
 class ImageFile {
  public:
   // Fails (sqar::Error) if final_path exists and !overwrite, or the directory is not writable.
+  // final_path "-" (kStandardOutput) builds the image in an unnamed file in $TMPDIR, which
+  // commit() copies to standard output: the image needs seeking, a pipe has none.
   ImageFile(std::string final_path, bool overwrite);
+  static constexpr const char* kStandardOutput = "-";
   ~ImageFile();
   ImageFile(const ImageFile&) = delete;
   ImageFile& operator=(const ImageFile&) = delete;
@@ -44,9 +48,14 @@ class ImageFile {
   // someone else during the build is an error otherwise), fsync the directory.
   void commit();
   const std::string& final_path() const { return final_path_; }
-  std::string directory() const;  // where IMAGE (and its temporary files) live
+  // IMAGE as messages name it: its path, or "standard output".
+  const std::string& display_name() const { return name_; }
+  std::string directory() const;  // where the image (and scratch files beside it) is built
   // The file being written, for the scanner to skip it when IMAGE lies inside a source.
   std::pair<dev_t, ino_t> identity() const;
+  // The file the image will replace or fill (an existing IMAGE, or standard output redirected
+  // to a file), which the scanner must skip as well; none for a new IMAGE or a pipe.
+  std::optional<std::pair<dev_t, ino_t>> replaced_identity() const;
   // The cause of the last failed write through as_sqfs_file() (libsquashfs only sees an error code).
   const std::string& last_error() const { return last_error_; }
   void set_last_error(std::string e) { last_error_ = std::move(e); }
@@ -54,9 +63,15 @@ class ImageFile {
  private:
   void write_fully(uint64_t offset, const uint8_t* data, size_t len);
   void start_writeback();  // of the appended bytes not yet handed to writeback
+  void create_spool();     // IMAGE '-': the unnamed file in $TMPDIR
+  void copy_to_standard_output();
+  [[noreturn]] void throw_write_error(int err) const;  // names the image, or the spool's directory
   uint64_t append_range(int fd, const std::string& path, uint64_t offset, uint64_t len);
 
   std::string final_path_;
+  std::string name_;  // for messages
+  bool to_stdout_ = false;
+  std::string spool_dir_;  // to_stdout_: where the image is built
   std::string temp_path_;  // empty while the file is unnamed (O_TMPFILE)
   std::string last_error_;
   bool overwrite_ = false;

@@ -367,23 +367,27 @@ def compare_trees(expected_root, actual_root, what, times=True, owners=True, xat
 
 # ---------------------------------------------------------------- readers
 
+def open_files(pid):
+    """The paths process pid holds open, as /proc/PID/fd shows them ([] once it has gone)."""
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return []
+    out = []
+    for fd in fds:
+        try:
+            out.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
+        except OSError:
+            continue
+    return out
+
+
 def image_in_progress(pid, image):
     """True while process pid holds open the image it is writing: sqar writes an unnamed
     (O_TMPFILE) file in IMAGE's directory, or IMAGE.sqar-tmp-* where the filesystem lacks
     O_TMPFILE. Either shows in /proc/PID/fd as a path in that directory."""
     d = os.path.dirname(os.path.abspath(image)) + "/"
-    try:
-        fds = os.listdir(f"/proc/{pid}/fd")
-    except OSError:
-        return False
-    for fd in fds:
-        try:
-            target = os.readlink(f"/proc/{pid}/fd/{fd}")
-        except OSError:
-            continue
-        if target.startswith(d) and (target.endswith(" (deleted)") or ".sqar-tmp-" in target):
-            return True
-    return False
+    return any(t.startswith(d) and (t.endswith(" (deleted)") or ".sqar-tmp-" in t) for t in open_files(pid))
 
 
 def leftovers(image):

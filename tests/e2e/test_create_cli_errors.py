@@ -80,16 +80,6 @@ def test_nightly_reuse_on_its_first_night_and_over_a_damaged_image():
         log(f"ok: --reuse-strict: {p.stderr.strip()}")
 
 
-def test_image_on_standard_output_is_refused():
-    with tempdir() as d:
-        src = small_tree(f"{d}/src")
-        p = run([SQAR, "create", src, "-"], check=False, cwd=d)
-        assert p.returncode == 2, f"exit {p.returncode}: {p.stderr}"
-        assert "standard output" in p.stderr and "sqar extract --tar -" in p.stderr, p.stderr
-        assert not os.path.exists(f"{d}/-"), "a file named '-' was written"
-        log(f"ok: {p.stderr.splitlines()[0]}")
-
-
 def test_a_device_or_fifo_as_image_is_refused_and_kept():
     """The image is written to a new file renamed over IMAGE: over /dev/null (or a symlink to
     it) or a FIFO that would put a regular file in the device's place. Refused, with or
@@ -173,4 +163,4 @@ if __name__ == "__main__":
           test_exclude_from_standard_input_and_options_that_need_another,
           test_mksquashfs_and_unsquashfs_spellings_are_named,
           test_nightly_reuse_on_its_first_night_and_over_a_damaged_image,
-          test_image_on_standard_output_is_refused, test_a_device_or_fifo_as_image_is_refused_and_kept])
+          test_a_device_or_fifo_as_image_is_refused_and_kept])

@@ -10,8 +10,8 @@ import signal
 import subprocess
 import time
 
-from sqartest import (SQAR, compare_trees, dir_without_o_tmpfile, main, make_full_tree, run, sqar_create,
-                      tempdir, write)
+from sqartest import (SQAR, compare_trees, dir_without_o_tmpfile, main, make_full_tree, open_files, run,
+                      sqar_create, tempdir, write)
 
 READ_COMMANDS = ("list", "cat", "extract", "info", "verify", "diff")
 
@@ -103,15 +103,7 @@ def test_unusable_tmpdir_is_named():
 
 def spool_files(pid, tmp):
     """The open files of PID that live (or lived) in directory tmp."""
-    out = []
-    for fd in os.listdir(f"/proc/{pid}/fd"):
-        try:
-            target = os.readlink(f"/proc/{pid}/fd/{fd}")
-        except OSError:
-            continue
-        if target.startswith(tmp + "/"):
-            out.append(target)
-    return out
+    return [t for t in open_files(pid) if t.startswith(tmp + "/")]
 
 
 def interrupted_while_spooling(img, tmp, sig):
