@@ -13,7 +13,7 @@ written as a Markdown table. Warm page cache (the image is read once before the 
 
 --tar-compress writes a compressed archive: sqar by the archive's suffix (libarchive's filter),
 the peers through the compressor's own CLI in a pipe at the same level (zstd -3 -T2, gzip -6,
-xz -6 -T2), which then runs beside them on the other core.
+xz -6 -T2), which then runs beside them on the other core; for gzip also `sqfs2tar | pigz -6 -p 2`.
 
 --also times a second sqar binary in the same rounds (e.g. the build before a change).
 """
@@ -80,6 +80,10 @@ def main():
     names = ("sqar", "sqar (--also)", "sqfs2tar", "unsquashfs+tar") if args.also else ("sqar", "sqfs2tar", "unsquashfs+tar")
     suffix, pipe = {"none": ("tar", ""), "zstd": ("tar.zst", " | zstd -q -3 -T2"),
                     "gzip": ("tar.gz", " | gzip -6"), "xz": ("tar.xz", " | xz -6 -T2")}[args.tar_compress]
+    # gzip: also pigz, the parallel gzip a user would pipe into on a multi-core machine.
+    with_pigz = args.tar_compress == "gzip" and (not args.host_peers or shutil.which("pigz"))
+    if with_pigz:
+        names += ("sqfs2tar+pigz",)
     out = {name: os.path.join(work, f"{name.split()[0] + ('-also' if '--also' in name else '')}.{suffix}")
            for name in names}
     scratch = os.path.join(work, "unsquashfs-tree")
@@ -96,6 +100,8 @@ def main():
         "unsquashfs+tar": lambda: peer(f"unsquashfs -q -n -d {scratch!r} {image!r} >/dev/null "
                                        f"&& tar -C {scratch!r} -cf - .{pipe} > {out['unsquashfs+tar']!r}"),
     }
+    if with_pigz:
+        tools["sqfs2tar+pigz"] = lambda: peer(f"sqfs2tar --no-skip {image!r} | pigz -6 -p 2 > {out['sqfs2tar+pigz']!r}")
     if not args.also:
         del tools["sqar (--also)"]
     def before_each(name):

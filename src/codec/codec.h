@@ -51,6 +51,9 @@ int preferred_level(CodecId id);
 // Valid level range for --level; {0,0} means the codec has no levels.
 std::pair<int, int> level_range(CodecId id);
 bool codec_can_write(CodecId id);
+// The libdeflate level that sqar compresses gzip at for the user's level 1-12: at 1-9 the
+// lowest whose output is no larger than zlib's at that level (docs/architecture.md).
+int libdeflate_level(int level);
 
 // The compressor options block stored (uncompressed metadata block) after the superblock.
 // Returns empty when the defaults are used and no block needs to be written.

@@ -18,8 +18,6 @@ namespace {
 // Levels 10-12 are libdeflate's own (near-optimal parsing), beyond anything zlib offers.
 constexpr int kLibdeflateLevel[10] = {0, 1, 2, 2, 4, 6, 7, 8, 8, 8};
 
-int libdeflate_level(int level) { return level <= 9 ? kLibdeflateLevel[level < 1 ? 1 : level] : level; }
-
 // SquashFS "gzip" is a zlib stream (RFC 1950) per block.
 // Blocks are encoded and decoded by libdeflate, whole-buffer deflate and inflate: inflate at
 // ~3x zlib's speed (1380 against 444 MB/s on 128 KiB blocks of a kernel tree), deflate see
@@ -77,6 +75,8 @@ class GzipCodec final : public Codec {
 };
 
 }  // namespace
+
+int libdeflate_level(int level) { return level <= 9 ? kLibdeflateLevel[level < 1 ? 1 : level] : level; }
 
 std::unique_ptr<Codec> make_gzip_codec(const CodecConfig& cfg) {
   return std::make_unique<GzipCodec>(cfg.level, int(cfg.gzip_window));

@@ -1,7 +1,7 @@
 // The compression of an archive `sqar extract --tar` writes: chosen by name (--compress, -z,
-// -J, ...) or, as `tar -a` and bsdtar -a choose it, by the archive file's suffix. The bytes are
-// compressed by libarchive's own filters, so bsdtar reads every one back, and GNU tar through
-// the compressor's own tool.
+// -J, ...) or, as `tar -a` and bsdtar -a choose it, by the archive file's suffix. gzip goes
+// through codec/parallel_gzip, the others through libarchive's own filters, so bsdtar reads
+// every one back, and GNU tar through the compressor's own tool.
 #pragma once
 #include <optional>
 #include <string>

@@ -17,6 +17,7 @@
 #include <unordered_set>
 #include <utility>
 
+#include "codec/parallel_gzip.h"
 #include "common/all_zero.h"
 #include "common/error.h"
 #include "common/utf8_locale.h"
@@ -127,6 +128,7 @@ class Exporter {
     write_all();
     check_deferred_content();
     check(archive_write_close(a_.get()), "");
+    if (gzip_) gzip_->finish();
     sink.commit();
     sink_ = nullptr;
     return stats_;
@@ -167,7 +169,10 @@ class Exporter {
     auto* me = static_cast<Exporter*>(self);
     if (!me->sink_) return la_ssize_t(len);
     try {
-      me->sink_->write(buf, len);
+      if (me->gzip_)
+        me->gzip_->write(buf, len);
+      else
+        me->sink_->write(buf, len);
       return la_ssize_t(len);
     } catch (const std::exception& e) {
       me->write_error_ = e.what();
@@ -178,16 +183,21 @@ class Exporter {
 
   void add_compression() {
     if (opt_.compression == TarCompression::none) return;
+    if (opt_.compression == TarCompression::gzip) {
+      // Not libarchive's gzip filter: zlib on one core made `.tar.gz` as slow as
+      // `sqfs2tar | gzip` (bench/results/2026-12-02-extract-tar-parallel-gzip.md). Level 6,
+      // gzip's default.
+      gzip_ = std::make_unique<ParallelGzipWriter>(6, opt_.threads, [this](const void* data, size_t len) {
+        if (sink_) sink_->write(data, len);
+      });
+      return;
+    }
     const char* name = tar_compression_name(opt_.compression);
     if (archive_write_add_filter_by_name(a_.get(), name) != ARCHIVE_OK)
       throw Error(std::string("cannot write ") + name + " archives: " + archive_error_string(a_.get()));
     // The compressed stream ends where it ends: libarchive would pad it with zeros to 10 KiB,
     // which zstd -d and lz4 -d refuse as trailing garbage (the tar inside is padded already).
     check(archive_write_set_bytes_in_last_block(a_.get(), 1), "");
-    // No time in the gzip header (as gzip writes for a pipe), so the archive depends only on
-    // the image.
-    if (opt_.compression == TarCompression::gzip)
-      check(archive_write_set_filter_option(a_.get(), name, "timestamp", nullptr), "");
     if (opt_.compression == TarCompression::xz || opt_.compression == TarCompression::zstd) {
       // At least 2: for 1 libarchive runs xz's single-threaded encoder, whose stream differs
       // from the multi-threaded one's; that one's, and zstd's with workers, is the same for any
@@ -589,6 +599,7 @@ class Exporter {
   reader::Image& img_;
   const TarExportOptions& opt_;
   Sink* sink_ = nullptr;
+  std::unique_ptr<ParallelGzipWriter> gzip_;  // between libarchive and the sink for .tar.gz
   std::unique_ptr<archive, ArchiveFree> a_;
   std::string write_error_;
   // Image paths of the directories and of the files named again later, as links to their

@@ -38,9 +38,9 @@ struct TarExportProgress {
 
 struct TarExportOptions {
   std::string output;  // archive path; "-" is standard output
-  // libarchive's filter over the tar stream. xz and zstd compress on max(2, threads) threads
-  // (their multi-threaded encoders' output does not depend on the count); the others on the
-  // writer's.
+  // gzip: ParallelGzipWriter on `threads` (4 MiB members); the others: libarchive's filter
+  // over the tar stream, xz and zstd on max(2, threads) threads (their multi-threaded
+  // encoders' output does not depend on the count), the rest on the writer's.
   TarCompression compression = TarCompression::none;
   std::vector<std::string> patterns;  // PATH or GLOB inside the image; empty: everything
   ExcludeList excludes;               // left out, with all below an excluded directory

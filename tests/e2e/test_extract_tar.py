@@ -8,6 +8,7 @@ import stat
 import struct
 import subprocess
 import tarfile
+import zlib
 
 from clitest import expect_fail, sqar
 from test_extract import check_sparse
@@ -181,6 +182,45 @@ def test_compressed_archives():
             raise AssertionError("a usage error left something behind")
 
 
+def test_gzip_archive_in_members():
+    """A .tar.gz is compressed on every core as independent gzip members of 4 MiB each (one
+    stream to gzip -d, GNU tar and bsdtar, as bgzip's is). Several members here, the content
+    the plain tar's, the size no more than `gzip -6` gives the same tar, whatever -j."""
+    for tool in ("tar", "bsdtar", "gzip"):
+        need_tool(tool)
+    with tempdir() as d:
+        src = make_full_tree(f"{d}/src")
+        text = b"".join(b"%08d GET /index.html 200 %d\n" % (i, i * 7 % 1000) for i in range(300_000))
+        write(f"{src}/big/access.log", text)  # 9.9 MB: three members
+        img = f"{d}/img.sqfs"
+        sqar_create(src, img)
+        sqar("extract", "-j", "2", "--tar", f"{d}/out.tar.gz", img)
+        sqar("extract", "-j", "1", "--tar", f"{d}/one.tar.gz", img)
+        gz = open(f"{d}/out.tar.gz", "rb").read()
+        if gz != open(f"{d}/one.tar.gz", "rb").read():
+            raise AssertionError("-j2 and -j1 wrote different .tar.gz archives")
+        plain = run([SQAR, "extract", "--tar", "-", img], text=False).stdout
+        members, rest = 0, gz
+        while rest:
+            z = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            z.decompress(rest)
+            if not z.eof:
+                raise AssertionError(f"member {members + 1} is truncated")
+            members, rest = members + 1, z.unused_data
+        if members < 3:
+            raise AssertionError(f"{members} gzip members for {len(plain)} bytes of tar")
+        unzipped = run(["gzip", "-dc", f"{d}/out.tar.gz"], text=False).stdout
+        if unzipped != plain:
+            raise AssertionError("gzip -dc of out.tar.gz is not the plain archive")
+        reference = run(["gzip", "-6", "-n", "-c"], input=plain, text=False).stdout
+        if len(gz) > len(reference):
+            raise AssertionError(f"out.tar.gz {len(gz)} bytes, gzip -6 of the same tar {len(reference)}")
+        for cmd, name in (([*GNU_TAR, "-z"], "gnu"), (BSDTAR, "bsd")):
+            untar(cmd, f"{d}/out.tar.gz", f"{d}/{name}")
+            compare_trees(src, f"{d}/{name}", f"{cmd[0]} -x of out.tar.gz", owners=OWNERS, ignore=NO_SOCKET)
+        log(f"ok: {members} members, {len(gz)} bytes against gzip -6's {len(reference)}")
+
+
 def test_patterns():
     need_tool("tar")
     with tempdir() as d:
@@ -351,6 +391,6 @@ def test_archive_into_a_device_or_fifo():
 
 if __name__ == "__main__":
     main([test_full_tree_gnu_tar_and_bsdtar, test_non_utf8_name, test_pipe_to_tar, test_compressed_archives,
-          test_patterns,
+          test_gzip_archive_in_members, test_patterns,
           test_threads_give_the_same_archive, test_damaged_image, test_content_checked_against_the_manifest,
           test_archive_into_a_device_or_fifo])
