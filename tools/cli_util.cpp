@@ -1,6 +1,9 @@
 #include "cli_util.h"
 
 #include <getopt.h>
+#include <grp.h>
+#include <pwd.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,12 +17,18 @@
 #include "common/error.h"
 #include "common/parse_size.h"
 #include "scan/exclude.h"
+#include "writer/image_file.h"
 
 namespace sqar::cli {
 
 int run_guarded(const char* cmd, const std::function<int()>& body, int error_code) {
   try {
-    return body();
+    const int status = body();
+    // What the command printed (a listing, a report, --json) is lost if standard output is
+    // full or closed: that is a failure, as it is for coreutils and tar.
+    int err = std::fflush(stdout) != 0 ? errno : std::ferror(stdout) ? EIO : 0;
+    if (err) throw_errno("standard output", err);
+    return status;
   } catch (const UsageError& e) {
     std::fprintf(stderr, "sqar %s: %s\nTry 'sqar %s --help' for examples.\n", cmd, printable(e.what()).c_str(), cmd);
     return 2;
@@ -131,11 +140,28 @@ uint32_t parse_block_size(const std::string& arg) {
   return uint32_t(*v);
 }
 
-uint32_t parse_owner_id(const std::string& arg) {
-  auto v = parse_int(arg);
-  if (!v || *v < 0 || *v > UINT32_MAX) throw UsageError("invalid id '" + arg + "'");
-  return uint32_t(*v);
+namespace {
+// A number is the id itself; a name is looked up in this machine's user or group database, as
+// mksquashfs -force-uid and tar --owner take either. 4294967295 is (uid_t)-1, "no change" to
+// chown, which no file can be given.
+uint32_t parse_owner(const std::string& arg, bool group) {
+  if (auto v = parse_int(arg)) {
+    if (*v < 0 || *v >= UINT32_MAX) throw UsageError("invalid id '" + arg + "' (0 to 4294967294)");
+    return uint32_t(*v);
+  }
+  if (!arg.empty()) {
+    if (group) {
+      if (const struct group* g = getgrnam(arg.c_str())) return g->gr_gid;
+    } else if (const struct passwd* p = getpwnam(arg.c_str())) {
+      return p->pw_uid;
+    }
+  }
+  throw UsageError(std::string("'") + arg + "' is no " + (group ? "group" : "user") + " name or id here");
 }
+}  // namespace
+
+uint32_t parse_user_id(const std::string& arg) { return parse_owner(arg, false); }
+uint32_t parse_group_id(const std::string& arg) { return parse_owner(arg, true); }
 
 uint32_t parse_mtime(const std::string& arg) {
   auto v = parse_int(arg);
@@ -246,6 +272,25 @@ void check_tar_usage(const std::string& tar, int operands, const char* cmd, bool
     throw UsageError(
         "--one-file-system, --keep-as-directory, --skip-unreadable and --strict are for SOURCE "
         "directories, not --tar");
+}
+
+namespace {
+void remove_temp_image_and_end(int sig) {
+  remove_pending_temp_file_from_signal_handler();
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+}  // namespace
+
+void remove_temp_image_on_fatal_signals() {
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM, SIGPROF, SIGXCPU}) {
+    struct sigaction old {};
+    if (sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
+    struct sigaction sa {};
+    sa.sa_handler = remove_temp_image_and_end;
+    sigaction(sig, &sa, nullptr);
+  }
+  signal(SIGXFSZ, SIG_IGN);
 }
 
 void check_image_to_standard_output(const std::string& image, bool json) {

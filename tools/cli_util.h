@@ -34,7 +34,9 @@ std::optional<int64_t> parse_int(const std::string& text);
 // -b SIZE: a power of two from 4K to 1M ("128K", "1M", "65536").
 uint32_t parse_block_size(const std::string& arg);
 // --uid N / --gid N: a numeric id; --mtime SECONDS: a time SquashFS can store (0..2^32-1).
-uint32_t parse_owner_id(const std::string& arg);
+// --uid / --gid: a numeric id, or a user / group name of this machine.
+uint32_t parse_user_id(const std::string& arg);
+uint32_t parse_group_id(const std::string& arg);
 uint32_t parse_mtime(const std::string& arg);
 // --exclude-from FILE: its GLOBs added to `excludes`; a file that cannot be read is a UsageError.
 void add_excludes_from(ExcludeList& excludes, const std::string& file);
@@ -66,6 +68,13 @@ void check_tar_usage(const std::string& tar, int operands, const char* cmd, bool
 // usage errors rather than an option silently ignored or an archive read as patterns.
 // `exclude_files` are the --exclude-from arguments, read only after these checks.
 void check_tar_companions(const std::string& tar, bool tar_memory_given, const std::vector<std::string>& exclude_files);
+// For the commands that write an image (create, append, merge): every signal whose default
+// action ends the process removes a named temporary image first (only filesystems without
+// O_TMPFILE need one), then ends it as the signal would. A signal the caller ignores stays
+// ignored (nohup, `trap '' HUP`, a shell's background job and SIGINT), as tar leaves it.
+// SIGXFSZ is ignored, so a file-size limit becomes a write error (EFBIG) that names the image
+// and cleans up like any other.
+void remove_temp_image_on_fatal_signals();
 // IMAGE (or OUT) '-': standard output must be neither a terminal nor wanted for --json.
 void check_image_to_standard_output(const std::string& image, bool json);
 // Whether one of `files` is "-", standard input.

@@ -1,7 +1,6 @@
 // `sqar create`: pack directory trees into a SquashFS image.
 #include <getopt.h>
 #include <malloc.h>
-#include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -16,7 +15,6 @@
 #include "reader/image.h"
 #include "status_line.h"
 #include "writer/create.h"
-#include "writer/image_file.h"
 
 namespace sqar::cli {
 namespace {
@@ -70,7 +68,8 @@ const char kHelp[] =
     "      --one-file-system   do not descend into directories on other filesystems\n"
     "      --no-xattrs         do not store extended attributes\n"
     "      --all-root          make every entry owned by root (same as --uid 0 --gid 0)\n"
-    "      --uid N, --gid N    make every entry owned by this user / group id\n"
+    "      --uid N, --gid N    make every entry owned by this user / group (an id, or a name\n"
+    "                          of this machine, stored as its id)\n"
     "      --mtime SECONDS     set every timestamp to SECONDS since the epoch\n"
     "                          (SOURCE_DATE_EPOCH in the environment clamps timestamps to it and\n"
     "                          sets the image time, for reproducible images)\n"
@@ -124,12 +123,6 @@ const char kHelp[] =
     "\n"
     "Exit status: 0 when the image was written (warnings about changing or skipped files\n"
     "included), 1 when it was not, 2 on bad usage.\n";
-
-void on_signal(int sig) {
-  remove_pending_temp_file_from_signal_handler();
-  signal(sig, SIG_DFL);
-  raise(sig);
-}
 
 // What the status line shows in each phase of a build.
 std::string create_status(const CreateProgress& p, double secs) {
@@ -329,8 +322,8 @@ int run_create(int argc, char** argv) {
         opt.metadata.uid = 0;
         opt.metadata.gid = 0;
         break;
-      case kUid: opt.metadata.uid = parse_owner_id(arg); break;
-      case kGid: opt.metadata.gid = parse_owner_id(arg); break;
+      case kUid: opt.metadata.uid = parse_user_id(arg); break;
+      case kGid: opt.metadata.gid = parse_group_id(arg); break;
       case kMtime: opt.metadata.mtime = parse_mtime(arg); break;
       case kSkipUnreadable: opt.scan.skip_unreadable = true; break;
       case kStrict: opt.data.strict = true; break;
@@ -388,14 +381,7 @@ int run_create(int argc, char** argv) {
   opt.warn = [](const std::string& w) { print_message("sqar create: warning: " + w); };
   opt.note = [](const std::string& w) { print_message("sqar create: note: " + w); };
 
-  // Every signal whose default action ends the process removes a named temporary image first
-  // (only filesystems without O_TMPFILE need one). SIGXFSZ is ignored instead, so a file-size
-  // limit becomes a write error (EFBIG) that names the image and cleans up like any other.
-  struct sigaction sa {};
-  sa.sa_handler = on_signal;
-  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM, SIGPROF, SIGXCPU})
-    sigaction(sig, &sa, nullptr);
-  signal(SIGXFSZ, SIG_IGN);
+  remove_temp_image_on_fatal_signals();
 
   // glibc gives each thread its own malloc arena and keeps what the scan and pipeline threads
   // freed there; two arenas cut peak RSS on the ports set by 2-8 MB (58 -> 53 MB at zstd-3)

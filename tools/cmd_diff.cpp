@@ -132,7 +132,6 @@ int diff_main(int argc, char** argv) {
           throw;
         }
         if (json) json_printer.finish();
-        std::fflush(stdout);
         if (quiet && counts.differences > 0) return 1;  // answered, whatever else failed
         if (counts.errors > 0) return 2;
         return counts.differences > 0 ? 1 : 0;

@@ -170,7 +170,6 @@ int list_main(int argc, char** argv) {
       report("list", image_path, p + ": not found in the image");
       status = 1;
     }
-    if (std::fflush(stdout) != 0) throw std::runtime_error("writing the listing failed");
     return status;
   });
 }

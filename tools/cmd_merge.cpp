@@ -1,6 +1,5 @@
 // `sqar append` and `sqar merge`: images from images, their stored blocks copied as they are.
 #include <getopt.h>
-#include <signal.h>
 
 #include <cstdio>
 #include <memory>
@@ -12,7 +11,6 @@
 #include "common/error.h"
 #include "ops/merge_images.h"
 #include "status_line.h"
-#include "writer/image_file.h"
 
 namespace sqar::cli {
 namespace {
@@ -47,7 +45,7 @@ const char kAppendHelp[] =
     "      --one-file-system   do not descend into directories on other filesystems\n"
     "      --no-xattrs         do not store extended attributes of new entries\n"
     "      --all-root          make every new entry owned by root (same as --uid 0 --gid 0)\n"
-    "      --uid N, --gid N    make every new entry owned by this user / group id\n"
+    "      --uid N, --gid N    make every new entry owned by this user / group (id or name)\n"
     "      --mtime SECONDS     set every new entry's time to SECONDS since the epoch\n"
     "      --no-dedup          do not share data between new files and IMAGE's\n"
     "      --skip-unreadable   leave out unreadable files with a warning\n"
@@ -100,12 +98,6 @@ const char kMergeHelp[] =
     "without them); recoded IMAGEs are decoded whole and checked against their manifest first. A\n"
     "damaged IMAGE is an error naming it and the bytes.\n"
     "Exit status: 0 when OUT was written, 1 when it was not, 2 on bad usage.\n";
-
-void on_signal(int sig) {
-  remove_pending_temp_file_from_signal_handler();
-  signal(sig, SIG_DFL);
-  raise(sig);
-}
 
 // What the status line shows in each phase.
 std::string merge_status(const ops::MergeProgress& p, double secs) {
@@ -275,8 +267,8 @@ int run(int argc, char** argv, bool append) {
         tar_memory_given = true;
         break;
       case kAllRoot: opt.uid = opt.gid = 0; break;
-      case kUid: opt.uid = parse_owner_id(arg); break;
-      case kGid: opt.gid = parse_owner_id(arg); break;
+      case kUid: opt.uid = parse_user_id(arg); break;
+      case kGid: opt.gid = parse_group_id(arg); break;
       case kMtime: opt.mtime = parse_mtime(arg); break;
       default: throw_getopt_error(c, argv);
     }
@@ -313,11 +305,7 @@ int run(int argc, char** argv, bool append) {
   const std::string prefix = std::string("sqar ") + cmd + ": ";
   opt.warn = [prefix](const std::string& w) { print_message(prefix + "warning: " + w); };
   opt.note = [prefix](const std::string& w) { print_message(prefix + "note: " + w); };
-  struct sigaction sa {};
-  sa.sa_handler = on_signal;
-  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM, SIGPROF, SIGXCPU})
-    sigaction(sig, &sa, nullptr);
-  signal(SIGXFSZ, SIG_IGN);
+  remove_temp_image_on_fatal_signals();
   ops::MergeProgress progress;
   ops::MergeStats stats;
   {

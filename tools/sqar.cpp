@@ -1,5 +1,9 @@
 // `sqar`: dispatches to the sub-commands registered by cmd_*.cpp.
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -55,9 +59,22 @@ int unknown_command(const char* name) {
   return 2;
 }
 
+// A closed standard descriptor (`sqar create dir - >&-`) would be handed to the first file
+// sqar opens, and what is meant for standard output would be written into that file, or the
+// file taken for standard output. Each closed one gets /dev/null opened the wrong way round,
+// so that using it still fails with EBADF, as it would have.
+void reserve_closed_standard_descriptors() {
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (fcntl(fd, F_GETFD) != -1 || errno != EBADF) continue;
+    const int got = open("/dev/null", (fd == 0 ? O_WRONLY : O_RDONLY) | O_CLOEXEC);
+    if (got >= 0 && got != fd) close(got);  // only if a lower one was taken meanwhile: none here
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  reserve_closed_standard_descriptors();
   sqar::raise_open_file_limit();
   if (argc < 2) {
     print_usage(stderr);

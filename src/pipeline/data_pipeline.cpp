@@ -642,7 +642,8 @@ class DataPipeline final : public UnitReader {
   DataResult finish(uint64_t data_bytes_written) {
     DataResult r;
     for (size_t i = 0; i < locs_.size(); ++i) {
-      stats_.bytes_in += node_of(uint32_t(i)).size;
+      // Files left out (unreadable with --skip-unreadable, vanished) are not input to the image.
+      if (!node_of(uint32_t(i)).omitted) stats_.bytes_in += node_of(uint32_t(i)).size;
       if (locs_[i].same_as != kNoNode) {
         // Point the duplicate at its owner's blocks and fragment; keep its own hash.
         const FileLocation& owner = locs_[locs_[i].same_as];

@@ -77,7 +77,7 @@ struct FragmentLocation {
 
 struct DataStats {
   uint64_t files = 0;
-  uint64_t bytes_in = 0;           // content bytes of all regular files
+  uint64_t bytes_in = 0;           // content bytes of the regular files stored (not those left out)
   uint64_t bytes_read = 0;         // bytes read from the source, hashing passes included
   uint64_t dedup_files = 0;        // files that share another file's data
   uint64_t dedup_bytes = 0;        // content bytes not stored because of whole-file dedup

@@ -456,7 +456,9 @@ class Ingest {
     collect_file_owners(t);
     for (uint32_t f : t.files) store_->bind(f, inodes_[node_inode[f]].content);
     if (unstorable_times_)
-      warn(t.path_of(first_unstorable_) +
+      warn(name_ +
+           (first_unstorable_ == 0 ? std::string(": the root (the time of its first member)")
+                                   : ": member " + printable(t.rel_path_of(t.nodes[first_unstorable_]))) +
            ": modification time cannot be stored in SquashFS (before 1970 or after "
            "2106), stored as the nearest it can hold" +
            (unstorable_times_ > 1 ? " (and " + std::to_string(unstorable_times_ - 1) + " more entries)" : "") +

@@ -18,6 +18,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import socket
 import stat
 import subprocess
@@ -26,6 +27,13 @@ import tempfile
 import time
 
 from expected_skips import unexpected_in_ci
+
+# A runner started in the background of a non-interactive shell passes SIGINT and SIGQUIT on
+# ignored (nohup: SIGHUP), and sqar leaves a signal it inherits ignored alone, as tar does: the
+# tests that interrupt sqar with them give its processes the default actions.
+for _sig in (signal.SIGINT, signal.SIGQUIT, signal.SIGHUP):
+    if signal.getsignal(_sig) == signal.SIG_IGN:
+        signal.signal(_sig, signal.default_int_handler if _sig == signal.SIGINT else signal.SIG_DFL)
 
 SQAR = os.environ.get("SQAR", "sqar")
 SQARFS = os.environ.get("SQARFS", "sqarfs")

@@ -3,6 +3,7 @@ and "Try 'sqar CMD --help' for examples." and exits 2; a failure prints "sqar CM
 on one line and exits 1 (diff: 2, as 1 means "the trees differ")."""
 import os
 import re
+import subprocess
 
 from sqartest import SQAR, main, run, tempdir
 
@@ -52,6 +53,32 @@ def test_an_empty_pattern_is_a_usage_error():
         assert not os.path.exists(f"{d}/out") and not os.path.exists(f"{d}/out.tar")
 
 
+def test_output_lost_on_standard_output_is_a_failure():
+    """What a command prints is its answer: standard output full (/dev/full) or closed is a
+    failure naming standard output and the cause (diff: 2), as coreutils and tar report it."""
+    with tempdir() as d:
+        os.makedirs(f"{d}/src")
+        with open(f"{d}/src/f", "w") as f:
+            f.write("x")
+        img = f"{d}/img.sqfs"
+        run([SQAR, "create", "-q", f"{d}/src", img])
+        with open(f"{d}/src/f", "w") as f:
+            f.write("changed")
+        commands = ((["info", img], 1), (["info", "--json", img], 1), (["list", "-l", img], 1),
+                    (["verify", "--json", img], 1), (["diff", img, f"{d}/src"], 2),
+                    (["create", "--json", "-f", f"{d}/src", f"{d}/other.sqfs"], 1),
+                    (["merge", "--json", "-f", img, f"{d}/merged.sqfs"], 1))
+        for args, code in commands:
+            if os.path.exists("/dev/full"):
+                with open("/dev/full", "w") as full:
+                    p = run([SQAR, *args], check=False, stdout=full)
+                want = f"sqar {args[0]}: standard output: No space left on device\n"
+                assert p.returncode == code and p.stderr.endswith(want), (args, "/dev/full", p.returncode, p.stderr)
+            p = run([SQAR, *args], check=False, stdout=subprocess.DEVNULL, pass_fds=(), preexec_fn=lambda: os.close(1))
+            assert p.returncode == code and "standard output: Bad file descriptor" in p.stderr, \
+                (args, "closed", p.returncode, p.stderr)
+
+
 if __name__ == "__main__":
     main([test_bad_option_is_a_usage_error_in_every_command, test_a_missing_file_is_named_with_its_cause,
-          test_an_empty_pattern_is_a_usage_error])
+          test_an_empty_pattern_is_a_usage_error, test_output_lost_on_standard_output_is_a_failure])

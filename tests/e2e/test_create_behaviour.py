@@ -2,8 +2,10 @@
 nothing behind, and the manifest trailer is invisible to other readers."""
 import base64
 import contextlib
+import grp
 import json
 import os
+import pwd
 import re
 import resource
 import signal
@@ -178,10 +180,13 @@ def test_unreadable_file_names_path_and_cause():
         p = run([*AS_NOBODY, SQAR, "create", f"{d}/src", f"{d}/img"], check=False)
         assert p.returncode == 1 and f"{d}/src/secret" in p.stderr and "Permission denied" in p.stderr, p.stderr
         assert not os.path.exists(f"{d}/img") and not leftovers(f"{d}/img")
-        p = run([*AS_NOBODY, SQAR, "create", "--skip-unreadable", f"{d}/src", f"{d}/img"], check=False)
+        p = run([*AS_NOBODY, SQAR, "create", "--json", "--skip-unreadable", f"{d}/src", f"{d}/img"], check=False)
         assert p.returncode == 0 and "warning" in p.stderr and "secret" in p.stderr, p.stderr
         listing = run(["unsquashfs", "-l", f"{d}/img"]).stdout
         assert "squashfs-root/ok" in listing and "secret" not in listing, listing
+        # The summary counts what was stored: the 4 bytes of ok, not the 6 left out.
+        summary = json.loads(p.stdout)
+        assert summary["bytes_in"] == 4 and summary["files"] == 1, summary
         # A directory that can be listed but not searched (r--): the directory is what is
         # named and stored empty, with the entry that failed as the cause.
         os.chmod(f"{d}/src/secret", 0o644)
@@ -295,6 +300,35 @@ def interrupt(src, out, force, signals):
         if force:
             os.unlink(img)
         log(f"ok: {sig.name}{' with --force' if force else ''} left nothing behind")
+
+
+def test_signals_the_caller_ignores_stay_ignored():
+    """`nohup sqar create ...`, a shell's background job (SIGINT and SIGQUIT ignored), `trap ''
+    HUP`: a signal sqar inherits ignored is left ignored, as tar leaves it, so logging out
+    does not end a nightly build. The build completes and the image verifies."""
+    with tempdir() as d:
+        src = f"{d}/src"
+        for i in range(6):
+            write(f"{src}/f{i}", b"".join(b"%d alpha beta gamma %d\n" % (j, j * i % 977) for j in range(150_000)))
+        img = f"{d}/img.sqfs"
+        ignored = (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGPIPE)
+
+        def ignore():
+            for sig in ignored:
+                signal.signal(sig, signal.SIG_IGN)
+        proc = subprocess.Popen([SQAR, "create", "-q", "-j1", "-c", "xz", "-l", "9", "--no-dedup", src, img],
+                                stderr=subprocess.PIPE, text=True, preexec_fn=ignore)
+        deadline = time.monotonic() + 60
+        while not image_in_progress(proc.pid, img) and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.01)
+        assert image_in_progress(proc.pid, img), f"no image in progress (exit {proc.poll()})"
+        for sig in ignored:
+            proc.send_signal(sig)
+        _, err = proc.communicate(timeout=300)
+        check_sanitizers(proc.args, proc.returncode, err)
+        assert proc.returncode == 0, f"exit {proc.returncode} after ignored signals: {err}"
+        run([SQAR, "verify", "-q", img])
+        log("ok: SIGHUP, SIGINT, SIGQUIT and SIGPIPE inherited ignored: the build completed")
 
 
 def make_huge_source(d):
@@ -641,6 +675,16 @@ def test_one_file_system_and_owner_options():
         assert "squashfs-root/mnt\n" in one + "\n" and "elsewhere" not in one, one
         assert all(" 4242/77 " in line for line in one.splitlines() if line.startswith(("d", "-"))), one
         assert "mnt/elsewhere" in run(["unsquashfs", "-l", f"{d}/all.sqfs"]).stdout
+        # Names, as mksquashfs -force-uid and tar --owner take them, are stored as their ids.
+        user, group = pwd.getpwuid(65534).pw_name, grp.getgrgid(0).gr_name
+        sqar_create(f"{d}/src/here", f"{d}/named.sqfs", "--uid", user, "--gid", group)
+        named = run(["unsquashfs", "-lln", f"{d}/named.sqfs"]).stdout
+        assert " 65534/0 " in named, named
+        for args, says in ((["--uid", "no-such-user-here"], "no user name or id"),
+                           (["--gid", "no-such-group-here"], "no group name or id"),
+                           (["--uid", "4294967295"], "0 to 4294967294")):
+            p = run([SQAR, "create", *args, f"{d}/src/here", f"{d}/bad.sqfs"], check=False)
+            assert p.returncode == 2 and says in p.stderr and not os.path.exists(f"{d}/bad.sqfs"), (args, p.stderr)
 
 
 def test_single_file_sources_and_progress_on_a_tty():
@@ -707,7 +751,7 @@ if __name__ == "__main__":
           test_xattrs_of_files_are_read_from_the_open_file, test_file_under_a_lease_is_waited_for,
           test_bad_usage_is_explained, test_unreadable_file_names_path_and_cause,
           test_no_space_left_is_reported_and_cleaned_up, test_no_space_left_without_o_tmpfile,
-          test_interrupt_leaves_no_partial_image, test_interrupt_without_o_tmpfile_removes_the_named_image,
+          test_interrupt_leaves_no_partial_image, test_signals_the_caller_ignores_stay_ignored, test_interrupt_without_o_tmpfile_removes_the_named_image,
           test_file_size_limit_is_an_error_not_a_kill, test_file_size_limit_without_o_tmpfile,
           test_image_mode_follows_umask_and_the_replaced_image,
           test_image_made_by_someone_else_meanwhile_is_not_replaced, test_json_summary_is_valid_for_any_image_name,

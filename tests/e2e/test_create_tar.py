@@ -236,6 +236,11 @@ def test_names_stay_inside_the_root():
         assert read(f"{out}/abs/path") == b"abs" and read(f"{out}/b") == b"b" and read(f"{out}/c/d") == b"d"
         assert "removing leading '/'" in err, err
         log("ok: '/abs/path' is stored as abs/path, a/../b as b, ./c/./d as c/d")
+        # A time SquashFS cannot hold is clamped, and the member is named as every tar warning
+        # names one (ARCHIVE: member NAME), not as a path below the archive.
+        out, err = unpack(d, tar_bytes([dir_("dir"), reg("dir/old", b"o", mtime=-100)]))
+        assert f"{d}/in.tar: member dir/old: modification time cannot be stored" in err, err
+        assert os.lstat(f"{out}/dir/old").st_mtime == 0, os.lstat(f"{out}/dir/old").st_mtime
         expect_failure(d, tar_bytes([reg("../x", b"up")]), "../x", "climbs out", what="member ../x")
         expect_failure(d, tar_bytes([reg("ok"), reg("a/../../b")]), "a/../../b", "climbs out", what="a/../../b")
         expect_failure(d, tar_bytes([reg("ok"), link("l", "../../etc/passwd")]), "l", "climbs out",

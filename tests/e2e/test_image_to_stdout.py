@@ -169,6 +169,19 @@ def test_signals_leave_nothing():
         log("ok: SIGTERM, SIGINT and SIGKILL during the build: no byte out, nothing in TMPDIR")
 
 
+def test_closed_pipe_with_sigpipe_ignored_is_an_error():
+    """`trap '' PIPE`: a reader that goes away is a write error naming standard output (exit
+    1), not a death by SIGPIPE."""
+    with tempdir() as d:
+        src = big_tree(d)
+        p = subprocess.Popen([SQAR, "create", "-q", src, "-"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             env=env_with(d), preexec_fn=lambda: signal.signal(signal.SIGPIPE, signal.SIG_IGN))
+        p.stdout.read(10)
+        p.stdout.close()
+        err = p.communicate(timeout=300)[1].decode()
+        assert p.returncode == 1 and "standard output: Broken pipe" in err, (p.returncode, err)
+
+
 def test_spool_without_o_tmpfile():
     with tempdir() as d:
         src = big_tree(d)
@@ -216,5 +229,5 @@ def test_merge_to_standard_output():
 if __name__ == "__main__":
     main([test_piped_image_equals_the_file_image, test_kernel_mounts_a_redirected_image,
           test_appending_to_a_file_keeps_its_bytes, test_image_inside_a_source_is_not_packed,
-          test_failed_build_writes_nothing, test_full_tmpdir_is_named, test_signals_leave_nothing,
+          test_failed_build_writes_nothing, test_full_tmpdir_is_named, test_signals_leave_nothing, test_closed_pipe_with_sigpipe_ignored_is_an_error,
           test_spool_without_o_tmpfile, test_terminal_and_json_are_usage_errors, test_merge_to_standard_output])
