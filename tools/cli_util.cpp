@@ -20,14 +20,21 @@
 #include "writer/image_file.h"
 
 namespace sqar::cli {
+namespace {
+int g_stdout_error = 0;  // the cause of the first failed flush of standard output
+}  // namespace
+
+void flush_standard_output() {
+  if (std::fflush(stdout) != 0 && g_stdout_error == 0) g_stdout_error = errno;
+}
 
 int run_guarded(const char* cmd, const std::function<int()>& body, int error_code) {
   try {
     const int status = body();
     // What the command printed (a listing, a report, --json) is lost if standard output is
     // full or closed: that is a failure, as it is for coreutils and tar.
-    int err = std::fflush(stdout) != 0 ? errno : std::ferror(stdout) ? EIO : 0;
-    if (err) throw_errno("standard output", err);
+    flush_standard_output();
+    if (std::ferror(stdout)) throw_errno("standard output", g_stdout_error ? g_stdout_error : EIO);
     return status;
   } catch (const UsageError& e) {
     std::fprintf(stderr, "sqar %s: %s\nTry 'sqar %s --help' for examples.\n", cmd, printable(e.what()).c_str(), cmd);

@@ -24,7 +24,12 @@ class UsageError : public std::runtime_error {
 
 // Runs a command's body: UsageError prints "sqar CMD: message" and a pointer to --help and
 // gives 2; any other exception prints "sqar CMD: message" and gives error_code.
+// What the body printed is flushed after it: standard output full or closed is then an error
+// naming its cause.
 int run_guarded(const char* cmd, const std::function<int()>& body, int error_code = 1);
+// fflush(stdout) before a message on standard error (to keep the two in order) that keeps the
+// cause of a failure for run_guarded to report.
+void flush_standard_output();
 
 // The UsageError for what getopt_long returned instead of an option: ':' (an option without
 // its value) or '?' (an unknown option); both name the argument as typed.

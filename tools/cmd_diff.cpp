@@ -120,7 +120,7 @@ int diff_main(int argc, char** argv) {
         else if (!quiet)
           report_to.difference = [](const ops::Difference& d) { std::printf("%s\n", escape_name(d.line).c_str()); };
         report_to.error = [&](const std::string& message) {
-          std::fflush(stdout);
+          flush_standard_output();
           report("diff", image_path, message);
         };
         ops::CompareCounts counts;

@@ -142,7 +142,7 @@ int info_main(int argc, char** argv) {
     }
     auto status = [&] {
       if (trailer_problem.empty()) return 0;
-      std::fflush(stdout);
+      flush_standard_output();
       report("info", image_path, trailer_problem);
       return 1;
     };

@@ -160,7 +160,7 @@ int list_main(int argc, char** argv) {
         },
         reader::WalkOptions{.with_blocks = false, .on_error = [&](const std::string& path, const std::string& error) {
                               // A damaged entry is named and skipped; its siblings are still listed.
-                              std::fflush(stdout);
+                              flush_standard_output();
                               std::fprintf(stderr, "sqar list: %s\n", printable(path + ": " + error).c_str());
                               damaged = true;
                             }});
