@@ -38,10 +38,10 @@ void flush_standard_output();
 std::optional<int64_t> parse_int(const std::string& text);
 // -b SIZE: a power of two from 4K to 1M ("128K", "1M", "65536").
 uint32_t parse_block_size(const std::string& arg);
-// --uid N / --gid N: a numeric id; --mtime SECONDS: a time SquashFS can store (0..2^32-1).
 // --uid / --gid: a numeric id, or a user / group name of this machine.
 uint32_t parse_user_id(const std::string& arg);
 uint32_t parse_group_id(const std::string& arg);
+// --mtime SECONDS: a time SquashFS can store (0..2^32-1).
 uint32_t parse_mtime(const std::string& arg);
 // --exclude-from FILE: its GLOBs added to `excludes`; a file that cannot be read is a UsageError.
 void add_excludes_from(ExcludeList& excludes, const std::string& file);

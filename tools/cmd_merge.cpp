@@ -113,7 +113,7 @@ std::string merge_status(const ops::MergeProgress& p, double secs) {
 
 void print_stats(const char* cmd, const ops::MergeOptions& opt, const ops::MergeStats& s, bool json) {
   const auto& d = s.data;
-  const std::string& out = opt.append ? opt.images[0] : opt.output == "-" ? std::string("standard output") : opt.output;
+  const std::string out = opt.append ? opt.images[0] : opt.output == "-" ? "standard output" : opt.output;
   if (json) {
     std::printf(
         "{\"command\":\"%s\",\"image\":\"%s\",\"entries\":%llu,\"files\":%llu,\"copied_bytes\":%llu,"

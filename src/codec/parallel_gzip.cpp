@@ -3,7 +3,6 @@
 #include <libdeflate.h>
 
 #include <algorithm>
-#include <cstring>
 #include <new>
 
 #include "codec/codec.h"
@@ -47,11 +46,7 @@ void ParallelGzipWriter::write(const void* data, size_t len) {
 
 void ParallelGzipWriter::finish() {
   const size_t count = filling_ + (pieces_[filling_].in.empty() ? 0 : 1);
-  if (count == 0 && !wrote_member_) {
-    compress_pieces(1);  // no input at all: one empty member
-  } else {
-    compress_pieces(count);
-  }
+  compress_pieces(count == 0 && !wrote_member_ ? 1 : count);  // no input at all: one empty member
   filling_ = 0;
 }
 

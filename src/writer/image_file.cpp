@@ -205,12 +205,11 @@ ImageFile::ImageFile(std::string final_path, bool overwrite)
 void ImageFile::create_spool() {
   to_stdout_ = true;
   name_ = "standard output";
-  struct stat st;
-  if (fstat(STDOUT_FILENO, &st) != 0) throw_errno(name_, errno);  // closed (EBADF): nowhere to write
-  // Closed, with the descriptor held by a file open for reading only (the CLI keeps a closed
-  // standard descriptor taken that way): also nowhere to write.
-  if (const int flags = fcntl(STDOUT_FILENO, F_GETFL); flags >= 0 && (flags & O_ACCMODE) == O_RDONLY)
-    throw_errno(name_, EBADF);
+  // Closed (EBADF), or closed with the descriptor held by a file open for reading only (the CLI
+  // keeps a closed standard descriptor taken that way): nowhere to write.
+  const int flags = fcntl(STDOUT_FILENO, F_GETFL);
+  if (flags < 0) throw_errno(name_, errno);
+  if ((flags & O_ACCMODE) == O_RDONLY) throw_errno(name_, EBADF);
   if (isatty(STDOUT_FILENO))
     throw Error("standard output is a terminal, not a place for an image: redirect it to a file or a pipe");
   spool_dir_ = temp_dir();
