@@ -44,8 +44,10 @@ reader::Inode resolve_regular_file(reader::Image& image, std::string path) {
   constexpr size_t kMaxPath = 4096;
   // Errors name the path asked for, and where its symlinks led when that differs.
   const std::string asked = path.empty() ? "/" : path;  // the root normalizes to ""
+  bool followed_symlink = false;
   auto fail = [&](const std::string& why) {
-    return Error(asked + ": " + why + (path == asked || path.empty() ? "" : " (its symlinks lead to " + path + ")"));
+    return Error(asked + ": " + why +
+                 (!followed_symlink || path == asked || path.empty() ? "" : " (its symlinks lead to " + path + ")"));
   };
   // Walks PATH one component at a time from the root, looking each up in the directory
   // before it (linear in the depth, even for a hostile image's 1000-deep chain); a symlink
@@ -58,7 +60,17 @@ reader::Inode resolve_regular_file(reader::Image& image, std::string path) {
       size_t j = path.find('/', i);
       if (j == std::string::npos) j = path.size();
       const bool last = j == path.size();
-      auto entry = image.lookup(dir, std::string_view(path).substr(i, j - i));
+      const std::string_view name = std::string_view(path).substr(i, j - i);
+      if (name == "." || name == "..") {
+        // Every component before this one is a directory, never a symlink (a symlink restarts
+        // the walk), so resolving the prefix lexically resolves it as the kernel would:
+        // "link/../x" goes through link's target first. The path only gets shorter here.
+        const std::string rest = last ? "" : path.substr(j + 1);
+        const std::string here = lexical_target("", path.substr(0, j));
+        path = here.empty() ? rest : rest.empty() ? here : here + "/" + rest;
+        break;
+      }
+      auto entry = image.lookup(dir, name);
       if (!entry) throw fail("not found in the image");
       reader::Inode ino;
       try {
@@ -68,6 +80,7 @@ reader::Inode resolve_regular_file(reader::Image& image, std::string path) {
       }
       if (ino.is_symlink()) {
         if (++hops > 40) throw fail("too many levels of symbolic links");
+        followed_symlink = true;
         const std::string walked = i ? path.substr(0, i - 1) : "";  // the directories before it
         const std::string rest = last ? "" : path.substr(j + 1);
         const std::string target = lexical_target(walked, image.read_symlink(ino));

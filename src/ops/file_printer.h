@@ -19,7 +19,7 @@ class OutputError : public Error {
 
 // The regular file at PATH (normalized, relative to the root), following symlinks inside the
 // image as the kernel would, at most 40 of them: an absolute target starts at the image root
-// and '..' stops at it. Throws sqar::Error naming PATH when it is missing, a directory or
+// and '..' (in PATH or in a target) stops at it. Throws sqar::Error naming PATH when it is missing, a directory or
 // another kind of entry.
 reader::Inode resolve_regular_file(reader::Image& image, std::string path);
 

@@ -195,9 +195,17 @@ def test_cat_clamps_escaping_symlinks_at_the_root():
             p = run([SQAR, "cat", img, name], check=False, text=False)
             if p.returncode != 0 or p.stdout != b"the image's passwd\n":
                 raise AssertionError(f"cat {name}: exit {p.returncode}, {p.stdout!r} {p.stderr!r}")
+        # ".." in the path asked for climbs from where the walk is, after the symlinks before
+        # it, as the kernel resolves it: a/b/etc-dir is etc, so a/b/etc-dir/.. is the root.
+        for name in ("a/b/../../etc/passwd", "../../etc/./passwd", "a/b/etc-dir/../etc/passwd"):
+            p = run([SQAR, "cat", img, name], check=False, text=False)
+            if p.returncode != 0 or p.stdout != b"the image's passwd\n":
+                raise AssertionError(f"cat {name}: exit {p.returncode}, {p.stdout!r} {p.stderr!r}")
+        expect_fail(["cat", img, "a/b/etc-dir/../passwd"], 1, "a/b/etc-dir/../passwd: not found in the image")
+        expect_fail(["cat", img, "a/.."], 1, "a/..: is a directory")
         expect_fail(["cat", img, "a-dir/b/etc-dir"], 1, "a-dir/b/etc-dir: is a directory (its symlinks lead to etc)")
         expect_fail(["cat", img, "etc/passwd/x"], 1, "etc/passwd/x: etc/passwd is not a directory")
-        log("ok: cat resolves escaping absolute and relative symlinks at the image root, also mid-path")
+        log("ok: cat resolves escaping absolute and relative symlinks at the image root, also mid-path, and '..'")
 
 
 def test_cat_streams_big_files_in_order():
