@@ -87,21 +87,36 @@ Stats collect(reader::Image& image) {
   return s;
 }
 
-std::string codec_options(const reader::Image& image) {
+// The level the image's data was compressed at, when it is known: sqar's settings trailer
+// says it for every compressor; without one, only gzip's, zstd's and lzo's options (or the
+// format's defaults) say it, and xz's and lz4's options hold none.
+std::optional<int> known_level(reader::Image& image) {
+  const CodecConfig& c = image.codec_config();
+  try {
+    if (image.settings_trailer()) return c.level;
+  } catch (const std::exception&) {
+  }
+  if (c.id == CodecId::gzip || c.id == CodecId::zstd || c.id == CodecId::lzo) return c.level;
+  return std::nullopt;
+}
+
+std::string codec_options(reader::Image& image) {
   const CodecConfig& c = image.codec_config();
   bool stored = image.super().flags & fmt::kFlagCompressorOptions;
+  const std::optional<int> level = known_level(image);
+  const std::string level_text = level ? "level " + std::to_string(*level) + ", " : "";
   std::string out;
   switch (c.id) {
-    case CodecId::gzip: out = "level " + std::to_string(c.level) + ", window " + std::to_string(c.gzip_window); break;
+    case CodecId::gzip: out = level_text + "window " + std::to_string(c.gzip_window); break;
     case CodecId::zstd: out = "level " + std::to_string(c.level); break;
     case CodecId::xz:
-      out = "dictionary " + std::to_string(c.xz_dict_size ? c.xz_dict_size : c.block_size) +
+      out = level_text + "dictionary " + std::to_string(c.xz_dict_size ? c.xz_dict_size : c.block_size) +
             (c.xz_filters ? ", BCJ filters 0x" + std::to_string(c.xz_filters) : "");
       break;
     case CodecId::lzo:
       out = "algorithm " + std::to_string(c.lzo_algorithm) + ", level " + std::to_string(c.level);
       break;
-    case CodecId::lz4: out = c.lz4_hc ? "high compression" : "default"; break;
+    case CodecId::lz4: out = c.lz4_hc ? level_text + "high compression" : "default"; break;
     default: out = "";
   }
   return out + (stored ? "" : (out.empty() ? "defaults" : " (defaults: no options block)"));
@@ -157,9 +172,10 @@ int info_main(int argc, char** argv) {
     if (json) {
       std::printf(
           "{\"image\":\"%s\",\"offset\":%llu,\"version\":\"%u.%u\",\"compressor\":\"%s\",\"compressor_options\":\"%s\","
-          "\"block_size\":%u,\"inodes\":%u,\"ids\":%u,\"mkfs_time\":%u,",
+          "\"level\":%s,\"block_size\":%u,\"inodes\":%u,\"ids\":%u,\"mkfs_time\":%u,",
           json_escape(image_path).c_str(), (unsigned long long)offset, sb.version_major, sb.version_minor,
-          codec_name(sb.compressor), json_escape(codec_options(*image)).c_str(), sb.block_size, sb.inode_count,
+          codec_name(sb.compressor), json_escape(codec_options(*image)).c_str(),
+          known_level(*image) ? std::to_string(*known_level(*image)).c_str() : "null", sb.block_size, sb.inode_count,
           sb.id_count, sb.mod_time);
       std::printf("\"counts\":{");
       for (size_t i = 0; i < 7; ++i)

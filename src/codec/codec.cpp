@@ -18,9 +18,9 @@ constexpr int kLzoFormatDefault = 8;
 constexpr uint32_t kLzoAlgorithm999 = 4;
 constexpr uint32_t kLz4Legacy = 1;
 constexpr uint32_t kLz4FlagHC = 1;
+}  // namespace
 
 int resolved_level(const CodecConfig& cfg) { return cfg.level < 0 ? default_level(cfg.id) : cfg.level; }
-}  // namespace
 
 std::unique_ptr<Codec> make_codec(const CodecConfig& in) {
   CodecConfig cfg = in;
@@ -167,6 +167,12 @@ void decode_codec_options(CodecConfig& cfg, const uint8_t* p, size_t len) {
       return;
     case CodecId::lzma: return;
   }
+}
+
+std::string block_kernel_refusal(const CodecConfig& cfg, const uint8_t* src, size_t len) {
+  if (cfg.id == CodecId::xz) return xz_block_kernel_refusal(src, len, xz_declared_dictionary(cfg));
+  if (cfg.id == CodecId::zstd) return zstd_block_kernel_refusal(src, len, cfg.block_size);
+  return {};
 }
 
 }  // namespace sqar

@@ -46,6 +46,8 @@ std::optional<CodecId> codec_from_name(const std::string& name);
 const char* codec_name(CodecId id);
 // The level an image without a compressor options block was written at (the format's default).
 int default_level(CodecId id);
+// cfg.level, or the codec's default_level() when it is -1.
+int resolved_level(const CodecConfig& cfg);
 // The level sqar writes at when the user gives none: the format's default, but zstd 9.
 int preferred_level(CodecId id);
 // Valid level range for --level; {0,0} means the codec has no levels.
@@ -78,5 +80,12 @@ bool xz_dictionary_size_is_valid(uint32_t size);
 // header are read), or "" when it would not. Damage that decompression itself reports is
 // left to it.
 std::string xz_block_kernel_refusal(const uint8_t* src, size_t len, uint32_t declared_dictionary);
+
+// The same for zstd: the kernel's decoder takes windows up to the block size (at least the
+// 8 KiB of a metadata block) and refuses a frame that declares a larger one, which libzstd and
+// unsquashfs read. "" when the frame header is within that (or is damage decoding reports).
+std::string zstd_block_kernel_refusal(const uint8_t* src, size_t len, uint32_t block_size);
+// Either of the two for an image of `cfg` (its block size included); "" for other codecs.
+std::string block_kernel_refusal(const CodecConfig& cfg, const uint8_t* src, size_t len);
 
 }  // namespace sqar

@@ -1,4 +1,8 @@
+#define ZSTD_STATIC_LINKING_ONLY  // ZSTD_getFrameHeader, in libzstd since 1.3
 #include <zstd.h>
+
+#include <algorithm>
+#include <string>
 
 #include "codec/codec_impl.h"
 
@@ -32,5 +36,16 @@ class ZstdCodec final : public Codec {
 }  // namespace
 
 std::unique_ptr<Codec> make_zstd_codec(const CodecConfig& cfg) { return std::make_unique<ZstdCodec>(cfg.level); }
+
+std::string zstd_block_kernel_refusal(const uint8_t* src, size_t len, uint32_t block_size) {
+  ZSTD_frameHeader h;
+  if (ZSTD_getFrameHeader(&h, src, len) != 0 || h.frameType != ZSTD_frame) return {};
+  const uint64_t allowed = std::max<uint64_t>(block_size, 8192);
+  if (h.windowSize <= allowed) return {};
+  return "declares a zstd window of " + std::to_string(h.windowSize / 1024) + " KiB, more than the " +
+         std::to_string(allowed / 1024) +
+         " KiB the Linux kernel decodes with: it refuses the block with EIO "
+         "(unsquashfs reads it)";
+}
 
 }  // namespace sqar

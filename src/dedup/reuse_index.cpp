@@ -38,7 +38,7 @@ ReuseIndex::~ReuseIndex() {
 namespace {
 std::string settings_of(const CodecConfig& c) {
   std::string s = codec_name(c.id);
-  if (level_range(c.id).second > 0) s += " level " + std::to_string(c.level < 0 ? default_level(c.id) : c.level);
+  if (level_range(c.id).second > 0) s += " level " + std::to_string(resolved_level(c));
   return s + ", " + std::to_string(c.block_size / 1024) + " KiB blocks";
 }
 }  // namespace
@@ -55,9 +55,18 @@ ReuseIndex ReuseIndex::open(const std::string& old_image, const CodecConfig& cod
   CodecConfig old = image->codec_config();
   old.block_size = image->super().block_size;
   // Copied blocks must be the blocks this build would write, or the image would depend on
-  // what OLD happened to be: same compressor, same options block, same block size.
+  // what OLD happened to be: same compressor, same options block, same block size, and the
+  // same level where OLD's settings trailer tells it (the options block does not for xz, lz4
+  // and gzip 10-12). Blocks OLD's trailer calls mixed (append -l, merge) cannot be told apart.
+  std::optional<ImageSettings> settings;
+  try {
+    settings = image->settings_trailer();
+  } catch (const std::exception&) {
+    // damaged: as without one, the options block decides (and verify reports it)
+  }
+  const bool other_level = settings && !settings->mixed && resolved_level(old) != resolved_level(codec);
   if (old.id != codec.id || old.block_size != codec.block_size ||
-      encode_codec_options(old) != encode_codec_options(codec)) {
+      encode_codec_options(old) != encode_codec_options(codec) || other_level) {
     why_unusable = "it was made with " + settings_of(old) + ", this build uses " + settings_of(codec);
     return index;
   }
@@ -173,16 +182,21 @@ std::vector<std::optional<Hash128>> ReuseIndex::hash_contents(reader::Image& ima
 void ReuseIndex::index_fragments(reader::Image& image) {
   // Fragment blocks are keyed by their decoded content, so each is decompressed once here:
   // ~0.1 s for the ports set's 400 blocks, against ~18 ms each to compress one at zstd-15.
+  // The reader bounds the count by the image's data region.
   const uint32_t count = image.super().fragment_count;
   fragments_.reserve(count);
   for (uint32_t i = 0; i < count; ++i) {
     reader::Image::StoredBlock where;
-    reader::Chunk content;
     try {
       where = image.fragment_location(i);
+    } catch (const std::exception&) {
+      return;  // a damaged fragment table: the rest of it is not reused either
+    }
+    reader::Chunk content;
+    try {
       content = image.read_fragment(i);
     } catch (const std::exception&) {
-      continue;  // a damaged fragment block (or table) is only not reused
+      continue;  // a damaged fragment block is only not reused
     }
     if (blocks_.size() >= UINT32_MAX) return;
     if (fragments_.try_emplace(ContentKey{content.len, hash128(content.data, content.len)}, uint32_t(blocks_.size()))

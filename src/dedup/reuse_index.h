@@ -48,6 +48,7 @@ class ReuseIndex {
 
   const std::string& path() const { return path_; }
   bool empty() const { return files_.empty() && fragments_.empty(); }
+
   size_t file_count() const { return files_.size(); }
   // Cheap pre-filter: may a file of this size have a match? (Only such files are hashed early.)
   bool has_size(uint64_t size) const { return sizes_.count(size) != 0; }

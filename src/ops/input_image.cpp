@@ -44,14 +44,18 @@ void pread_fully(int fd, const std::string& path, uint64_t off, void* buf, size_
 }
 
 // Where a file's data is: files that share it (dedup) have the same key and the same content.
+// The size words are part of it: a hostile image gives two files the same size and
+// blocks_start but different block lists ([A0, A1] and [sparse, A0]), and grouping them
+// would give the second the first's content, under a hash the output's manifest then vouches
+// for.
 struct DataKey {
-  uint64_t size, blocks_start;
+  uint64_t size, blocks_start, words_hash;
   uint32_t fragment, fragment_offset;
   bool operator==(const DataKey&) const = default;
 };
 struct DataKeyHasher {
   size_t operator()(const DataKey& k) const {
-    return size_t(XXH3_64bits(&k, sizeof k.size + sizeof k.blocks_start) ^
+    return size_t(XXH3_64bits(&k, sizeof k.size + sizeof k.blocks_start) ^ k.words_hash ^
                   (uint64_t(k.fragment) << 32 | k.fragment_offset));
   }
 };
@@ -225,8 +229,12 @@ class Loader {
     std::vector<std::optional<Hash128>> expected;
     for (uint32_t f = 0; f < in_.files.size(); ++f) {
       const auto& ino = inodes_[f];
+      const uint64_t first = in_.files[f].first_block;
+      const uint64_t end = f + 1 < in_.files.size() ? in_.files[f + 1].first_block : in_.words.size();
+      const uint64_t words_hash =
+          XXH3_64bits(in_.words.data() + first, size_t(end - first) * sizeof(uint32_t)) ^ in_.stored_tail[f];
       const DataKey key{ino.size, ino.size >= bs || ino.fragment_index == fmt::kNoFragment ? ino.blocks_start : 0,
-                        ino.fragment_index, ino.fragment_offset};
+                        words_hash, ino.fragment_index, ino.fragment_offset};
       auto [it, added] = groups.emplace(key, uint32_t(leader.size()));
       if (added) {
         leader.push_back(f);

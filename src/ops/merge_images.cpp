@@ -152,6 +152,7 @@ class Merger {
     fin.flags = header_flags;
     fin.dedup = opt_.dedup;
     fin.xattrs = true;  // the inputs keep theirs; --no-xattrs leaves out only the new entries' (scan)
+    fin.mixed_levels = copies_other_levels(codec);
     const FinishResult fr = finish_image(u.tree, data, out, fin);
     stats_.finish_seconds = since(t_finish);
 
@@ -204,6 +205,23 @@ class Merger {
     if (codec.id == CodecId::xz) declare_xz_dictionary(codec);
     return codec;
   }
+
+  // Whether some copied block may have been compressed at another level than the new data
+  // (`codec`'s): an input copied as stored whose settings trailer gives another level, says
+  // it is mixed itself, or is missing (another tool's image, an earlier sqar's).
+  static bool copies_other_levels(const std::vector<InputImage>& inputs, const CodecConfig& codec) {
+    for (const auto& in : inputs) {
+      if (in.recode || in.data_end <= fmt::kSuperblockSize) continue;  // nothing copied as stored
+      std::optional<ImageSettings> s;
+      try {
+        s = in.image->settings_trailer();
+      } catch (const Error&) {
+      }
+      if (!s || s->mixed || s->level != resolved_level(codec)) return true;
+    }
+    return false;
+  }
+  bool copies_other_levels(const CodecConfig& codec) const { return copies_other_levels(inputs_, codec); }
 
   // Marks an input whose blocks cannot be copied for recoding, with one warning line: its
   // path, `why`, and what happens instead.

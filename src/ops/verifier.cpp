@@ -99,6 +99,7 @@ class Verifier::Impl {
     check_contents(files);
     check_fragment_digests(files);
     check_data_digests();
+    check_settings_trailer();
     files_ = files.size();
     return problems_;
   }
@@ -168,6 +169,16 @@ class Verifier::Impl {
       } catch (const std::exception& e) {
         problem("", e.what());
       }
+    }
+  }
+
+  // The settings trailer (format/image_settings.h): damage there would make append and
+  // --reuse fall back to the options block's level, so it is reported.
+  void check_settings_trailer() {
+    try {
+      (void)img_.settings_trailer();
+    } catch (const std::exception& e) {
+      problem("", e.what());
     }
   }
 

@@ -45,10 +45,15 @@ void BlockCompressor::process(BlockJob& job) {
 
 // Takes OLD's stored block in place of compressing the source when it decodes to exactly those
 // bytes; with OLD's settings equal to this build's (ReuseIndex::open) it is then the block a
-// fresh build writes. False (the caller compresses) on a read error, damage or a difference.
+// fresh build writes. False (the caller compresses) on a read error, damage, a difference, or
+// a block the kernel would refuse (an xz dictionary or zstd window larger than it allows:
+// another tool's OLD, or a crafted one), which this build never writes.
 bool BlockCompressor::copy_from_old(BlockJob& job) {
   const ReuseIndex::Block& b = opt_.reuse->block(job.reuse_block);
   if (!opt_.reuse->read(b, stored_)) return false;
+  if (!(b.size_word & fmt::kDataUncompressed) &&
+      !block_kernel_refusal(opt_.codec, stored_.data(), stored_.size()).empty())
+    return false;
   if (b.size_word & fmt::kDataUncompressed) {
     if (stored_.size() != job.len || std::memcmp(stored_.data(), job.source(), job.len) != 0) return false;
     job.raw = true;  // stored as the source bytes, like a block that does not shrink

@@ -10,6 +10,7 @@
 
 #include "common/endian.h"
 #include "common/error.h"
+#include "format/data_digests.h"
 #include "format/squashfs.h"
 #include "reader/image_impl.h"
 
@@ -69,6 +70,12 @@ ImageImpl::ImageImpl(std::string path, const ImageOptions& options)
     ::close(fd_);
     fd_ = -1;
     throw;
+  }
+  // The level the options block cannot give (xz, lz4, gzip 10-12): what append and --reuse
+  // take as the image's. A damaged trailer leaves the options block's level; verify reports it.
+  try {
+    if (auto s = settings_trailer()) codec_cfg_.level = s->level;
+  } catch (const Error&) {
   }
 }
 
@@ -151,6 +158,13 @@ void ImageImpl::load_superblock() {
   check_table(s.xattr_table_start, "xattr table", true);
   if (s.fragment_count > 0 && s.fragment_table_start == fmt::kTableAbsent)
     fail("superblock lists fragments but has no fragment table");
+  // Each fragment block takes at least a byte of the data region (before the inode table), so
+  // a larger count is a lie: bounded here, every table sized by it (append's, merge's and
+  // --reuse's lists of fragment blocks) stays proportional to the image, where an 8 KB image
+  // claiming 2^30 fragments had --reuse at 8 GB.
+  if (s.fragment_count > s.inode_table_start - fmt::kSuperblockSize)
+    fail("superblock lists " + std::to_string(s.fragment_count) + " fragment blocks in a data region of " +
+         std::to_string(s.inode_table_start - fmt::kSuperblockSize) + " bytes");
   if ((s.root_inode_ref & 0xffff) >= fmt::kMetadataBlockSize)
     fail("root inode reference " + hex(s.root_inode_ref) + " is invalid");
   sb_ = s;
@@ -204,8 +218,8 @@ Codec& ImageImpl::codec() {
 }
 
 void ImageImpl::check_kernel_limits(const uint8_t* src, size_t len, uint64_t pos, const char* what) const {
-  if (!kernel_limits_ || codec_cfg_.id != CodecId::xz) return;
-  std::string why = xz_block_kernel_refusal(src, len, xz_declared_dictionary(codec_cfg_));
+  if (!kernel_limits_) return;
+  const std::string why = block_kernel_refusal(codec_cfg_, src, len);
   if (!why.empty()) fail(std::string(what) + " at " + hex(pos) + " " + why);
 }
 
@@ -350,6 +364,40 @@ std::optional<Manifest> ImageImpl::manifest() {
     std::vector<uint8_t> payload(size_t(header->payload_size));
     pread_all(at + kManifestHeaderSize, payload.data(), payload.size());
     return decode_manifest(*header, payload.data(), payload.size());
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    if (msg.rfind(path_, 0) == 0) throw;
+    fail(msg);
+  }
+}
+
+std::optional<ImageSettings> ImageImpl::settings_trailer() {
+  // Three 40-byte headers, each found from the one before it: every position is checked
+  // against the file's size before it is read, so a hostile trailer cannot send it elsewhere.
+  uint8_t h[kManifestHeaderSize];
+  static_assert(kManifestHeaderSize == kDataDigestHeaderSize && kManifestHeaderSize == kImageSettingsHeaderSize);
+  auto read_header = [&](uint64_t pos) {
+    if (pos > file_size_ || file_size_ - pos < sizeof h) return false;
+    for (size_t done = 0; done < sizeof h;) {
+      ssize_t n = ::pread(fd_, h + done, sizeof h - done, off_t(pos + done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) fail("reading the trailers: " + std::string(n < 0 ? strerror(errno) : "unexpected end of file"));
+      done += size_t(n);
+    }
+    return true;
+  };
+  try {
+    uint64_t at = offset_ + fmt::align_up(sb_.bytes_used, fmt::kDeviceAlign);
+    if (!read_header(at)) return std::nullopt;
+    const auto manifest = decode_manifest_header(h, sizeof h);
+    if (!manifest) return std::nullopt;
+    at += fmt::align_up(kManifestHeaderSize + manifest->payload_size, fmt::kDeviceAlign);
+    if (!read_header(at)) return std::nullopt;
+    const auto digests = decode_data_digests_header(h, sizeof h, sb_.bytes_used);
+    if (!digests) return std::nullopt;
+    at += fmt::align_up(kDataDigestHeaderSize + digests->payload_size, fmt::kDeviceAlign);
+    if (!read_header(at)) return std::nullopt;
+    return decode_image_settings(h, sizeof h, sb_.compressor);
   } catch (const Error& e) {
     std::string msg = e.what();
     if (msg.rfind(path_, 0) == 0) throw;

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "codec/codec.h"
+#include "format/image_settings.h"
 #include "format/manifest.h"
 #include "reader/listing_budget.h"
 
@@ -271,6 +272,10 @@ class Image {
   // The sqar manifest trailer at align_up(bytes_used, 4096); nullopt when absent.
   // Throws when present but damaged.
   virtual std::optional<Manifest> manifest() = 0;
+  // sqar's settings trailer (format/image_settings.h), after the manifest and the stored-data
+  // digests; nullopt when absent. Throws when present but damaged. When it is sound, open()
+  // has already taken its level into codec_config().
+  virtual std::optional<ImageSettings> settings_trailer() = 0;
 
   virtual CacheStats cache_stats() const = 0;
 };

@@ -78,6 +78,7 @@ class ImageImpl final : public Image {
 
   void walk(const std::function<bool(const std::string&, const Inode&)>& fn, const WalkOptions& options) override;
   std::optional<Manifest> manifest() override;
+  std::optional<ImageSettings> settings_trailer() override;
   CacheStats cache_stats() const override;
 
   // ---- internals used across the reader's files ----

@@ -1,4 +1,5 @@
 // Extended attributes: xattr id table -> key/value pairs (with out-of-line values).
+#include "common/display_name.h"
 #include "common/error.h"
 #include "reader/meta_reader.h"
 
@@ -64,6 +65,13 @@ std::vector<std::pair<std::string, std::string>> ImageImpl::xattrs(const Inode& 
     std::string name(prefix);
     name.resize(name.size() + name_len);
     r.read(name.data() + std::string_view(prefix).size(), name_len);
+    // No filesystem takes such a name: extract would set the part before a NUL (two names
+    // then collide), and sqarfs's NUL-separated listxattr would show pieces of it.
+    if (name_len == 0)
+      r.fail("inode " + std::to_string(inode.inode_number) + ": xattr with an empty name after '" + prefix + "'");
+    if (name.find('\0') != std::string::npos)
+      r.fail("inode " + std::to_string(inode.inode_number) + ": xattr name " + escape_name(name) +
+             " contains a NUL byte");
     uint32_t vlen = r.u32();
     std::string value;
     if (type & kValueOutOfLine) {

@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "format/data_digests.h"
+#include "format/image_settings.h"
 #include "format/manifest.h"
 #include "format/squashfs.h"
 #include "writer/image_file.h"
@@ -27,7 +28,7 @@ constexpr int kMetadataZstdLevelCap = 6;
 constexpr int kMetadataGzipLevel = 6;
 
 CodecConfig metadata_codec(CodecConfig cfg) {
-  const int level = cfg.level < 0 ? default_level(cfg.id) : cfg.level;
+  const int level = resolved_level(cfg);
   if (cfg.id == CodecId::zstd && level > kMetadataZstdLevelCap) cfg.level = kMetadataZstdLevelCap;
   if (cfg.id == CodecId::gzip && cfg.gzip_window >= 15 && level > kMetadataGzipLevel && level <= 9)
     cfg.level = kMetadataGzipLevel;
@@ -97,6 +98,8 @@ FinishResult finish_image(const Tree& tree, const DataResult& data, ImageFile& o
     const auto digests =
         compute_data_digests([&](uint64_t off, void* buf, size_t len) { out.read_at(off, buf, len); }, data_end);
     blob = encode_data_digests(digests);
+    out.append(blob.data(), blob.size());
+    blob = encode_image_settings({opt.codec.id, resolved_level(opt.codec), opt.mixed_levels});
     out.append(blob.data(), blob.size());
   }
   out.commit();

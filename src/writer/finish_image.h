@@ -1,5 +1,6 @@
 // The end of every image build (create, append, merge): metadata tables after the data, the
-// superblock, the padding, the manifest and stored-data digests trailers, and the link as IMAGE.
+// superblock, the padding, the manifest, stored-data digests and settings trailers, and the link
+// as IMAGE.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -19,7 +20,10 @@ struct FinishOptions {
   CodecConfig codec;
   uint16_t flags = 0;  // superblock flags to add (fmt::kFlagCompressorOptions when written)
   bool dedup = true;
-  bool manifest = true;
+  bool manifest = true;  // and the other trailers: data digests, settings
+  // Some stored blocks were compressed at another level than codec's, or by another tool
+  // (append -l, merge): the settings trailer says so, and --reuse then cannot rely on it.
+  bool mixed_levels = false;
   bool exportable = true;
   bool xattrs = true;
   std::optional<uint32_t> uid, gid;

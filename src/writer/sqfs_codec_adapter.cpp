@@ -23,7 +23,7 @@ void SqfsCodecAdapter::get_configuration(const sqfs_compressor_t* cmp, sqfs_comp
   *cfg = sqfs_compressor_config_t{};
   cfg->id = sqfs_u16(self->cfg_.id);
   cfg->block_size = self->cfg_.block_size;
-  cfg->level = sqfs_u32(self->cfg_.level < 0 ? default_level(self->cfg_.id) : self->cfg_.level);
+  cfg->level = sqfs_u32(resolved_level(self->cfg_));
 }
 
 }  // namespace sqar

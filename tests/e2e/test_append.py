@@ -282,6 +282,29 @@ def test_other_compressor_refused():
         expect_refused(f"{d}/img", ["-b", "64K", f"{d}/B"], "recompressing")
 
 
+def test_new_data_takes_the_images_level():
+    # xz's options block holds no level (nor lz4's, nor gzip's above 9): the settings trailer
+    # does, so an append without -l compresses at the level IMAGE was made at, exactly as an
+    # append with that -l does.
+    env = dict(os.environ, SOURCE_DATE_EPOCH="1700000000")
+    text = b"".join(b"%d host%d: request %d took %d ms\n" % (i, i % 7, i * 13, i % 997) for i in range(40000))
+    with tempdir() as d:
+        write(f"{d}/A/a.log", text)
+        write(f"{d}/B/b.log", text[::-1])
+        run([SQAR, "create", "-q", "-c", "xz", "-l", "0", f"{d}/A", f"{d}/base"], env=env)
+        images = {}
+        for name, level in (("implicit", []), ("explicit", ["-l", "0"]), ("other", ["-l", "6"])):
+            shutil.copy(f"{d}/base", f"{d}/{name}")
+            run([SQAR, "append", "-q", *level, f"{d}/{name}", f"{d}/B"], env=env)
+            images[name] = sha(f"{d}/{name}")
+        assert images["implicit"] == images["explicit"], "append without -l did not use the image's level 0"
+        assert images["implicit"] != images["other"], "-l 6 gave the same bytes as level 0"
+        levels = {n: json.loads(run([SQAR, "info", "--json", f"{d}/{n}"]).stdout)["level"] for n in images}
+        assert levels == {"implicit": 0, "explicit": 0, "other": 6}, levels
+        run([SQAR, "verify", f"{d}/other"])
+        log(f"ok: append without -l keeps an xz -l 0 image's level; info's levels {levels}")
+
+
 def test_mksquashfs_image():
     need_tool("mksquashfs")
     with tempdir() as d:
@@ -407,5 +430,6 @@ def test_symlinked_and_read_only_images():
 if __name__ == "__main__":
     main([test_append_chain, test_append_tar_chain, test_old_mount_reads_during_append, test_conflict_and_replace, test_damaged_image,
           test_owner_and_time_of_new_entries,
-          test_verify_checks_data_digests, test_other_compressor_refused, test_mksquashfs_image, test_signals_leave_image_unchanged, test_enospc,
+          test_verify_checks_data_digests, test_other_compressor_refused, test_new_data_takes_the_images_level,
+          test_mksquashfs_image, test_signals_leave_image_unchanged, test_enospc,
           test_symlinked_and_read_only_images])

@@ -572,6 +572,51 @@ def other_claimed_counts_are_bounded():
         assert p.returncode == 1 and not os.path.exists(f"{tmp}/merged.sqfs"), p.stderr
 
 
+def fragment_count_beyond_the_data_region_is_refused():
+    """A superblock claiming 2^30 fragment blocks for an image of a few KB: every fragment
+    block takes at least a byte of the data region, so the claim is refused when the image is
+    opened, naming it, before --reuse, merge or append size anything by it (--reuse took 8 GB
+    and minutes)."""
+    img = Image(block_size=4096)
+    root = img.dir({"a": img.file(b"a" * 100), "b": img.file(b"b" * 5000)})
+    with tempdir() as tmp:
+        image = write_image(f"{tmp}/frags.sqfs", img, root)
+        with open(image, "r+b") as f:
+            f.seek(16)  # fragment_count
+            f.write(struct.pack("<I", 1 << 30))
+        os.makedirs(f"{tmp}/src")
+        with open(f"{tmp}/src/a", "wb") as f:
+            f.write(b"a" * 100)
+        for cmd in (["list", image], ["create", "-b", "4K", "--reuse-strict", "--reuse", image, f"{tmp}/src",
+                                      f"{tmp}/new.sqfs"],
+                    ["merge", image, f"{tmp}/merged.sqfs"], ["append", image, f"{tmp}/src"]):
+            status, _, err, rss = measured([SQAR, *cmd], timeout=60)
+            assert status != 0 and "fragment blocks in a data region" in err and image in err, (cmd, err)
+            assert rss < 64 * MIB, (cmd, rss)
+        assert not os.path.exists(f"{tmp}/new.sqfs") and not os.path.exists(f"{tmp}/merged.sqfs")
+        log(f"ok: 2^30 fragments claimed by a {os.path.getsize(image)}-byte image refused: {err.strip()}")
+
+
+def xattr_names_no_filesystem_takes_are_refused():
+    """An xattr name with a NUL byte in it, or empty after its prefix, is damage: extract and
+    verify name the entry (extract set the part before the NUL, so two names could collide, and
+    sqarfs listed the pieces), and the siblings still extract."""
+    for bad, why in (("user.a\0b", "contains a NUL byte"), ("user.", "empty name after 'user.'")):
+        img = Image(block_size=4096)
+        root = img.dir({"bad": img.file(b"x\n").set_xattrs([(bad, b"v")]),
+                        "good": img.file(b"y\n").set_xattrs([("user.ok", b"w")])})
+        with tempdir() as tmp:
+            image = write_image(f"{tmp}/x.sqfs", img, root)
+            p = run([SQAR, "extract", image, "-C", f"{tmp}/out"], check=False)
+            assert p.returncode == 1 and "bad" in p.stderr and why in p.stderr, p.stderr
+            assert os.getxattr(f"{tmp}/out/good", "user.ok") == b"w"
+            assert not os.path.exists(f"{tmp}/out/bad") or not os.listxattr(f"{tmp}/out/bad"), \
+                os.listxattr(f"{tmp}/out/bad")
+            p = run([SQAR, "verify", image], check=False)
+            assert p.returncode == 1 and why in p.stderr, p.stderr
+            log(f"ok: xattr {bad!r} refused: {p.stderr.strip().splitlines()[0]}")
+
+
 def file_size_near_2_64_is_refused():
     """An extended file inode claiming 2^64 - 129 bytes with no fragment and no block list: the
     block count, rounded up as (size + block size - 1) / block size, wrapped to 0, so the file
@@ -641,7 +686,8 @@ def mixed_group_extract_and_diff_agree(img, root):
 
 if __name__ == "__main__":
     need_tool("unsquashfs")
-    main([craftfs_is_read_by_unsquashfs_as_by_sqar, xattr_bomb_is_refused_in_bounded_memory,
+    main([craftfs_is_read_by_unsquashfs_as_by_sqar, fragment_count_beyond_the_data_region_is_refused,
+          xattr_names_no_filesystem_takes_are_refused, xattr_bomb_is_refused_in_bounded_memory,
           sparse_bomb_stat_in_bounded_memory, sparse_bomb_read_in_bounded_memory,
           many_names_of_a_long_block_list_in_bounded_memory, long_block_list_reads_as_stored,
           deep_nesting_in_bounded_memory, deep_nesting_extracts_in_bounded_memory,

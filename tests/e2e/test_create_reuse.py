@@ -156,8 +156,11 @@ def test_every_compressor_takes_olds_settings():
         src = f"{d}/src"
         write(f"{src}/a.log", log_text(5 * BLOCK + 100, 1))
         write(f"{src}/b.txt", log_text(3000, 2))
+        # gzip 12, xz 0 and lz4 4 are levels the options block cannot hold: OLD's settings
+        # trailer gives them.
         for opts in (["-c", "gzip", "-l", "6"], ["-c", "xz", "-b", "32K"], ["-c", "lz4", "-l", "9"],
-                     ["-c", "lzo"], ["-c", "zstd", "-l", "19", "-b", "4K"]):
+                     ["-c", "lzo"], ["-c", "zstd", "-l", "19", "-b", "4K"], ["-c", "gzip", "-l", "12"],
+                     ["-c", "xz", "-l", "0"], ["-c", "lz4", "-l", "4"]):
             old = sqar_create(src, f"{d}/old.sqfs", *opts, "--force", env=ENV)
             new = sqar_create(src, f"{d}/new.sqfs", "--force", "--reuse", f"{d}/old.sqfs", env=ENV)
             assert (new["compressor"], new["block_size"]) == (old["compressor"], old["block_size"]), (opts, new)
@@ -165,6 +168,28 @@ def test_every_compressor_takes_olds_settings():
             assert new["blocks_reused"] == old["blocks_compressed"] - old["fragments"], (opts, old, new)
             assert open(f"{d}/old.sqfs", "rb").read() == open(f"{d}/new.sqfs", "rb").read(), opts
             log(f"ok: {' '.join(opts)}: rebuilt from OLD alone, nothing compressed, same image")
+
+
+def test_old_at_another_level_the_options_block_cannot_tell_is_not_reused():
+    # gzip 12 is stored as 9 in the options block, and xz and lz4 store no level: only OLD's
+    # settings trailer tells a build at another level that OLD's blocks are not the ones it
+    # would write. Copying them would make the image depend on OLD.
+    with tempdir() as d:
+        src = f"{d}/src"
+        write(f"{src}/a.log", log_text(5 * BLOCK + 100, 1))
+        write(f"{src}/b.txt", log_text(3000, 2))
+        for old_opts, new_opts, why in ((["-c", "gzip", "-l", "12"], ["-c", "gzip", "-l", "9"], "gzip level 12"),
+                                        (["-c", "xz", "-l", "0"], ["-c", "xz", "-l", "6"], "xz level 0"),
+                                        (["-c", "lz4", "-l", "4"], ["-c", "lz4", "-l", "9"], "lz4 level 4")):
+            sqar_create(src, f"{d}/old.sqfs", *old_opts, "--force", env=ENV)
+            sqar_create(src, f"{d}/fresh.sqfs", *new_opts, "--force", env=ENV)
+            p = run([SQAR, "create", "--json", "--force", *new_opts, "--reuse", f"{d}/old.sqfs", src, f"{d}/new.sqfs"],
+                    env=ENV)
+            stats = json.loads(p.stdout)
+            assert stats["blocks_reused"] == 0 and stats["fragments_reused"] == 0, (old_opts, stats)
+            assert "not reusing" in p.stderr and why in p.stderr, (old_opts, p.stderr)
+            assert open(f"{d}/fresh.sqfs", "rb").read() == open(f"{d}/new.sqfs", "rb").read(), old_opts
+            log(f"ok: {' '.join(new_opts)} --reuse a {why} image: nothing copied, the fresh build's bytes")
 
 
 def test_damaged_old_blocks_are_compressed_instead():
@@ -256,6 +281,7 @@ if __name__ == "__main__":
     main([test_rebuild_after_rotation_copies_unchanged_blocks_and_is_identical,
           test_small_file_tree_reuses_fragment_blocks_after_an_edit,
           test_every_compressor_takes_olds_settings,
+          test_old_at_another_level_the_options_block_cannot_tell_is_not_reused,
           test_damaged_old_blocks_are_compressed_instead,
           test_unusable_or_missing_old,
           test_old_without_manifest_is_hashed_by_decoding])

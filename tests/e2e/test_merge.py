@@ -12,7 +12,7 @@ import re
 import subprocess
 
 from sqartest import (SQAR, compare_trees, kernel_mount, kernel_supports, leftovers, log, main, make_full_tree,
-                      mksquashfs, need_root, pseudo_random, run, skip, tempdir, unsquashfs_extract, write)
+                      mksquashfs, need_root, need_tool, pseudo_random, run, skip, tempdir, unsquashfs_extract, write)
 
 BLOCK = 131072
 
@@ -279,6 +279,64 @@ def test_output_settings_are_chosen():
         assert p.returncode == 1 and "recompressing the image is not supported" in p.stderr, p.stderr
 
 
+def test_files_sharing_a_start_but_not_a_block_list_keep_their_content():
+    """A crafted input whose two files have the same size and blocks_start but different block
+    lists (a = [A0, A1]; b = [a hole, A0]): they do not share data, so merge and append must
+    not give b a's content (and a manifest hash that vouches for it)."""
+    need_tool("unsquashfs")
+    from craftfs import Image
+    with tempdir() as d:
+        img = Image(block_size=4096)
+        a = img.file(blocks=[b"\x11" * 4096, b"\x22" * 4096])
+        b = img.file(blocks=[None, b"\x11" * 4096])
+        root = img.dir({"a": a, "b": b})
+        img.build(root)
+        b.blocks_start = a.blocks_start  # b's A0 is a's first block
+        with open(f"{d}/in.sqfs", "wb") as f:
+            f.write(img.build(root))
+        want = {n: run(["unsquashfs", "-cat", f"{d}/in.sqfs", n], text=False).stdout for n in ("a", "b")}
+        assert want["b"] == b"\0" * 4096 + b"\x11" * 4096 and want["a"] != want["b"], "the crafted image is not as meant"
+        os.makedirs(f"{d}/empty")
+        run([SQAR, "create", "-q", "-b", "4K", f"{d}/empty", f"{d}/empty.sqfs"])
+        merge(f"{d}/in.sqfs", f"{d}/empty.sqfs", f"{d}/merged.sqfs")
+        run(["cp", f"{d}/in.sqfs", f"{d}/appended.sqfs"])
+        run([SQAR, "append", "-q", f"{d}/appended.sqfs", f"{d}/empty"])
+        for out in ("merged", "appended"):
+            for n in ("a", "b"):
+                got = run(["unsquashfs", "-cat", f"{d}/{out}.sqfs", n], text=False).stdout
+                assert got == want[n], f"{out}: {n} has {len(got)} bytes of other content"
+            run([SQAR, "verify", f"{d}/{out}.sqfs"])
+        log("ok: files that share a start but not a block list keep their own content through merge and append")
+
+
+def test_output_records_its_level():
+    """Shards at one xz level give an output that records that level (the options block holds
+    none). Shards at two levels give one that says its blocks are mixed: a later --reuse of it
+    at another level then copies by content, as from an image without the record, where an
+    image known to be all level 0 is refused as OLD of a level 6 build."""
+    text = b"".join(b"%d host%d: request %d took %d ms\n" % (i, i % 7, i * 13, i % 997) for i in range(30000))
+    with tempdir() as d:
+        write(f"{d}/a/one.log", text)
+        write(f"{d}/b/two.log", text[::-1])
+        run([SQAR, "create", "-q", "-c", "xz", "-l", "0", f"{d}/a", f"{d}/a0.sqfs"])
+        run([SQAR, "create", "-q", "-c", "xz", "-l", "0", f"{d}/b", f"{d}/b0.sqfs"])
+        run([SQAR, "create", "-q", "-c", "xz", "-l", "6", f"{d}/b", f"{d}/b6.sqfs"])
+        merge(f"{d}/a0.sqfs", f"{d}/b0.sqfs", f"{d}/same.sqfs")
+        merge(f"{d}/a0.sqfs", f"{d}/b6.sqfs", f"{d}/mixed.sqfs")
+        for name in ("same", "mixed"):
+            assert json.loads(run([SQAR, "info", "--json", f"{d}/{name}.sqfs"]).stdout)["level"] == 0, name
+            run([SQAR, "verify", f"{d}/{name}.sqfs"])
+        run(["cp", "-a", f"{d}/b/two.log", f"{d}/a/"])
+        reused = {}
+        for name in ("same", "mixed"):
+            p = run([SQAR, "create", "--json", "-c", "xz", "-l", "6", "--reuse", f"{d}/{name}.sqfs", f"{d}/a",
+                     f"{d}/re-{name}.sqfs"])
+            reused[name] = json.loads(p.stdout)["blocks_reused"]
+            assert ("not reusing" in p.stderr) == (name == "same"), (name, p.stderr)
+        assert reused["same"] == 0 and reused["mixed"] > 0, reused
+        log(f"ok: merged shards record their xz level, or that it is mixed; blocks reused {reused}")
+
+
 def test_xz_dictionary_is_declared_for_copied_blocks():
     """The kernel allocates the xz dictionary the options block declares and fails (EIO) on a
     block that needs more. A shard made with a smaller dictionary first (mksquashfs -Xdict-size
@@ -345,4 +403,5 @@ if __name__ == "__main__":
     main([test_shards_equal_whole, test_small_files_in_several_shards_are_stored_once, test_example_slurm_driver,
           test_conflicts_and_replace, test_damaged_shard,
           test_other_settings_are_recoded, test_output_settings_are_chosen,
+          test_files_sharing_a_start_but_not_a_block_list_keep_their_content, test_output_records_its_level,
           test_xz_dictionary_is_declared_for_copied_blocks, test_progress_on_a_tty])

@@ -8,8 +8,9 @@ import stat
 import struct
 
 from clitest import expect_fail, mksquashfs, sqar, sqar_create_image
-from craftfs import Image, xz_codec
-from sqartest import (AS_NOBODY, SQAR, kernel_mount, kernel_supports, log, main, make_full_tree, need_root, pseudo_random, run,
+from craftfs import Codec, Image, xz_codec
+from sqartest import (AS_NOBODY, SQAR, kernel_mount, kernel_supports, log, main, make_full_tree, need_root, need_tool,
+                      pseudo_random, run,
                       tempdir, write)
 
 TEXT = b"".join(b"line %d of a log file with some words\n" % i for i in range(30000))
@@ -252,6 +253,47 @@ def test_verify_reports_what_the_kernel_refuses():
                                                           "needs root and xz in the kernel)"))
 
 
+def zstd_frames(window_log):
+    """A craftfs codec writing zstd frames through the zstd tool: with --no-content-size the
+    frame declares its window (2^window_log), as a stream of unknown size does."""
+    def compress(data):
+        return run(["zstd", "-q", "-c", "--no-content-size", f"--zstd=wlog={window_log}"], input=data,
+                   text=False).stdout
+    return Codec(6, compress)
+
+
+def test_verify_reports_zstd_windows_the_kernel_refuses():
+    """The kernel decodes zstd with a window of the block size (at least 8 KiB) and refuses a
+    frame declaring more, which unsquashfs reads: verify names it, passes the same image with
+    a window that fits, and --reuse of such an OLD compresses its blocks instead of copying
+    them. As root, the kernel's own mount confirms each verdict."""
+    need_tool("zstd")
+    body = TEXT[:3 * 4096]  # three full 4 KiB blocks
+    kernel = os.geteuid() == 0 and kernel_supports("zstd")
+    with tempdir() as d:
+        for name, window_log, cause in (("fits", 12, None), ("wide", 23, "declares a zstd window of 8192 KiB")):
+            img = Image(block_size=4096, compress_data=True, codec=zstd_frames(window_log))
+            root = img.dir({"log": img.file(body)})
+            path = f"{d}/{name}.sqfs"
+            with open(path, "wb") as f:
+                f.write(img.build(root))
+            assert run(["unsquashfs", "-cat", path, "log"], text=False).stdout == body, name
+            if cause is None:
+                assert "OK" in sqar("verify", path).stderr
+            else:
+                expect_fail(["verify", path], 1, path, "log: data block at 0x", cause)
+            if kernel:
+                assert kernel_reads(path, f"{d}/mnt", "log", body) == (cause is None), name
+            write(f"{d}/src/log", body)
+            p = run([SQAR, "create", "--json", "--force", "-c", "zstd", "-b", "4K", "--reuse", path, f"{d}/src",
+                     f"{d}/new.sqfs"])
+            reused = json.loads(p.stdout)["blocks_reused"]
+            assert reused == (3 if cause is None else 0), (name, reused, p.stderr)
+            assert "OK" in sqar("verify", f"{d}/new.sqfs").stderr
+        log("ok: verify names a zstd window the kernel refuses, and --reuse does not copy such blocks" +
+            ("" if kernel else " (the kernel's verdicts not checked: needs root and zstd in the kernel)"))
+
+
 def test_diff():
     with tempdir() as d:
         src = make_full_tree(f"{d}/src")
@@ -337,6 +379,26 @@ def test_diff_quiet():
         assert sqar("diff", img, src, check=False).stdout == "M random.bin: content differs\n"
         expect_fail(["diff", "-q", "--json", img, src], 2, "--json does not apply")
         log("ok: diff -q: exit 0 when equal, 1 on one changed byte, no output")
+
+
+def test_diff_as_a_user_who_cannot_see_trusted_xattrs():
+    """trusted.* xattrs are listed only to a caller with CAP_SYS_ADMIN: a user's diff of a
+    root-made image against its unchanged source finds nothing, and still finds a user.*
+    change."""
+    need_root()
+    with tempdir() as d:
+        write(f"{d}/src/f", b"f\n")
+        os.setxattr(f"{d}/src/f", "trusted.note", b"t")
+        os.setxattr(f"{d}/src/f", "user.note", b"u")
+        run([SQAR, "create", "-q", f"{d}/src", f"{d}/img.sqfs"])
+        for path in (d, f"{d}/src", f"{d}/img.sqfs"):
+            os.chmod(path, 0o755 if os.path.isdir(path) else 0o644)
+        p = run([*AS_NOBODY, SQAR, "diff", f"{d}/img.sqfs", f"{d}/src"], check=False)
+        assert p.returncode == 0 and p.stdout == "", (p.returncode, p.stdout, p.stderr)
+        os.setxattr(f"{d}/src/f", "user.note", b"changed")
+        p = run([*AS_NOBODY, SQAR, "diff", f"{d}/img.sqfs", f"{d}/src"], check=False)
+        assert p.returncode == 1 and p.stdout == "M f: xattrs differ (user.note)\n", (p.stdout, p.stderr)
+        log("ok: a user's diff leaves out the trusted.* xattrs it cannot see, and finds a user.* change")
 
 
 def test_diff_subtrees_types_links_devices():
@@ -537,7 +599,8 @@ if __name__ == "__main__":
     main([test_verify_clean_images, test_verify_flipped_data_byte_mksquashfs, test_verify_flipped_data_byte_sqar,
           test_verify_names_every_file_sharing_a_damaged_block, test_verify_damaged_raw_fragment_block,
           test_verify_progress_and_errors_on_a_terminal, test_verify_bad_manifest, test_verify_export_table_mismatch,
-          test_verify_reports_what_the_kernel_refuses, test_diff, test_diff_quiet, test_diff_subtrees_types_links_devices,
+          test_verify_reports_what_the_kernel_refuses, test_verify_reports_zstd_windows_the_kernel_refuses, test_diff, test_diff_quiet, test_diff_as_a_user_who_cannot_see_trusted_xattrs,
+          test_diff_subtrees_types_links_devices,
           test_diff_after_extract_roundtrip, test_diff_goes_on_past_an_unreadable_file,
           test_diff_many_changes_stay_in_path_order, test_diff_root_and_content_lines_in_place,
           test_diff_json_stays_valid_when_the_image_is_damaged])
