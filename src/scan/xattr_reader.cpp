@@ -13,7 +13,11 @@
 namespace sqar {
 
 bool storable_xattr(const std::string& key) {
-  return key.rfind("user.", 0) == 0 || key.rfind("trusted.", 0) == 0 || key.rfind("security.", 0) == 0;
+  // A name must follow the prefix: libsquashfs refuses a bare "user." when the image is
+  // written, and a tar member can carry one (SCHILY.xattr.user.=v).
+  for (const char* prefix : {"user.", "trusted.", "security."})
+    if (key.rfind(prefix, 0) == 0) return key.size() > std::char_traits<char>::length(prefix);
+  return false;
 }
 
 namespace {

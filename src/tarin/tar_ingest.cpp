@@ -45,9 +45,10 @@ struct Name {
   uint32_t inode = 0;
   uint32_t name_offset = 0;
   uint16_t name_length = 0;
-  bool removed = false;   // replaced by a later member of the same path
-  bool excluded = false;  // --exclude matched it or a directory above it
-  bool implicit = false;  // a directory no member named (only implied by a member below it)
+  bool removed = false;       // replaced by a later member of the same path
+  bool excluded = false;      // --exclude matched it or a directory above it
+  bool implicit = false;      // a directory no member named (only implied by a member below it)
+  bool has_children = false;  // a directory some member was placed in
 };
 
 class Ingest {
@@ -121,6 +122,7 @@ class Ingest {
     pool_ += name;
     if (names_.size() >= UINT32_MAX - 1 || pool_.size() > UINT32_MAX) throw Error(name_ + ": too many members");
     const uint32_t idx = uint32_t(names_.size());
+    if (parent != kNoNode) names_[parent].has_children = true;
     names_.push_back(n);
     lookup_[key(parent, name)] = idx;
     return idx;
@@ -206,7 +208,8 @@ class Ingest {
     else if (type != AE_IFREG && type != AE_IFDIR && type != AE_IFLNK && type != AE_IFCHR && type != AE_IFBLK &&
              type != AE_IFIFO && type != AE_IFSOCK)
       fail(member, "unsupported member type");
-    Inode meta = hardlink ? Inode{} : inode_of(e, type, member);
+    // A hard link's own owner and time too: the directories it implies take them.
+    Inode meta = inode_of(e, hardlink ? 0 : type, member);
     if (!hardlink && !root_named_ && !first_member_seen_) {
       // The root takes the first member's owner and time unless a member names it ("./").
       inodes_[0].uid = meta.uid;
@@ -306,10 +309,17 @@ class Ingest {
              bool excluded) {
     if (auto it = lookup_.find(key(parent, base)); it != lookup_.end()) {
       Name& old = names_[it->second];
+      if (is_dir(it->second) && old.has_children && !S_ISDIR(inodes_[inode].mode)) {
+        // GNU tar and bsdtar cannot replace a directory that has entries in it either: they
+        // report it and keep the directory with everything earlier members put there.
+        if (!excluded)
+          warn(name_ + ": member " + member + " (a " + std::string(file_type_name(inodes_[inode].mode)) +
+               ") would replace the directory " + path +
+               " that earlier members put entries in: left out, as tar -x leaves it");
+        return;
+      }
       if (!old.implicit && !old.excluded && !excluded)
         warn(name_ + ": member " + member + " appears more than once; the last one wins, as with tar -x");
-      if (old.implicit && !S_ISDIR(inodes_[inode].mode))
-        warn(name_ + ": member " + member + " replaces the directory " + path + " that earlier members were in");
       old.removed = true;
       lookup_.erase(it);
       last_parent_path_.clear();  // the replaced name may be the cached parent or above it
@@ -378,10 +388,14 @@ class Ingest {
       else
         list.unstorable.emplace_back(k);
     }
-    std::sort(list.stored.begin(), list.stored.end());
+    // A name given twice: the last value wins, as tar -x sets them in order.
+    std::stable_sort(list.stored.begin(), list.stored.end(),
+                     [](const auto& x, const auto& y) { return x.first < y.first; });
+    std::reverse(list.stored.begin(), list.stored.end());  // the last of equal names first
     list.stored.erase(std::unique(list.stored.begin(), list.stored.end(),
                                   [](const auto& x, const auto& y) { return x.first == y.first; }),
                       list.stored.end());
+    std::reverse(list.stored.begin(), list.stored.end());
     warn_unstorable_xattrs(list, name_ + ": member " + member, opt_.warn);
     if (list.stored.empty())
       xattrs_.erase(inode);

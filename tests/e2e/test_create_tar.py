@@ -248,12 +248,13 @@ def test_names_stay_inside_the_root():
         expect_failure(d, tar_bytes([reg("d/" + "n" * 256)]), "n" * 256, "longer than 255",
                        what="a 256-byte name")
         expect_failure(d, tar_bytes([reg("f"), reg("f/g")]), "f/g", "not a directory", what="a file used as a directory")
-        # The directory of the member before is replaced by a file: the next member of that
-        # directory must not be placed in the replaced one.
-        expect_failure(d, tar_bytes([reg("p/q/x"), reg("p/q"), reg("p/q/y")]), "p/q/y", "not a directory",
+        # An empty directory is replaced by a file: the next member below that name must not be
+        # placed in the replaced directory.
+        expect_failure(d, tar_bytes([reg("p/x"), dir_("p/q"), reg("p/q"), reg("p/q/y")]), "p/q/y", "not a directory",
                        what="a member below a directory a file replaced")
-        expect_failure(d, tar_bytes([reg("m/n/x"), reg("m"), reg("m/n/y")]), "m/n/y", "m is a file",
-                       what="a member below a directory whose parent a file replaced")
+        # One with entries is not replaced (as GNU tar leaves it): the members after it go in.
+        out, err = unpack(d, tar_bytes([reg("m/n/x"), reg("m"), reg("m/n/y")]))
+        assert sorted(os.listdir(f"{out}/m/n")) == ["x", "y"] and "member m (a file) would replace" in err, err
 
 
 def test_links_duplicates_and_implicit_directories():
@@ -280,6 +281,31 @@ def test_links_duplicates_and_implicit_directories():
         assert read(f"{out}/r/s/x") == b"x" and read(f"{out}/r/s/y") == b"y"
         assert os.lstat(f"{out}/r/s").st_mode & 0o7777 == 0o700
         log("ok: a directory named again between its members keeps them all")
+        # A file where earlier members made a directory with entries: GNU tar cannot replace
+        # it (it reports the member and keeps the directory), and neither does sqar.
+        members = [dir_("p"), reg("p/q", b"q"), reg("p", b"file"), reg("i/j", b"j"), reg("i", b"file too")]
+        out, err = unpack(d, tar_bytes(members))
+        write(f"{d}/dirfile.tar", tar_bytes(members))
+        os.makedirs(f"{d}/by-tar")
+        run(["tar", "-xf", f"{d}/dirfile.tar", "-C", f"{d}/by-tar"], check=False)
+        compare_trees(f"{d}/by-tar", out, "the image of a file member over a directory with entries", times=False)
+        assert read(f"{out}/p/q") == b"q" and read(f"{out}/i/j") == b"j"
+        assert "member p (a file) would replace the directory p" in err and "member i (a" in err, err
+        log("ok: a file member over a directory with entries is left out, as GNU tar leaves it")
+        # Directories implied by a hard link take the link member's owner and time.
+        ln, _ = link("newdir/ln", "f")
+        ln.uid, ln.gid, ln.mtime = 1000, 1001, 1_650_000_000
+        out, _ = unpack(d, tar_bytes([reg("f", b"f", uid=1000, gid=1001, mtime=1_650_000_000), (ln, None)]))
+        st = os.lstat(f"{out}/newdir")
+        assert (st.st_uid, st.st_gid, int(st.st_mtime)) == (1000, 1001, 1_650_000_000), (st.st_uid, st.st_mtime)
+        # An xattr with no name after its namespace cannot be stored: skipped with a warning
+        # naming the member, the member's other xattrs and the image kept.
+        xa, data = reg("xa", b"x")
+        xa.pax_headers = {"SCHILY.xattr.user.": "v", "SCHILY.xattr.user.kept": "k"}
+        out, err = unpack(d, tar_bytes([(xa, data)]))
+        assert os.getxattr(f"{out}/xa", "user.kept") == b"k" and os.listxattr(f"{out}/xa") == ["user.kept"]
+        assert "member xa: xattr user. cannot be stored" in err, err
+        log("ok: implied directories of a hard link take its owner; a nameless xattr is skipped")
         # POSIX ACLs (pax SCHILY.acl.*, as bsdtar --acls and GNU tar --acls write them) have no
         # place in SquashFS: one warning names the first member and says later ones lose theirs.
         acl_file, data = reg("acl/f", b"f")
