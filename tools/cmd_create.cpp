@@ -104,7 +104,7 @@ const char kHelp[] =
     "  -f, --force             overwrite IMAGE if it exists (never appends)\n"
     "  -q, --quiet             no progress bar and no summary\n"
     "      --progress          show the progress bar even when stderr is not a terminal\n"
-    "      --json              summary as JSON on stdout (text goes to stderr)\n"
+    "      --json              summary as JSON on stdout instead of the text summary\n"
     "  -h, --help              show this help\n"
     "\n"
     "The image is written to a temporary file beside IMAGE and renamed when complete; on any\n"
@@ -119,7 +119,7 @@ const char kHelp[] =
     "  sqar create --tar release.tar.zst release.sqfs          # or: tar -c dir | sqar create --tar - img\n"
     "  sqar create -q /srv/www - | ssh backup 'cat > www.sqfs'\n"
     "  sqar create --force --reuse logs.sqfs /var/log logs.sqfs   # nightly, with logs.sqfs's settings\n"
-    "  SOURCE_DATE_EPOCH=1700000000 sqar create -j1 tree/ reproducible.sqfs\n"
+    "  SOURCE_DATE_EPOCH=1700000000 sqar create tree/ reproducible.sqfs   # same bytes for any -j\n"
     "\n"
     "Exit status: 0 when the image was written (warnings about changing or skipped files\n"
     "included), 1 when it was not, 2 on bad usage.\n";
@@ -155,7 +155,9 @@ void print_summary(const CreateOptions& opt, const CreateStats& s) {
                (unsigned long long)d.blocks_compressed, (unsigned long long)(d.blocks_raw + d.blocks_incompressible),
                (unsigned long long)d.blocks_incompressible, (unsigned long long)d.blocks_sparse,
                counted(d.fragments, "fragment block", "fragment blocks").c_str());
-  if (!opt.reuse.empty()) {
+  // Nothing taken from OLD (missing, made otherwise, or no content in common): the note or
+  // warning about it has said so already.
+  if (!opt.reuse.empty() && (d.blocks_reused || d.fragments_reused || d.reuse_mismatches)) {
     std::string mismatches;
     if (d.reuse_mismatches)
       mismatches = ", " + std::to_string(d.reuse_mismatches) + " did not match the source and were compressed";

@@ -61,8 +61,9 @@ const char kHelp[] =
     "                        (a device or FIFO as FILE is written into, as tar does)\n"
     "      --compress NAME   compress the --tar archive: gzip, bzip2, xz, zstd, lz4, lzma,\n"
     "                        lzip, compress or none. Without it FILE's suffix decides, as\n"
-    "                        with tar -a: .tar.gz/.tgz gzip, .tar.xz/.txz xz, .tar.zst/.tzst\n"
-    "                        zstd, .tar.bz2/.tbz2 bzip2, .tar.lz4 lz4, .lzma, .lz, .Z; any\n"
+    "                        with tar -a: .tar.gz/.tgz/.taz gzip, .tar.xz/.txz xz, .tar.zst/\n"
+    "                        .tzst zstd, .tar.bz2/.tbz/.tbz2/.tz2/.tb2 bzip2, .tar.lz4 lz4,\n"
+    "                        .lzma/.tlz lzma, .lz lzip, .Z/.taZ compress; any\n"
     "                        other name, and '-', a plain tar. Each at its tool's default\n"
     "                        level (gzip 6, xz 6, zstd 3, bzip2 9); gzip, xz and zstd use\n"
     "                        -j's threads (gzip as 4 MiB members), the archive the same for\n"
@@ -140,8 +141,8 @@ int extract_tar(reader::Image& image, const std::string& out, std::optional<ops:
   topt.xattrs = opt.xattrs;
   topt.threads = opt.jobs;
   topt.verify = opt.verify;
-  topt.problems = [](ops::Severity, const std::string& path, const std::string& message) {
-    print_message("sqar extract: warning: " + path + ": " + message);
+  topt.problems = [&image](ops::Severity, const std::string& path, const std::string& message) {
+    print_message("sqar extract: warning: " + image.path() + ": " + path + ": " + message);
   };
   ops::TarExportProgress progress;
   const auto start = std::chrono::steady_clock::now();
@@ -284,8 +285,8 @@ int extract_main(int argc, char** argv) {
         if (severity == ops::Severity::error) other_error = true;
         if (severity == ops::Severity::error)
           report("extract", image_path, path.empty() ? message : path + ": " + message);
-        else
-          print_message("sqar extract: warning: " + path + ": " + message);
+        else  // named as errors are: the image, then the entry
+          print_message("sqar extract: warning: " + image_path + ": " + path + ": " + message);
       };
       failed = ops::Extractor(*image, opt).run();
     }

@@ -634,8 +634,8 @@ class Extractor::Impl {
       errors_ += n;
       if (opt_.problems)
         opt_.problems(Severity::error, "",
-                      std::to_string(n) + (n == 1 ? " entry" : " entries") +
-                          " below directories that could not be made or opened were left out");
+                      std::to_string(n) + (n == 1 ? " entry was" : " entries were") +
+                          " left out below directories that could not be made or opened");
     }
   }
 

@@ -236,7 +236,7 @@ void ImageFile::throw_write_error(int err) const {
     throw Error(name_ + ": no space left on device in " + spool_dir_ +
                 " (TMPDIR), where the image is built before it is copied out; point TMPDIR at a larger "
                 "filesystem");
-  if (err == ENOSPC) throw Error(name_ + ": no space left on device while writing the image");
+  if (err == ENOSPC) throw Error(name_ + ": no space left on device");  // the image or a tar archive
   throw_errno(to_stdout_ ? name_ + " (the image built in " + spool_dir_ + ")" : name_, err);
 }
 

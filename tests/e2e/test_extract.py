@@ -224,7 +224,7 @@ def test_entries_below_a_directory_in_the_way_are_counted():
         p = run([SQAR, "extract", "-q", f"{d}/img", "-C", f"{d}/out"], check=False)
         assert p.returncode == 1, p
         assert "a: already exists" in p.stderr, p.stderr
-        assert "6 entries below directories that could not be made or opened were left out" in p.stderr, p.stderr
+        assert "6 entries were left out below directories that could not be made or opened" in p.stderr, p.stderr
         assert "7 entries could not be extracted" in p.stderr, p.stderr
         assert open(f"{d}/out/z", "rb").read() == b"z"
         log(f"ok: {p.stderr.strip()}")
