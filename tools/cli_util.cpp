@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <new>
 
 #include "common/display_name.h"
 #include "common/error.h"
@@ -39,6 +40,11 @@ int run_guarded(const char* cmd, const std::function<int()>& body, int error_cod
   } catch (const UsageError& e) {
     std::fprintf(stderr, "sqar %s: %s\nTry 'sqar %s --help' for examples.\n", cmd, printable(e.what()).c_str(), cmd);
     return 2;
+  } catch (const std::bad_alloc&) {
+    // "std::bad_alloc" says nothing to a user; the inputs' claims are bounded, so this is a
+    // limit (ulimit -v, a cgroup) smaller than what the work needs.
+    std::fprintf(stderr, "sqar %s: out of memory (is a ulimit or cgroup limit lower than the job needs?)\n", cmd);
+    return error_code;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "sqar %s: %s\n", cmd, printable(e.what()).c_str());
     return error_code;

@@ -18,6 +18,10 @@ constexpr uint32_t kNoFragment = 0xFFFFFFFF;
 constexpr uint32_t kNoXattr = 0xFFFFFFFF;
 constexpr uint64_t kTableAbsent = ~0ull;
 constexpr uint32_t kDeviceAlign = 4096;  // images are padded so loop devices see whole pages
+// The most blocks one file may have: sqar's reader refuses more (a crafted inode claims
+// billions of sparse blocks in a few KB of compressed list), so its writers refuse more too,
+// and every image sqar makes it reads back. 4 TiB at 128 KiB blocks, 32 TiB at 1 MiB.
+constexpr uint64_t kMaxFileBlocks = uint64_t(1) << 25;
 
 // Superblock flags.
 enum SuperFlags : uint16_t {

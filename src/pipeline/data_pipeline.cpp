@@ -90,16 +90,16 @@ class DataPipeline final : public UnitReader {
  private:
   const Node& node_of(uint32_t file) const { return tree_.nodes[tree_.files[file]]; }
 
-  // An inode lists its blocks in at most 2^32 - 1 bytes (libsquashfs counts them in 32 bits):
-  // checked before any file is hashed or read, since reaching it takes a 4 TiB file at -b 4K.
+  // A file of more blocks than sqar's reader takes (fmt::kMaxFileBlocks, within the 2^30 an
+  // inode's list can hold as libsquashfs counts it) would make an image sqar cannot read
+  // back: checked before any file is hashed or read.
   void refuse_files_of_too_many_blocks() const {
-    constexpr uint64_t kMaxBlocks = UINT32_MAX / sizeof(uint32_t);
     for (uint32_t i = 0; i < tree_.files.size(); ++i) {
       const Node& n = node_of(i);
-      if (!n.omitted && (n.size + block_size_ - 1) / block_size_ > kMaxBlocks)
+      if (!n.omitted && (n.size + block_size_ - 1) / block_size_ > fmt::kMaxFileBlocks)
         throw Error(tree_.path_of(n) + ": " + std::to_string(n.size) + " bytes are more than " +
-                    std::to_string(kMaxBlocks) + " blocks of " + std::to_string(block_size_) +
-                    ", more than one SquashFS file can list; use a larger block size (-b)");
+                    std::to_string(fmt::kMaxFileBlocks) + " blocks of " + std::to_string(block_size_) +
+                    ", the most one file may have; use a larger block size (-b)");
     }
   }
 

@@ -163,7 +163,7 @@ void ImageImpl::load_superblock() {
   // --reuse's lists of fragment blocks) stays proportional to the image, where an 8 KB image
   // claiming 2^30 fragments had --reuse at 8 GB.
   if (s.fragment_count > s.inode_table_start - fmt::kSuperblockSize)
-    fail("superblock lists " + std::to_string(s.fragment_count) + " fragment blocks in a data region of " +
+    fail("the fragment table lists " + std::to_string(s.fragment_count) + " fragment blocks in a data region of " +
          std::to_string(s.inode_table_start - fmt::kSuperblockSize) + " bytes");
   if ((s.root_inode_ref & 0xffff) >= fmt::kMetadataBlockSize)
     fail("root inode reference " + hex(s.root_inode_ref) + " is invalid");

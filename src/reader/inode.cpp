@@ -10,7 +10,7 @@ namespace sqar::reader {
 namespace {
 // Sanity limits: larger values only come from damaged images and would make us allocate
 // or loop without bound.
-constexpr uint64_t kMaxFileBlocks = 1ull << 25;  // 4 TiB at 128 KiB blocks, 32 TiB at 1 MiB
+using fmt::kMaxFileBlocks;
 
 // A file's data blocks: the full ones, and a partial last one unless the tail is in a fragment.
 // Not (size + block_size - 1) / block_size: for a size a crafted inode puts near 2^64 that

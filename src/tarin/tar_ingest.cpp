@@ -330,13 +330,13 @@ class Ingest {
   void read_content(archive_entry* e, uint32_t inode, const std::string& member) {
     const la_int64_t claimed = archive_entry_size_is_set(e) ? archive_entry_size(e) : -1;
     if (archive_entry_size_is_set(e) && claimed < 0) fail(member, "negative size");
-    // SquashFS lists a file's blocks in 32-bit counts per build; a bigger claim is refused
-    // before anything is read or allocated for it.
-    uint64_t max_size = (uint64_t(1) << 32) * opt_.block_size;
+    // A file may have at most fmt::kMaxFileBlocks blocks (what sqar's reader takes back); a
+    // bigger claim is refused before anything is read, hashed or allocated for it.
+    uint64_t max_size = fmt::kMaxFileBlocks * opt_.block_size;
     if (opt_.max_member_size) max_size = std::min(max_size, opt_.max_member_size);
     if (claimed > 0 && uint64_t(claimed) > max_size)
       fail(member, "size " + std::to_string(claimed) + " exceeds " + std::to_string(max_size) +
-                       " bytes (2^32 blocks of " + std::to_string(opt_.block_size) +
+                       " bytes (2^25 blocks of " + std::to_string(opt_.block_size) +
                        " bytes; a larger block size (-b) allows more)");
     const uint64_t limit = claimed >= 0 ? uint64_t(claimed) : max_size;
     store_->begin();
