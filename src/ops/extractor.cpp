@@ -87,16 +87,34 @@ struct Item {
 
 bool all_zero(const uint8_t* p, size_t n) { return n == 0 || (p[0] == 0 && std::memcmp(p, p + 1, n - 1) == 0); }
 
+// The target filesystem is full (ENOSPC, or EDQUOT: the user's quota): every entry after it
+// would fail the same way, so extraction stops there with one message instead of one per entry.
+class OutOfSpace : public Error {
+ public:
+  using Error::Error;
+};
+bool is_out_of_space(int err) { return err == ENOSPC || err == EDQUOT; }
+
+[[noreturn]] void sys_fail(const std::string& what) {
+  const int err = errno;
+  if (is_out_of_space(err)) throw OutOfSpace(what + ": " + strerror(err));
+  throw Error(what + ": " + strerror(err));
+}
+
 void pwrite_all(int fd, const uint8_t* p, size_t n, uint64_t off) {
   while (n) {
     ssize_t w = ::pwrite(fd, p, n, off_t(off));
     if (w < 0 && errno == EINTR) continue;
-    if (w < 0) throw Error("write: " + std::string(strerror(errno)));
+    if (w < 0) sys_fail("write");
     p += w, n -= size_t(w), off += uint64_t(w);
   }
 }
 
-[[noreturn]] void sys_fail(const std::string& what) { throw Error(what + ": " + strerror(errno)); }
+// An Error like `e` (an OutOfSpace stays one) with `suffix` added to its message.
+[[noreturn]] void rethrow_with(const std::exception& e, const std::string& suffix) {
+  if (dynamic_cast<const OutOfSpace*>(&e)) throw OutOfSpace(e.what() + suffix);
+  throw Error(e.what() + suffix);
+}
 
 // An entry is in the way and --overwrite was not given: reported once for all of them.
 class AlreadyExists : public Error {
@@ -123,6 +141,7 @@ class Extractor::Impl {
     make_links();
     finish_dirs();
     report_existing();
+    report_no_space();
     return errors_;
   }
 
@@ -361,7 +380,34 @@ class Extractor::Impl {
       if (existing_++ == 0) first_existing_ = path;
       return;
     }
+    if (dynamic_cast<const OutOfSpace*>(&e)) {
+      // The first is named; the others (entries being written beside it) only counted.
+      const bool first = !out_of_space_.exchange(true);
+      if (!first) {
+        no_space_left_out_.fetch_add(1, std::memory_order_relaxed);
+        return;
+      }
+    }
     fail(path, std::string(e.what()));
+  }
+
+  // Whether the target is full: the entries not yet begun are then left out, and counted.
+  bool skip_for_no_space() {
+    if (!out_of_space_.load(std::memory_order_relaxed)) return false;
+    no_space_left_out_.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  }
+
+  // One line for every entry a full target left out.
+  void report_no_space() {
+    const size_t n = no_space_left_out_.load();
+    if (!n) return;
+    std::lock_guard lock(mu_);
+    errors_ += n;
+    if (opt_.problems)
+      opt_.problems(Severity::error, "",
+                    "the target filesystem is full: extraction stopped, and " + std::to_string(n) +
+                        (n == 1 ? " more entry was" : " more entries were") + " not extracted");
   }
 
   // Extracting over an earlier extraction without --overwrite: one line, not one per entry.
@@ -586,7 +632,7 @@ class Extractor::Impl {
       auto skip = [&] {
         size_t entries = 0;
         for (size_t i = batch.begin; i < batch.end; ++i) entries += !tasks[i].shared || tasks[i].from == 0;
-        left_out_.fetch_add(entries, std::memory_order_relaxed);
+        (out_of_space_.load() ? no_space_left_out_ : left_out_).fetch_add(entries, std::memory_order_relaxed);
         for (size_t i = batch.begin; i < batch.end; ++i) {
           const Item& it = items_[tasks[i].item];
           if (!it.inode.is_dir()) continue;
@@ -605,6 +651,14 @@ class Extractor::Impl {
       for (size_t i = batch.begin; i < batch.end; ++i) {
         const Task& t = tasks[i];
         const Item& it = items_[t.item];
+        // (The ranges of a big file run on: each fails at once, and the last removes the file.)
+        if (!t.shared && skip_for_no_space()) {
+          if (it.inode.is_dir()) {  // what waits for it is left out as well, quietly
+            dir_state_[size_t(it.dir_slot)].state.store(kFailed, std::memory_order_release);
+            dir_state_[size_t(it.dir_slot)].state.notify_all();
+          }
+          continue;
+        }
         try {
           if (t.shared)
             write_range(dfd, it, t, dstate);
@@ -732,13 +786,14 @@ class Extractor::Impl {
       }
       fd = sf.fd;
     }
-    bool report = false;
+    bool report = false, no_space = false;
     std::string why;
     if (!sf.failed) {
       try {
         write_content(fd, *sf.inode, t.from, t.to, /*shared=*/false);
       } catch (const std::exception& e) {
         report = !sf.failed.exchange(true);
+        no_space = dynamic_cast<const OutOfSpace*>(&e) != nullptr;
         why = std::string(e.what()) + kPartRemoved;  // by the last range, below
       }
     }
@@ -748,6 +803,7 @@ class Extractor::Impl {
       try {
         if (!sf.failed && ::ftruncate(fd, off_t(it.inode.size)) != 0) {
           sf.failed = report = true;
+          no_space = is_out_of_space(errno);
           why = std::string("truncate: ") + strerror(errno) + kPartRemoved;
         }
         if (!sf.failed) {
@@ -767,6 +823,7 @@ class Extractor::Impl {
       if (sf.failed) ::unlinkat(dfd, std::string(name_of(it)).c_str(), 0);
       if (!report && !sf.failed) written_[size_t(&it - items_.data())] = 1;
     }
+    if (report && no_space) throw OutOfSpace(why);
     if (report) throw Error(why);
   }
 
@@ -785,7 +842,7 @@ class Extractor::Impl {
               sys_fail("truncate");
           } catch (const std::exception& e) {
             ::unlinkat(dfd, std::string(name_of(it)).c_str(), 0);
-            throw Error(std::string(e.what()) + kPartRemoved);
+            rethrow_with(e, kPartRemoved);
           }
           if (check_) check_content(dfd, fd, it, *full, &hasher);
         }
@@ -988,6 +1045,7 @@ class Extractor::Impl {
     DirStack from(root_fd_), to(root_fd_);
     for (const Item& it : items_) {
       if (!it.keep || it.link_to < 0) continue;
+      if (skip_for_no_space()) continue;
       const Item& first = items_[size_t(it.link_to)];
       if (!written_[size_t(it.link_to)]) {
         // Whatever is at the first name now is not the image's file (an entry that was in the
@@ -1116,9 +1174,11 @@ class Extractor::Impl {
   std::unique_ptr<DirState[]> dir_state_;  // by Item::dir_slot
   std::mutex mu_;
   size_t errors_ = 0;
-  std::atomic<size_t> left_out_{0};     // entries below a directory that could not be made or opened
-  size_t existing_ = 0;                 // entries in the way (counted in errors_ too)
-  std::optional<ManifestCheck> check_;  // with --verify (the default) and a manifest
+  std::atomic<size_t> left_out_{0};  // entries below a directory that could not be made or opened
+  std::atomic<bool> out_of_space_{false};
+  std::atomic<size_t> no_space_left_out_{0};  // entries not begun once the target was full
+  size_t existing_ = 0;                       // entries in the way (counted in errors_ too)
+  std::optional<ManifestCheck> check_;        // with --verify (the default) and a manifest
   std::mutex check_mu_;
   std::unordered_map<uint32_t, Hash128> read_hashes_;                 // files in fragment digests: inode number -> hash
   std::unordered_map<uint32_t, std::vector<size_t>> fragment_items_;  // fragment -> items written

@@ -6,6 +6,7 @@ left looking complete) and both exit 1; --no-verify skips the check and hands th
 Covered are a file with its own entry, a duplicate sharing its blocks, a file split into ranges
 written by two threads (-j2, 4 KiB blocks), and small files checked by their fragment block's
 digest."""
+import contextlib
 import json
 import os
 import subprocess
@@ -114,6 +115,17 @@ def test_flipped_bit_in_a_fragment_block():
         log("ok: a damaged fragment block is caught by extract and cat")
 
 
+@contextlib.contextmanager
+def small_filesystem(path, size):
+    """A tmpfs of `size` mounted at path (made), unmounted afterwards."""
+    os.makedirs(path)
+    run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", path])
+    try:
+        yield path
+    finally:
+        run(["umount", path])
+
+
 def test_a_file_not_written_whole_is_removed():
     """A full disk mid-file: the file is named with the cause and removed (at -j1, and at -j2
     where ranges of it are written by two threads), so nothing incomplete looks extracted."""
@@ -121,10 +133,7 @@ def test_a_file_not_written_whole_is_removed():
     with tempdir() as d:
         src, img = build(d)
         for jobs in ("1", "2"):
-            out = f"{d}/tiny{jobs}"
-            os.makedirs(out)
-            run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", out])
-            try:
+            with small_filesystem(f"{d}/tiny{jobs}", "256k") as out:
                 p = run([SQAR, "extract", "-j", jobs, img, "-C", out], check=False)
                 named = [line for line in p.stderr.splitlines() if "partly written file was removed" in line]
                 if p.returncode != 1 or not any("big.bin: " in line and "No space left on device" in line
@@ -137,9 +146,29 @@ def test_a_file_not_written_whole_is_removed():
                 for name in os.listdir(out):
                     if name.endswith(".bin") and os.path.getsize(f"{out}/{name}") not in (len(BIG), 0):
                         raise AssertionError(f"-j{jobs}: {name} is there with a wrong size")
-            finally:
-                run(["umount", out])
         log("ok: a file the disk had no room for is named and removed")
+
+
+def test_a_full_disk_stops_extraction_with_one_message():
+    """Thousands of entries onto a filesystem that fills early: the first failure is named,
+    the rest are counted in one line instead of one line each, at -j1
+    and -j2, and the exit status is 1."""
+    need_root()
+    with tempdir() as d:
+        for i in range(3000):
+            write(f"{d}/src/many/f{i:04d}", pseudo_random(700, i))
+        write(f"{d}/src/big/big.bin", pseudo_random(3 << 20, 7))
+        os.link(f"{d}/src/many/f0001", f"{d}/src/big/link")
+        img = f"{d}/img.sqfs"
+        run([SQAR, "create", "-q", f"{d}/src", img])
+        for jobs in ("1", "2"):
+            with small_filesystem(f"{d}/tiny{jobs}", "1m") as out:
+                p = run([SQAR, "extract", "-j", jobs, img, "-C", out], check=False)
+                lines = p.stderr.splitlines()
+                assert p.returncode == 1 and len(lines) == 3, (jobs, p.returncode, lines[:6], len(lines))
+                assert "No space left on device" in lines[0] and "extraction stopped" in lines[1], lines
+                assert "entries could not be extracted" in lines[2], lines
+        log(f"ok: a full disk: {lines[1]}")
 
 
 def test_damaged_manifest_trailer():
@@ -176,4 +205,4 @@ def test_damaged_manifest_trailer():
 
 if __name__ == "__main__":
     main([test_clean_image_passes, test_flipped_bit_in_a_block, test_flipped_bit_in_a_fragment_block,
-          test_a_file_not_written_whole_is_removed, test_damaged_manifest_trailer])
+          test_a_file_not_written_whole_is_removed, test_a_full_disk_stops_extraction_with_one_message, test_damaged_manifest_trailer])
