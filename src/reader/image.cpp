@@ -160,8 +160,8 @@ void ImageImpl::load_superblock() {
     fail("superblock lists fragments but has no fragment table");
   // Each fragment block takes at least a byte of the data region (before the inode table), so
   // a larger count is a lie: bounded here, every table sized by it (append's, merge's and
-  // --reuse's lists of fragment blocks) stays proportional to the image, where an 8 KB image
-  // claiming 2^30 fragments had --reuse at 8 GB.
+  // --reuse's lists of fragment blocks) stays proportional to the image; unbounded, an 8 KB
+  // image claiming 2^30 fragments costs --reuse 8 GB.
   if (s.fragment_count > s.inode_table_start - fmt::kSuperblockSize)
     fail("the fragment table lists " + std::to_string(s.fragment_count) + " fragment blocks in a data region of " +
          std::to_string(s.inode_table_start - fmt::kSuperblockSize) + " bytes");

@@ -575,8 +575,8 @@ def other_claimed_counts_are_bounded():
 def fragment_count_beyond_the_data_region_is_refused():
     """A superblock claiming 2^30 fragment blocks for an image of a few KB: every fragment
     block takes at least a byte of the data region, so the claim is refused when the image is
-    opened, naming it, before --reuse, merge or append size anything by it (--reuse took 8 GB
-    and minutes)."""
+    opened, naming it, before --reuse, merge or append size anything by it (unbounded, --reuse
+    spends 8 GB and minutes on it)."""
     img = Image(block_size=4096)
     root = img.dir({"a": img.file(b"a" * 100), "b": img.file(b"b" * 5000)})
     with tempdir() as tmp:
