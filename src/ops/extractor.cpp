@@ -382,8 +382,8 @@ class Extractor::Impl {
     }
     if (dynamic_cast<const OutOfSpace*>(&e)) {
       // The first is named; the others (entries being written beside it) only counted.
-      const bool first = !out_of_space_.exchange(true);
-      if (!first) {
+      out_of_space_.store(true);
+      if (no_space_named_.exchange(true)) {
         no_space_left_out_.fetch_add(1, std::memory_order_relaxed);
         return;
       }
@@ -479,6 +479,9 @@ class Extractor::Impl {
       }
       ds.state.store(kReady, std::memory_order_release);
     } catch (const std::exception& e) {
+      // Set before the batches waiting for this directory see it failed, so that they count
+      // what they leave out as left out for want of space.
+      if (dynamic_cast<const OutOfSpace*>(&e)) out_of_space_.store(true);
       ds.state.store(kFailed, std::memory_order_release);
       ds.state.notify_all();
       throw;
@@ -1174,8 +1177,9 @@ class Extractor::Impl {
   std::unique_ptr<DirState[]> dir_state_;  // by Item::dir_slot
   std::mutex mu_;
   size_t errors_ = 0;
-  std::atomic<size_t> left_out_{0};  // entries below a directory that could not be made or opened
-  std::atomic<bool> out_of_space_{false};
+  std::atomic<size_t> left_out_{0};           // entries below a directory that could not be made or opened
+  std::atomic<bool> out_of_space_{false};     // the target is full: entries not begun are skipped
+  std::atomic<bool> no_space_named_{false};   // the first entry it failed was reported
   std::atomic<size_t> no_space_left_out_{0};  // entries not begun once the target was full
   size_t existing_ = 0;                       // entries in the way (counted in errors_ too)
   std::optional<ManifestCheck> check_;        // with --verify (the default) and a manifest

@@ -168,6 +168,15 @@ def test_a_full_disk_stops_extraction_with_one_message():
                 assert p.returncode == 1 and len(lines) == 3, (jobs, p.returncode, lines[:6], len(lines))
                 assert "No space left on device" in lines[0] and "extraction stopped" in lines[1], lines
                 assert "entries could not be extracted" in lines[2], lines
+        # Out of inodes: directories fail to be made, and what waits for them is counted too.
+        for i in range(400):
+            write(f"{d}/dirs/d{i:03d}/f", b"%d\n" % i)
+        run([SQAR, "create", "-q", f"{d}/dirs", f"{d}/dirs.sqfs"])
+        for jobs in ("1", "2"):
+            with small_filesystem(f"{d}/few{jobs}", "64m,nr_inodes=300") as out:
+                p = run([SQAR, "extract", "-j", jobs, f"{d}/dirs.sqfs", "-C", out], check=False)
+                lines = p.stderr.splitlines()
+                assert p.returncode == 1 and len(lines) == 3 and "extraction stopped" in lines[1], (jobs, lines[:6])
         log(f"ok: a full disk: {lines[1]}")
 
 
