@@ -51,6 +51,14 @@ int run_guarded(const char* cmd, const std::function<int()>& body, int error_cod
   }
 }
 
+std::optional<int64_t> source_date_epoch() {
+  const char* sde = std::getenv("SOURCE_DATE_EPOCH");
+  if (!sde || !*sde) return std::nullopt;
+  auto v = parse_int(sde);
+  if (!v || *v < 0 || *v > UINT32_MAX) throw UsageError(std::string("invalid SOURCE_DATE_EPOCH '") + sde + "'");
+  return v;
+}
+
 void throw_getopt_error(int c, char** argv) {
   // Inside a cluster such as -xy, optind still points at the cluster or already past it, so
   // argv[optind - 1] may be another argument: a short option is named by its letter (optopt).

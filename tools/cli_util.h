@@ -36,6 +36,9 @@ void flush_standard_output();
 [[noreturn]] void throw_getopt_error(int c, char** argv);
 
 std::optional<int64_t> parse_int(const std::string& text);
+// SOURCE_DATE_EPOCH from the environment: nullopt when unset or empty; a UsageError when it is
+// not a time an image can hold (0 .. 2^32 - 1).
+std::optional<int64_t> source_date_epoch();
 // -b SIZE: a power of two from 4K to 1M ("128K", "1M", "65536").
 uint32_t parse_block_size(const std::string& arg);
 // --uid / --gid: a numeric id, or a user / group name of this machine.

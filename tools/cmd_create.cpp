@@ -375,11 +375,7 @@ int run_create(int argc, char** argv) {
                        codec_name(opt.data.codec.id) + " (" + std::to_string(lo) + "-" + std::to_string(hi) + ")");
   }
   if (opt.data.codec.id == CodecId::lz4) opt.data.codec.lz4_hc = opt.data.codec.level > 0;
-  if (const char* sde = std::getenv("SOURCE_DATE_EPOCH"); sde && *sde) {
-    auto v = parse_int(sde);
-    if (!v || *v < 0 || *v > UINT32_MAX) throw UsageError(std::string("invalid SOURCE_DATE_EPOCH '") + sde + "'");
-    opt.metadata.source_date = *v;
-  }
+  opt.metadata.source_date = source_date_epoch();
   opt.warn = [](const std::string& w) { print_message("sqar create: warning: " + w); };
   opt.note = [](const std::string& w) { print_message("sqar create: note: " + w); };
 

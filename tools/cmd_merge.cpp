@@ -303,6 +303,7 @@ int run(int argc, char** argv, bool append) {
   // (the archive) is read as patterns.
   for (const std::string& f : exclude_files) add_excludes_from(opt.excludes, f);
   const std::string prefix = std::string("sqar ") + cmd + ": ";
+  opt.image_time = source_date_epoch();
   opt.warn = [prefix](const std::string& w) { print_message(prefix + "warning: " + w); };
   opt.note = [prefix](const std::string& w) { print_message(prefix + "note: " + w); };
   remove_temp_image_on_fatal_signals();

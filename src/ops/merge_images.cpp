@@ -153,6 +153,7 @@ class Merger {
     fin.dedup = opt_.dedup;
     fin.xattrs = true;  // the inputs keep theirs; --no-xattrs leaves out only the new entries' (scan)
     fin.mixed_levels = copies_other_levels(codec);
+    fin.image_time = opt_.image_time;
     const FinishResult fr = finish_image(u.tree, data, out, fin);
     stats_.finish_seconds = since(t_finish);
 

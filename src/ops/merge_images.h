@@ -45,6 +45,9 @@ struct MergeOptions {
   bool strict = false;
   // append: the owner and time every new entry gets (IMAGE's entries keep theirs).
   std::optional<uint32_t> uid, gid, mtime;
+  // The superblock's time (SOURCE_DATE_EPOCH): without it, the time of the build, so that
+  // merges of the same shards give the same bytes only with it. Entries keep their times.
+  std::optional<int64_t> image_time;
   ExcludeList excludes;
   std::function<void(const std::string&)> warn;
   std::function<void(const std::string&)> note;

@@ -63,7 +63,10 @@ std::vector<uint8_t> encode_manifest_of(const Tree& tree, const DataResult& data
 
 FinishResult finish_image(const Tree& tree, const DataResult& data, ImageFile& out, const FinishOptions& opt) {
   const uint64_t data_end = out.position();
-  int64_t sb_time = opt.mtime ? *opt.mtime : opt.source_date ? *opt.source_date : int64_t(time(nullptr));
+  int64_t sb_time = opt.image_time    ? *opt.image_time
+                    : opt.mtime       ? *opt.mtime
+                    : opt.source_date ? *opt.source_date
+                                      : int64_t(time(nullptr));
   sqfs_super_t super;
   if (sqfs_super_init(&super, opt.codec.block_size, uint32_t(std::clamp<int64_t>(sb_time, 0, UINT32_MAX)),
                       SQFS_COMPRESSOR(opt.codec.id)) != 0)

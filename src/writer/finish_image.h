@@ -28,7 +28,8 @@ struct FinishOptions {
   bool xattrs = true;
   std::optional<uint32_t> uid, gid;
   std::optional<int64_t> mtime;        // --mtime
-  std::optional<int64_t> source_date;  // SOURCE_DATE_EPOCH
+  std::optional<int64_t> source_date;  // SOURCE_DATE_EPOCH: clamps the times, and is the image's
+  std::optional<int64_t> image_time;   // the superblock's time alone (merge, append)
 };
 
 struct FinishResult {

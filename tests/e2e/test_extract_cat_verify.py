@@ -136,7 +136,8 @@ def test_a_file_not_written_whole_is_removed():
             with small_filesystem(f"{d}/tiny{jobs}", "256k") as out:
                 p = run([SQAR, "extract", "-j", jobs, img, "-C", out], check=False)
                 named = [line for line in p.stderr.splitlines() if "partly written file was removed" in line]
-                if p.returncode != 1 or not any("big.bin: " in line and "No space left on device" in line
+                # Which file the disk fills on depends on the threads' timing; extraction stops there.
+                if p.returncode != 1 or not any(".bin: " in line and "No space left on device" in line
                                                 for line in named):
                     raise AssertionError(f"-j{jobs}: exit {p.returncode}, stderr {p.stderr}")
                 for line in named:

@@ -6,6 +6,7 @@ unsquashfs and the kernel), a failed or interrupted build writes no byte and lea
 TMPDIR, and a full TMPDIR is an error that names it. Standard output as a pipe, a file, a file
 opened for appending, and a terminal (a usage error); --json, which also wants standard output,
 is refused beside it."""
+import json
 import os
 import pty
 import signal
@@ -218,6 +219,8 @@ def test_merge_to_standard_output():
         p = subprocess.run([SQAR, "merge", "-q", f"{d}/a.sqfs", f"{d}/b.sqfs", "-"], stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, env=env)
         assert p.returncode == 0 and p.stdout == read_all(f"{d}/file.sqfs"), p.stderr
+        # SOURCE_DATE_EPOCH is the merged image's time, as it is a created one's.
+        assert json.loads(run([SQAR, "info", "--json", f"{d}/file.sqfs"]).stdout)["mkfs_time"] == int(EPOCH)
         # Appending the result to one of the inputs would copy it onto the file it came from.
         before = read_all(f"{d}/b.sqfs")
         with open(f"{d}/b.sqfs", "ab") as f:
