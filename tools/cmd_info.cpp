@@ -100,10 +100,9 @@ std::optional<int> known_level(reader::Image& image) {
   return std::nullopt;
 }
 
-std::string codec_options(reader::Image& image) {
+std::string codec_options(const reader::Image& image, std::optional<int> level) {
   const CodecConfig& c = image.codec_config();
   bool stored = image.super().flags & fmt::kFlagCompressorOptions;
-  const std::optional<int> level = known_level(image);
   const std::string level_text = level ? "level " + std::to_string(*level) + ", " : "";
   std::string out;
   switch (c.id) {
@@ -169,14 +168,14 @@ int info_main(int argc, char** argv) {
       return uint64_t(0);
     };
     bool has_xattrs = sb.xattr_table_start != fmt::kTableAbsent;
+    const std::optional<int> level = known_level(*image);
     if (json) {
       std::printf(
           "{\"image\":\"%s\",\"offset\":%llu,\"version\":\"%u.%u\",\"compressor\":\"%s\",\"compressor_options\":\"%s\","
           "\"level\":%s,\"block_size\":%u,\"inodes\":%u,\"ids\":%u,\"mkfs_time\":%u,",
           json_escape(image_path).c_str(), (unsigned long long)offset, sb.version_major, sb.version_minor,
-          codec_name(sb.compressor), json_escape(codec_options(*image)).c_str(),
-          known_level(*image) ? std::to_string(*known_level(*image)).c_str() : "null", sb.block_size, sb.inode_count,
-          sb.id_count, sb.mod_time);
+          codec_name(sb.compressor), json_escape(codec_options(*image, level)).c_str(),
+          level ? std::to_string(*level).c_str() : "null", sb.block_size, sb.inode_count, sb.id_count, sb.mod_time);
       std::printf("\"counts\":{");
       for (size_t i = 0; i < 7; ++i)
         std::printf("%s\"%s\":%llu", i ? "," : "", kinds[i], (unsigned long long)count(kinds[i]));
@@ -207,7 +206,7 @@ int info_main(int argc, char** argv) {
     char when[40];
     std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", &tm);
     std::printf("Format:           SquashFS %u.%u, created %s\n", sb.version_major, sb.version_minor, when);
-    std::printf("Compressor:       %s (%s)\n", codec_name(sb.compressor), codec_options(*image).c_str());
+    std::printf("Compressor:       %s (%s)\n", codec_name(sb.compressor), codec_options(*image, level).c_str());
     std::printf("Block size:       %s (%u)\n", human_bytes(sb.block_size).c_str(), sb.block_size);
     // The counts are names (a hard-linked file counts once per name, as `find` does); the
     // inode count is the image's own.

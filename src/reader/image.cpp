@@ -72,11 +72,19 @@ ImageImpl::ImageImpl(std::string path, const ImageOptions& options)
     throw;
   }
   // The level the options block cannot give (xz, lz4, gzip 10-12): what append and --reuse
-  // take as the image's. A damaged trailer leaves the options block's level; verify reports it.
+  // take as the image's. Read once here; a damaged trailer leaves the options block's level,
+  // and settings_trailer() reports the damage to whoever asks (verify).
   try {
-    if (auto s = settings_trailer()) codec_cfg_.level = s->level;
-  } catch (const Error&) {
+    settings_ = read_settings_trailer();
+    if (settings_) codec_cfg_.level = settings_->level;
+  } catch (const Error& e) {
+    settings_problem_ = e.what();
   }
+}
+
+std::optional<ImageSettings> ImageImpl::settings_trailer() {
+  if (!settings_problem_.empty()) throw Error(settings_problem_);
+  return settings_;
 }
 
 ImageImpl::~ImageImpl() {
@@ -371,7 +379,7 @@ std::optional<Manifest> ImageImpl::manifest() {
   }
 }
 
-std::optional<ImageSettings> ImageImpl::settings_trailer() {
+std::optional<ImageSettings> ImageImpl::read_settings_trailer() {
   // Three 40-byte headers, each found from the one before it: every position is checked
   // against the file's size before it is read, so a hostile trailer cannot send it elsewhere.
   uint8_t h[kManifestHeaderSize];

@@ -78,10 +78,12 @@ class ImageImpl final : public Image {
 
   void walk(const std::function<bool(const std::string&, const Inode&)>& fn, const WalkOptions& options) override;
   std::optional<Manifest> manifest() override;
-  std::optional<ImageSettings> settings_trailer() override;
+  std::optional<ImageSettings> settings_trailer() override;  // as open() read it
   CacheStats cache_stats() const override;
 
   // ---- internals used across the reader's files ----
+  // Finds and decodes the settings trailer (three header reads); throws when it is damaged.
+  std::optional<ImageSettings> read_settings_trailer();
   [[noreturn]] void fail(const std::string& what) const;
   // pread exactly len bytes at image-relative pos; fails when the range leaves the image.
   void read_exact(uint64_t pos, void* dst, size_t len, const char* what) const;
@@ -130,6 +132,8 @@ class ImageImpl final : public Image {
   bool kernel_limits_;           // ImageOptions::kernel_limits
   Superblock sb_;
   CodecConfig codec_cfg_;
+  std::optional<ImageSettings> settings_;  // read by the constructor
+  std::string settings_problem_;           // why it is damaged, when it is
   std::vector<uint32_t> ids_;
 
   cache::BlockCache data_cache_;
