@@ -12,6 +12,7 @@
 
 #include "cli_util.h"
 #include "command.h"
+#include "interrupt.h"
 #include "ops/extractor.h"
 #include "ops/tar_compression.h"
 #include "ops/tar_export.h"
@@ -95,6 +96,11 @@ const char kHelp[] =
     "  sqar extract --tar - --zstd image.sqfs | ssh host 'zstd -d | tar -xpf - -C /srv'\n"
     "  sqar extract --tar - image.sqfs | zstd -19 -T0 > image.tar.zst   another level\n"
     "\n" SQAR_STDIN_IMAGE_HELP
+    "\n"
+    "Interruption: the first SIGINT (Ctrl-C), SIGTERM or SIGHUP stops the extraction: no\n"
+    "entry is begun after it, a file being written is removed, the directories made get their\n"
+    "modes and times, one line says how many entries were not extracted, and sqar ends by the\n"
+    "signal. A second signal ends it at once.\n"
     "\n"
     "Exit status: 0 when everything was extracted, 1 when an entry or the image failed, 2 on\n"
     "bad usage. Errors read \"sqar extract: IMAGE: PATH: cause\".\n";
@@ -288,9 +294,16 @@ int extract_main(int argc, char** argv) {
         else  // named as errors are: the image, then the entry
           print_message("sqar extract: warning: " + image_path + ": " + path + ": " + message);
       };
+      opt.stop = &stop_on_interrupt_signals();
       failed = ops::Extractor(*image, opt).run();
     }
     if (show) print_summary(image_path, progress.entries_done, progress.bytes_done, opt.dest, start);
+    // The extractor named what the interruption left out; the caller learns of it as of any
+    // interrupted command.
+    if (interrupt_signal()) {
+      std::fflush(stderr);
+      end_by_interrupt_signal();
+    }
     if (failed) {
       std::fprintf(stderr, "sqar extract: %s: %zu entr%s could not be extracted\n", image_path.c_str(), failed,
                    failed == 1 ? "y" : "ies");

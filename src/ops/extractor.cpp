@@ -110,9 +110,17 @@ void pwrite_all(int fd, const uint8_t* p, size_t n, uint64_t off) {
   }
 }
 
-// An Error like `e` (an OutOfSpace stays one) with `suffix` added to its message.
+// ExtractOptions::stop was set while a file was being written: the file is removed and
+// counted with the entries the stop left out, not named.
+class Stopped : public Error {
+ public:
+  Stopped() : Error("extraction stopped") {}
+};
+
+// An Error like `e` (an OutOfSpace or a Stopped stays one) with `suffix` added to its message.
 [[noreturn]] void rethrow_with(const std::exception& e, const std::string& suffix) {
   if (dynamic_cast<const OutOfSpace*>(&e)) throw OutOfSpace(e.what() + suffix);
+  if (dynamic_cast<const Stopped*>(&e)) throw Stopped();
   throw Error(e.what() + suffix);
 }
 
@@ -141,7 +149,7 @@ class Extractor::Impl {
     make_links();
     finish_dirs();
     report_existing();
-    report_no_space();
+    report_left_out_by_stop();
     return errors_;
   }
 
@@ -380,34 +388,47 @@ class Extractor::Impl {
       if (existing_++ == 0) first_existing_ = path;
       return;
     }
+    if (dynamic_cast<const Stopped*>(&e)) {
+      not_begun_.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
     if (dynamic_cast<const OutOfSpace*>(&e)) {
       // The first is named; the others (entries being written beside it) only counted.
       out_of_space_.store(true);
       if (no_space_named_.exchange(true)) {
-        no_space_left_out_.fetch_add(1, std::memory_order_relaxed);
+        not_begun_.fetch_add(1, std::memory_order_relaxed);
         return;
       }
     }
     fail(path, std::string(e.what()));
   }
 
-  // Whether the target is full: the entries not yet begun are then left out, and counted.
-  bool skip_for_no_space() {
-    if (!out_of_space_.load(std::memory_order_relaxed)) return false;
-    no_space_left_out_.fetch_add(1, std::memory_order_relaxed);
+  bool stop_requested() const { return opt_.stop && opt_.stop->load(std::memory_order_relaxed); }
+
+  // Whether extraction is stopping (the target is full, or the caller asked): the entries not
+  // yet begun are then left out, and counted.
+  bool stopping() const { return out_of_space_.load(std::memory_order_relaxed) || stop_requested(); }
+  bool skip_when_stopping() {
+    if (!stopping()) return false;
+    not_begun_.fetch_add(1, std::memory_order_relaxed);
     return true;
   }
 
-  // One line for every entry a full target left out.
-  void report_no_space() {
-    const size_t n = no_space_left_out_.load();
+  // One line for every entry a stop left out.
+  void report_left_out_by_stop() {
+    const size_t n = not_begun_.load();
     if (!n) return;
     std::lock_guard lock(mu_);
     errors_ += n;
-    if (opt_.problems)
+    if (!opt_.problems) return;
+    const std::string entries = std::to_string(n) + (n == 1 ? " entry was" : " entries were") + " not extracted";
+    if (out_of_space_.load())
       opt_.problems(Severity::error, "",
                     "the target filesystem is full: extraction stopped, and " + std::to_string(n) +
                         (n == 1 ? " more entry was" : " more entries were") + " not extracted");
+    else
+      opt_.problems(Severity::error, "",
+                    "extraction stopped: " + entries + "; the directories made have their modes and times");
   }
 
   // Extracting over an earlier extraction without --overwrite: one line, not one per entry.
@@ -635,7 +656,7 @@ class Extractor::Impl {
       auto skip = [&] {
         size_t entries = 0;
         for (size_t i = batch.begin; i < batch.end; ++i) entries += !tasks[i].shared || tasks[i].from == 0;
-        (out_of_space_.load() ? no_space_left_out_ : left_out_).fetch_add(entries, std::memory_order_relaxed);
+        (stopping() ? not_begun_ : left_out_).fetch_add(entries, std::memory_order_relaxed);
         for (size_t i = batch.begin; i < batch.end; ++i) {
           const Item& it = items_[tasks[i].item];
           if (!it.inode.is_dir()) continue;
@@ -655,7 +676,7 @@ class Extractor::Impl {
         const Task& t = tasks[i];
         const Item& it = items_[t.item];
         // (The ranges of a big file run on: each fails at once, and the last removes the file.)
-        if (!t.shared && skip_for_no_space()) {
+        if (!t.shared && skip_when_stopping()) {
           if (it.inode.is_dir()) {  // what waits for it is left out as well, quietly
             dir_state_[size_t(it.dir_slot)].state.store(kFailed, std::memory_order_release);
             dir_state_[size_t(it.dir_slot)].state.notify_all();
@@ -789,7 +810,7 @@ class Extractor::Impl {
       }
       fd = sf.fd;
     }
-    bool report = false, no_space = false;
+    bool report = false, no_space = false, stopped = false;
     std::string why;
     if (!sf.failed) {
       try {
@@ -797,6 +818,7 @@ class Extractor::Impl {
       } catch (const std::exception& e) {
         report = !sf.failed.exchange(true);
         no_space = dynamic_cast<const OutOfSpace*>(&e) != nullptr;
+        stopped = dynamic_cast<const Stopped*>(&e) != nullptr;
         why = std::string(e.what()) + kPartRemoved;  // by the last range, below
       }
     }
@@ -826,6 +848,7 @@ class Extractor::Impl {
       if (sf.failed) ::unlinkat(dfd, std::string(name_of(it)).c_str(), 0);
       if (!report && !sf.failed) written_[size_t(&it - items_.data())] = 1;
     }
+    if (report && stopped) throw Stopped();
     if (report && no_space) throw OutOfSpace(why);
     if (report) throw Error(why);
   }
@@ -892,6 +915,8 @@ class Extractor::Impl {
     uint64_t written_end = 0;
     const uint64_t nblocks = img_.block_count(ino);
     for (uint64_t index = from / bs, off = index * bs; off < to; ++index, off += bs) {
+      // Looked at before every block: a big file would keep a stop waiting.
+      if (stop_requested()) throw Stopped();
       if (index < nblocks && img_.block_location(ino, index).size_word == 0) {  // a hole already
         const uint64_t n = std::min(bs, ino.size - off);
         if (hasher) {  // the content check hashes the zeros the hole stands for
@@ -1048,7 +1073,7 @@ class Extractor::Impl {
     DirStack from(root_fd_), to(root_fd_);
     for (const Item& it : items_) {
       if (!it.keep || it.link_to < 0) continue;
-      if (skip_for_no_space()) continue;
+      if (skip_when_stopping()) continue;
       const Item& first = items_[size_t(it.link_to)];
       if (!written_[size_t(it.link_to)]) {
         // Whatever is at the first name now is not the image's file (an entry that was in the
@@ -1177,12 +1202,12 @@ class Extractor::Impl {
   std::unique_ptr<DirState[]> dir_state_;  // by Item::dir_slot
   std::mutex mu_;
   size_t errors_ = 0;
-  std::atomic<size_t> left_out_{0};           // entries below a directory that could not be made or opened
-  std::atomic<bool> out_of_space_{false};     // the target is full: entries not begun are skipped
-  std::atomic<bool> no_space_named_{false};   // the first entry it failed was reported
-  std::atomic<size_t> no_space_left_out_{0};  // entries not begun once the target was full
-  size_t existing_ = 0;                       // entries in the way (counted in errors_ too)
-  std::optional<ManifestCheck> check_;        // with --verify (the default) and a manifest
+  std::atomic<size_t> left_out_{0};          // entries below a directory that could not be made or opened
+  std::atomic<bool> out_of_space_{false};    // the target is full: entries not begun are skipped
+  std::atomic<bool> no_space_named_{false};  // the first entry it failed was reported
+  std::atomic<size_t> not_begun_{0};         // entries left out once the target was full or stop was set
+  size_t existing_ = 0;                      // entries in the way (counted in errors_ too)
+  std::optional<ManifestCheck> check_;       // with --verify (the default) and a manifest
   std::mutex check_mu_;
   std::unordered_map<uint32_t, Hash128> read_hashes_;                 // files in fragment digests: inode number -> hash
   std::unordered_map<uint32_t, std::vector<size_t>> fragment_items_;  // fragment -> items written

@@ -55,6 +55,10 @@ struct ExtractOptions {
   bool verify = true;
   ExtractProgress* progress = nullptr;  // updated when set
   ProblemSink problems;                 // each failed entry and each warning; none when empty
+  // Set (by a signal handler, say) to stop early: entries not begun are left out, a file being
+  // written is removed, and the directories already made still get their metadata, so what
+  // was extracted looks as the image has it. One error names how many entries were left out.
+  const std::atomic<bool>* stop = nullptr;
 };
 
 class Extractor {
@@ -64,8 +68,8 @@ class Extractor {
   Extractor(const Extractor&) = delete;
   Extractor& operator=(const Extractor&) = delete;
 
-  // Extracts once. Returns the number of entries that failed (each passed to
-  // options.problems as an error). Throws sqar::Error when nothing could be extracted.
+  // Extracts once. Returns the number of entries that failed or were left out by a stop
+  // (passed to options.problems as errors). Throws sqar::Error when nothing could be extracted.
   size_t run();
 
  private:

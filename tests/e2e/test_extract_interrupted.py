@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""`sqar extract` interrupted by SIGINT, SIGTERM or SIGHUP at a known point: sqar is stopped
+(SIGSTOP) when inotify sees it create a chosen entry in the target, sent the signal, and let go
+on (SIGCONT). It must begin no entry after the signal, remove the file it was writing, give
+every directory it made the image's mode and mtime, name in one line how many entries it left
+out, and end by the signal itself, as tar's callers expect of an interrupted command.
+
+Each entry left in the target is compared with the source it was packed from (content, mode,
+owner, mtime, xattrs); the count in the message must be the source's entries less those in the
+target. A try where sqar had finished writing the chosen file before it stopped proves nothing
+about the file being written, and is made again."""
+import os
+import re
+import signal
+import subprocess
+
+from changing import IN_ISDIR, Inotify, all_stopped, until_valid
+from clitest import sqar_create_image
+from sqartest import SQAR, check_sanitizers, log, main, make_full_tree, snapshot, tempdir, write
+
+IN_CREATE = 0x100
+BIG = "big.log"
+BIG_SIZE = 48 << 20  # xz-decoded at ~100-200 MB/s: tenths of a second to stop inside it
+
+
+def make_source(root):
+    """make_full_tree (every entry type, hard links, xattrs, holes) beside 30 directories of
+    small files with their own modes and times, and one big compressible file at the top."""
+
+    def extra(r):
+        for i in range(30):
+            for j in range(20):
+                write(f"{r}/dirs/d{i:02d}/f{j:02d}", b"file %d of directory %d\n" % (j, i) * (50 + j))
+            os.chmod(f"{r}/dirs/d{i:02d}", 0o750 if i % 2 else 0o705)
+        line = b"".join(b"%08x request served in %d ms for client %d\n" % (i * 2654435761 % 2**32, i % 997, i % 61)
+                        for i in range(4096))
+        with open(f"{r}/{BIG}", "wb") as f:
+            for _ in range(BIG_SIZE // len(line)):
+                f.write(line)
+
+    return make_full_tree(root, extra=extra)
+
+
+def interrupt_at(cmd, out, trigger, signals, preexec_fn=None):
+    """Runs cmd (an extract into the existing empty directory out); when it creates `trigger`
+    (a name in out; None: any first entry) stops it, sends each of `signals` and continues it.
+    Returns the finished process (stderr as text)."""
+    ino = Inotify()
+    ino.watch(out, IN_CREATE)
+    p = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, preexec_fn=preexec_fn)
+    fired = ended = False
+    p.trigger_size = None  # the size of trigger while sqar was stopped
+    try:
+        while not fired and not ended:
+            ended = p.poll() is not None  # its last events may still be queued
+            fired = any(trigger is None or (name == trigger and not mask & IN_ISDIR)
+                        for _wd, mask, name in ino.events(0.05))
+        if fired and not ended:  # (a process reaped already has no pid of its own to signal)
+            os.kill(p.pid, signal.SIGSTOP)
+            while not all_stopped(p.pid):
+                pass
+            if trigger is not None and os.path.lexists(f"{out}/{trigger}"):
+                p.trigger_size = os.lstat(f"{out}/{trigger}").st_size
+            for sig in signals:
+                os.kill(p.pid, sig)
+            os.kill(p.pid, signal.SIGCONT)
+        _, stderr = p.communicate(timeout=300)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        ino.close()
+    assert fired, f"sqar extract never created {trigger or 'anything'} in {out}: {stderr}"
+    assert not ended, f"sqar extract ended before it could be stopped at {trigger or 'its first entry'}: {stderr}"
+    check_sanitizers(cmd, p.returncode, stderr)
+    p.stderr = stderr
+    return p
+
+
+def check_what_is_left(src_snap, out, p, sig, what):
+    """The stopped extraction's promises; returns the number of entries left out."""
+    assert p.returncode == -sig, f"{what}: exit status {p.returncode}, not killed by {signal.Signals(sig).name}: " \
+                                 f"{p.stderr}"
+    lines = [l for l in p.stderr.splitlines() if "extraction stopped" in l]
+    assert len(lines) == 1, f"{what}: not one 'extraction stopped' line: {p.stderr}"
+    m = re.search(r"extraction stopped: (\d+) entr(?:y was|ies were) not extracted; the directories made have "
+                  r"their modes and times$", lines[0])
+    assert m, f"{what}: {lines[0]}"
+    assert "could not be extracted" not in p.stderr, f"{what}: {p.stderr}"
+    left_out = int(m.group(1))
+    got = snapshot(out)
+    problems = []
+    for rel, e in got.items():
+        want = src_snap.get(rel)
+        if want is None:
+            problems.append(f"{rel!r} is not in the source")
+            continue
+        # A directory's link count follows its subdirectories, and a hard link group is whole
+        # only when every name was made: both may be short after a stop.
+        for key in sorted(set(want) | set(e)):
+            if key in ("nlink", "links"):
+                continue
+            if want.get(key) != e.get(key):
+                problems.append(f"{rel!r}: {key} {want.get(key)!r} != {e.get(key)!r}")
+    assert not problems, f"{what}: {len(problems)} entries differ from the source:\n" + "\n".join(problems[:20])
+    assert left_out == len(src_snap) - len(got), \
+        f"{what}: the message says {left_out} entries were not extracted; {len(src_snap) - len(got)} are missing"
+    assert left_out > 0, f"{what}: nothing was left out, so nothing was interrupted"
+    log(f"ok: {what}: {len(got)} entries as in the image, {left_out} left out: {lines[0].split(': ', 2)[-1]}")
+    return left_out
+
+
+def test_interrupted_extract_finishes_its_directories():
+    with tempdir() as d:
+        src = make_source(f"{d}/src")
+        src_snap = snapshot(src)
+        img = f"{d}/img.sqfs"
+        sqar_create_image(src, img, "-c", "xz")
+
+        # While the first directories are made: almost everything is left out.
+        out = f"{d}/out-first"
+        os.makedirs(out)
+        p = interrupt_at([SQAR, "extract", "-j", "1", img, "-C", out], out, None, [signal.SIGINT])
+        check_what_is_left(src_snap, out, p, signal.SIGINT, "SIGINT at the first entry, -j1")
+
+        # Inside the big file, which is removed. At -j1 every directory exists by then (they are
+        # made first), so each one's mode and mtime are checked; at -j2 the file is written in
+        # ranges by both threads.
+        for jobs, sig in ((1, signal.SIGTERM), (2, signal.SIGINT), (2, signal.SIGHUP)):
+            def inside_big(n, jobs=jobs, sig=sig):
+                out = f"{d}/out-j{jobs}-{sig}-{n}"
+                os.makedirs(out)
+                p = interrupt_at([SQAR, "extract", "-j", str(jobs), img, "-C", out], out, BIG, [sig])
+                return (p, out), not os.path.lexists(f"{out}/{BIG}")
+
+            p, out = until_valid(3, inside_big, f"{BIG} was written whole before sqar stopped")
+            what = f"{signal.Signals(sig).name} inside {BIG}, -j{jobs}"
+            check_what_is_left(src_snap, out, p, sig, what)
+            if jobs == 1:  # with two threads the other may still be making directories
+                dirs = [rel for rel, e in snapshot(out).items() if e["type"] == 0o040000]
+                assert len(dirs) == sum(e["type"] == 0o040000 for e in src_snap.values()), \
+                    f"{what}: {len(dirs)} directories made, not all of them"
+
+        # A signal the caller ignores (nohup, a shell's background job) stays ignored: the
+        # extraction completes.
+        def ignored(n):
+            out = f"{d}/out-ignored-{n}"
+            os.makedirs(out)
+            p = interrupt_at([SQAR, "extract", "-j", "1", img, "-C", out], out, BIG, [signal.SIGHUP],
+                             preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
+            return (p, out), p.trigger_size is not None and p.trigger_size < BIG_SIZE
+
+        p, out = until_valid(3, ignored, f"{BIG} was written whole before sqar stopped")
+        assert p.returncode == 0 and "extraction stopped" not in p.stderr, (p.returncode, p.stderr)
+        got = snapshot(out)
+        assert got == src_snap, f"{len(got)} entries extracted of {len(src_snap)}, or some differ"
+        log(f"ok: SIGHUP inherited ignored, sent inside {BIG}: all {len(got)} entries extracted")
+
+
+if __name__ == "__main__":
+    main([test_interrupted_extract_finishes_its_directories])
