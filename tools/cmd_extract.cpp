@@ -150,6 +150,9 @@ int extract_tar(reader::Image& image, const std::string& out, std::optional<ops:
   topt.problems = [&image](ops::Severity, const std::string& path, const std::string& message) {
     print_message("sqar extract: warning: " + image.path() + ": " + path + ": " + message);
   };
+  // The archive is built unnamed and named when complete; where the filesystem lacks O_TMPFILE
+  // it has a temporary name, which a signal must not leave behind.
+  remove_temp_image_on_fatal_signals();
   ops::TarExportProgress progress;
   const auto start = std::chrono::steady_clock::now();
   ops::TarExportStats stats;

@@ -4,6 +4,7 @@
 on (SIGCONT). It must begin no entry after the signal, remove the file it was writing, give
 every directory it made the image's mode and mtime, name in one line how many entries it left
 out, and end by the signal itself, as tar's callers expect of an interrupted command.
+`extract --tar ARCHIVE` interrupted leaves no archive and no temporary file.
 
 Each entry left in the target is compared with the source it was packed from (content, mode,
 owner, mtime, xattrs); the count in the message must be the source's entries less those in the
@@ -13,10 +14,12 @@ import os
 import re
 import signal
 import subprocess
+import time
 
 from changing import IN_ISDIR, Inotify, all_stopped, until_valid
 from clitest import sqar_create_image
-from sqartest import SQAR, check_sanitizers, log, main, make_full_tree, snapshot, tempdir, write
+from sqartest import (SQAR, check_sanitizers, dir_without_o_tmpfile, image_in_progress, leftovers, log, main,
+                      make_full_tree, snapshot, tempdir, write)
 
 IN_CREATE = 0x100
 BIG = "big.log"
@@ -157,5 +160,49 @@ def test_interrupted_extract_finishes_its_directories():
         log(f"ok: SIGHUP inherited ignored, sent inside {BIG}: all {len(got)} entries extracted")
 
 
+def interrupted_archive(img, archive, sig):
+    """`extract --tar ARCHIVE` sent sig while it writes: ARCHIVE does not appear, and nothing
+    is left beside it."""
+    cmd = [SQAR, "extract", "-q", "-j", "1", "--tar", archive, img]
+    p = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not image_in_progress(p.pid, archive) and time.monotonic() < deadline and p.poll() is None:
+            time.sleep(0.005)
+        assert image_in_progress(p.pid, archive), f"no archive in progress (exit {p.poll()})"
+        p.send_signal(sig)
+        _, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    check_sanitizers(cmd, p.returncode, err)
+    assert p.returncode == -sig, f"{signal.Signals(sig).name}: exit status {p.returncode}: {err}"
+    for _ in range(100):  # FUSE drops a .fuse_hidden file when the kernel releases it, just after
+        left = [n for n in os.listdir(os.path.dirname(archive)) if not n.startswith(".fuse_hidden")]
+        if not left:
+            break
+        time.sleep(0.05)
+    assert not left and not leftovers(archive), f"{signal.Signals(sig).name}: left {left}"
+
+
+def test_interrupted_archive_leaves_nothing():
+    """extract --tar builds the archive unnamed and names it when complete. Where O_TMPFILE is
+    missing (a bindfs view) the archive has a temporary name until then, which SIGINT, SIGTERM
+    and SIGHUP must remove, as they do for create's image."""
+    with tempdir() as d:
+        src = make_source(f"{d}/src")
+        img = f"{d}/img.sqfs"
+        sqar_create_image(src, img, "-c", "xz")
+        os.makedirs(f"{d}/plain")
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            interrupted_archive(img, f"{d}/plain/out.tar.xz", sig)
+        log("ok: SIGINT and SIGTERM while the archive is written: no archive, nothing beside it")
+        with dir_without_o_tmpfile(f"{d}/lower", f"{d}/mnt") as mnt:
+            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+                interrupted_archive(img, f"{mnt}/out.tar.xz", sig)
+        log("ok: the same without O_TMPFILE, where the archive had a temporary name")
+
+
 if __name__ == "__main__":
-    main([test_interrupted_extract_finishes_its_directories])
+    main([test_interrupted_extract_finishes_its_directories, test_interrupted_archive_leaves_nothing])
