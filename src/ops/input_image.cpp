@@ -90,7 +90,7 @@ class Loader {
     }
     build_tree();
     manifest_ = img.manifest();
-    in_.digests = read_data_digests(img, in_.path);
+    in_.digests = img.data_digests();
     if (in_.digests && in_.digests->data_end < in_.data_end)
       throw Error(in_.path + ": the data digests trailer ends at byte " + std::to_string(in_.digests->data_end) +
                   ", before the data (" + std::to_string(in_.data_end) + ")");
@@ -353,30 +353,6 @@ class Loader {
 };
 
 }  // namespace
-
-std::optional<DataDigests> read_data_digests(reader::Image& image, const std::string& path) {
-  const int fd = image.file_descriptor();  // the image's own file: standard input has no path to open
-  const uint64_t size = image.file_size();
-  uint64_t pos = image.offset() + fmt::align_up(image.super().bytes_used, fmt::kDeviceAlign);
-  uint8_t header[kManifestHeaderSize];
-  if (pos > size || size - pos < sizeof header) return std::nullopt;
-  pread_fully(fd, path, pos, header, sizeof header);
-  const auto mh = decode_manifest_header(header, sizeof header);
-  if (!mh) return std::nullopt;
-  pos += fmt::align_up(kManifestHeaderSize + mh->payload_size, fmt::kDeviceAlign);
-  if (pos > size || size - pos < kDataDigestHeaderSize) return std::nullopt;  // an older trailer
-  pread_fully(fd, path, pos, header, sizeof header);
-  try {
-    const auto dh = decode_data_digests_header(header, sizeof header, image.super().bytes_used);
-    if (!dh) return std::nullopt;
-    if (dh->payload_size > size - pos - kDataDigestHeaderSize) throw Error("data digests trailer is truncated");
-    std::vector<uint8_t> payload(size_t(dh->payload_size));
-    pread_fully(fd, path, pos + kDataDigestHeaderSize, payload.data(), payload.size());
-    return decode_data_digests(*dh, payload.data(), payload.size());
-  } catch (const Error& e) {
-    throw Error(path + ": " + e.what());
-  }
-}
 
 void check_stored_bytes(int fd, const std::string& path, const DataDigests& d, uint64_t begin, uint64_t end,
                         std::vector<uint8_t>& checked) {

@@ -52,10 +52,6 @@ void load_input_image(InputImage& in, unsigned threads);
 // was checked must be what was used.
 void check_input_unchanged(const InputImage& in, int fd);
 
-// The trailers after an image's filesystem: where the stored-data digests trailer starts, and
-// it when present. Throws on a damaged one.
-std::optional<DataDigests> read_data_digests(reader::Image& image, const std::string& path);
-
 // Checks the image bytes [begin, end) against the digests: every chunk that overlaps them is
 // read (pread on fd) and hashed whole. Throws naming the image and the damaged byte range.
 void check_stored_bytes(int fd, const std::string& path, const DataDigests& digests, uint64_t begin, uint64_t end,

@@ -152,7 +152,7 @@ class Verifier::Impl {
     if (img_.offset() != 0) return;
     std::optional<DataDigests> d;
     try {
-      d = read_data_digests(img_, img_.path());
+      d = img_.data_digests();
     } catch (const std::exception& e) {
       problem("", e.what());
       return;

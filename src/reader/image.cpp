@@ -10,7 +10,6 @@
 
 #include "common/endian.h"
 #include "common/error.h"
-#include "format/data_digests.h"
 #include "format/squashfs.h"
 #include "reader/image_impl.h"
 
@@ -71,20 +70,11 @@ ImageImpl::ImageImpl(std::string path, const ImageOptions& options)
     fd_ = -1;
     throw;
   }
-  // The level the options block cannot give (xz, lz4, gzip 10-12): what append and --reuse
-  // take as the image's. Read once here; a damaged trailer leaves the options block's level,
-  // and settings_trailer() reports the damage to whoever asks (verify).
-  try {
-    settings_ = read_settings_trailer();
-    if (settings_) codec_cfg_.level = settings_->level;
-  } catch (const Error& e) {
-    settings_problem_ = e.what();
-  }
-}
-
-std::optional<ImageSettings> ImageImpl::settings_trailer() {
-  if (!settings_problem_.empty()) throw Error(settings_problem_);
-  return settings_;
+  // The settings trailer gives the level the options block cannot (xz, lz4, gzip 10-12): what
+  // append and --reuse take as the image's. A damaged trailer leaves the options block's
+  // level, and the accessors report the damage to whoever asks (verify).
+  locate_trailers();
+  if (trailers_.settings) codec_cfg_.level = trailers_.settings->level;
 }
 
 ImageImpl::~ImageImpl() {
@@ -347,70 +337,6 @@ std::optional<InodeRef> ImageImpl::inode_ref_by_number(uint32_t n) {
   uint8_t e[8];
   read_table_entry(export_ptrs_, n - 1, 8, e, "export table");
   return load_le64(e);
-}
-
-std::optional<Manifest> ImageImpl::manifest() {
-  const uint64_t at = offset_ + fmt::align_up(sb_.bytes_used, fmt::kDeviceAlign);
-  if (at >= file_size_ || file_size_ - at < kManifestHeaderSize) return std::nullopt;
-  uint8_t h[kManifestHeaderSize];
-  auto pread_all = [&](uint64_t pos, void* dst, size_t len) {
-    uint8_t* out = static_cast<uint8_t*>(dst);
-    while (len) {
-      ssize_t n = ::pread(fd_, out, len, off_t(pos));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0)
-        fail("reading the manifest trailer: " + std::string(n < 0 ? strerror(errno) : "unexpected end of file"));
-      out += n, pos += uint64_t(n), len -= size_t(n);
-    }
-  };
-  pread_all(at, h, sizeof h);
-  try {
-    auto header = decode_manifest_header(h, sizeof h);
-    if (!header) return std::nullopt;
-    uint64_t room = file_size_ - at - kManifestHeaderSize;
-    if (header->payload_size > room) fail("manifest trailer is truncated");
-    std::vector<uint8_t> payload(size_t(header->payload_size));
-    pread_all(at + kManifestHeaderSize, payload.data(), payload.size());
-    return decode_manifest(*header, payload.data(), payload.size());
-  } catch (const Error& e) {
-    std::string msg = e.what();
-    if (msg.rfind(path_, 0) == 0) throw;
-    fail(msg);
-  }
-}
-
-std::optional<ImageSettings> ImageImpl::read_settings_trailer() {
-  // Three 40-byte headers, each found from the one before it: every position is checked
-  // against the file's size before it is read, so a hostile trailer cannot send it elsewhere.
-  uint8_t h[kManifestHeaderSize];
-  static_assert(kManifestHeaderSize == kDataDigestHeaderSize && kManifestHeaderSize == kImageSettingsHeaderSize);
-  auto read_header = [&](uint64_t pos) {
-    if (pos > file_size_ || file_size_ - pos < sizeof h) return false;
-    for (size_t done = 0; done < sizeof h;) {
-      ssize_t n = ::pread(fd_, h + done, sizeof h - done, off_t(pos + done));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) fail("reading the trailers: " + std::string(n < 0 ? strerror(errno) : "unexpected end of file"));
-      done += size_t(n);
-    }
-    return true;
-  };
-  try {
-    uint64_t at = offset_ + fmt::align_up(sb_.bytes_used, fmt::kDeviceAlign);
-    if (!read_header(at)) return std::nullopt;
-    const auto manifest = decode_manifest_header(h, sizeof h);
-    if (!manifest) return std::nullopt;
-    at += fmt::align_up(kManifestHeaderSize + manifest->payload_size, fmt::kDeviceAlign);
-    if (!read_header(at)) return std::nullopt;
-    const auto digests = decode_data_digests_header(h, sizeof h, sb_.bytes_used);
-    if (!digests) return std::nullopt;
-    at += fmt::align_up(kDataDigestHeaderSize + digests->payload_size, fmt::kDeviceAlign);
-    if (!read_header(at)) return std::nullopt;
-    return decode_image_settings(h, sizeof h, sb_.compressor);
-  } catch (const Error& e) {
-    std::string msg = e.what();
-    if (msg.rfind(path_, 0) == 0) throw;
-    fail(msg);
-  }
 }
 
 CacheStats ImageImpl::cache_stats() const {

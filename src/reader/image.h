@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "codec/codec.h"
+#include "format/data_digests.h"
 #include "format/image_settings.h"
 #include "format/manifest.h"
 #include "reader/listing_budget.h"
@@ -269,12 +270,17 @@ class Image {
   virtual void walk(const std::function<bool(const std::string& path, const Inode& inode)>& fn,
                     const WalkOptions& options = {}) = 0;
 
-  // The sqar manifest trailer at align_up(bytes_used, 4096); nullopt when absent.
-  // Throws when present but damaged.
+  // sqar's three trailers (docs/format.md), one after the other past the filesystem. open()
+  // finds where each starts; these read and check one. Each is nullopt when absent (another
+  // tool's image, --no-manifest, an earlier sqar) and throws when it, or a trailer header
+  // before it, is damaged.
+  //
+  // The manifest trailer at align_up(bytes_used, 4096): every regular file's content hash.
   virtual std::optional<Manifest> manifest() = 0;
-  // sqar's settings trailer (format/image_settings.h), after the manifest and the stored-data
-  // digests; nullopt when absent. Throws when present but damaged. When it is sound, open()
-  // has already taken its level into codec_config().
+  // The stored-data digests trailer (format/data_digests.h), after the manifest.
+  virtual std::optional<DataDigests> data_digests() = 0;
+  // The settings trailer (format/image_settings.h), after the stored-data digests. When it is
+  // sound, open() has already taken its level into codec_config().
   virtual std::optional<ImageSettings> settings_trailer() = 0;
 
   virtual CacheStats cache_stats() const = 0;

@@ -78,13 +78,15 @@ class ImageImpl final : public Image {
 
   void walk(const std::function<bool(const std::string&, const Inode&)>& fn, const WalkOptions& options) override;
   std::optional<Manifest> manifest() override;
+  std::optional<DataDigests> data_digests() override;
   std::optional<ImageSettings> settings_trailer() override;  // as open() read it
   CacheStats cache_stats() const override;
 
   // ---- internals used across the reader's files ----
-  // Finds and decodes the settings trailer (three header reads); throws when it is damaged.
-  std::optional<ImageSettings> read_settings_trailer();
   [[noreturn]] void fail(const std::string& what) const;
+  // pread exactly len bytes of a trailer at file position pos (checked against the file size
+  // first); fails naming `what` (reader/trailers.cpp).
+  void read_trailer(uint64_t pos, void* dst, size_t len, const char* what) const;
   // pread exactly len bytes at image-relative pos; fails when the range leaves the image.
   void read_exact(uint64_t pos, void* dst, size_t len, const char* what) const;
   // Decompressed metadata block at image-relative pos (cached).
@@ -122,6 +124,8 @@ class ImageImpl final : public Image {
   void check_kernel_limits(const uint8_t* src, size_t len, uint64_t pos, const char* what) const;
   void load_superblock();
   void load_ids();
+  // Walks the trailers' headers once, at open (reader/trailers.cpp), filling trailers_.
+  void locate_trailers();
 
   std::string path_;
   uint64_t offset_;
@@ -132,8 +136,21 @@ class ImageImpl final : public Image {
   bool kernel_limits_;           // ImageOptions::kernel_limits
   Superblock sb_;
   CodecConfig codec_cfg_;
-  std::optional<ImageSettings> settings_;  // read by the constructor
-  std::string settings_problem_;           // why it is damaged, when it is
+  // Where each trailer starts (file positions) and its decoded header, as locate_trailers()
+  // found them: a trailer absent, or after a damaged header, has none. Its payload is read on
+  // demand; the settings trailer is all header.
+  struct Trailers {
+    uint64_t manifest_at = 0;
+    std::optional<ManifestHeader> manifest;
+    uint64_t digests_at = 0;
+    std::optional<DataDigestsHeader> digests;
+    std::optional<ImageSettings> settings;
+    // The first damaged header (or read error) on the way, and which trailer it was (1 the
+    // manifest, 2 the digests, 3 the settings): that one and those after it cannot be had.
+    std::string problem;
+    int damaged = 0;
+  };
+  Trailers trailers_;
   std::vector<uint32_t> ids_;
 
   cache::BlockCache data_cache_;
