@@ -52,6 +52,8 @@ const char kHelp[] =
     "                        tar -x keeps the last)\n"
     "      --overwrite       replace existing files, symlinks and devices (existing directories\n"
     "                        are reused; without this option any existing non-directory is an error)\n"
+    "      --skip-old-files  keep existing files, symlinks and devices as they are, as tar does:\n"
+    "                        run again this way, an interrupted extraction finishes\n"
     "      --no-same-owner   do not restore owners (the default unless running as root)\n"
     "      --no-xattrs       do not restore extended attributes\n"
     "      --no-verify       do not check file contents against the image's manifest trailer\n"
@@ -91,6 +93,7 @@ const char kHelp[] =
     "  sqar extract backup.sqfs -C out etc/passwd        one file (and its directories)\n"
     "  sqar extract backup.sqfs -C out 'var/log/*.log'   matching files\n"
     "  sqar extract -j 4 --overwrite image.sqfs -C out   refresh an earlier extraction\n"
+    "  sqar extract --skip-old-files image.sqfs -C out  finish one that was interrupted\n"
     "  sqar extract --tar - image.sqfs | ssh host tar -xpf - -C /srv   stream it elsewhere\n"
     "  sqar extract --tar backup.tar.zst image.sqfs      a zstd tarball (by its suffix)\n"
     "  sqar extract --tar - --zstd image.sqfs | ssh host 'zstd -d | tar -xpf - -C /srv'\n"
@@ -100,7 +103,8 @@ const char kHelp[] =
     "Interruption: the first SIGINT (Ctrl-C), SIGTERM or SIGHUP stops the extraction: no\n"
     "entry is begun after it, a file being written is removed, the directories made get their\n"
     "modes and times, one line says how many entries were not extracted, and sqar ends by the\n"
-    "signal. A second signal ends it at once.\n"
+    "signal. A second signal ends it at once. Run with --skip-old-files, it then extracts what\n"
+    "is missing.\n"
     "\n"
     "Exit status: 0 when everything was extracted, 1 when an entry or the image failed, 2 on\n"
     "bad usage. Errors read \"sqar extract: IMAGE: PATH: cause\".\n";
@@ -172,6 +176,7 @@ int extract_main(int argc, char** argv) {
   return run_guarded("extract", [&] {
     enum {
       kOverwrite = 256,
+      kSkipOldFiles,
       kNoSameOwner,
       kNoXattrs,
       kOffset,
@@ -189,6 +194,7 @@ int extract_main(int argc, char** argv) {
     static const option longopts[] = {{"directory", required_argument, nullptr, 'C'},
                                       {"threads", required_argument, nullptr, 'j'},
                                       {"overwrite", no_argument, nullptr, kOverwrite},
+                                      {"skip-old-files", no_argument, nullptr, kSkipOldFiles},
                                       {"no-same-owner", no_argument, nullptr, kNoSameOwner},
                                       {"no-xattrs", no_argument, nullptr, kNoXattrs},
                                       {"offset", required_argument, nullptr, kOffset},
@@ -230,6 +236,7 @@ int extract_main(int argc, char** argv) {
         case 'C': opt.dest = optarg; break;
         case 'j': opt.jobs = parse_jobs_arg(optarg); break;
         case kOverwrite: opt.overwrite = true; break;
+        case kSkipOldFiles: opt.skip_existing = true; break;
         case kNoSameOwner: opt.same_owner = false; break;
         case kNoXattrs: opt.xattrs = false; break;
         case kNoVerify: opt.verify = false; break;
@@ -266,6 +273,10 @@ int extract_main(int argc, char** argv) {
         default: throw_getopt_error(c, argv);
       }
     }
+    if (opt.overwrite && opt.skip_existing)
+      throw UsageError("--overwrite replaces existing files and --skip-old-files keeps them: give one");
+    if (tar_out && opt.skip_existing)
+      throw UsageError("--skip-old-files is for files in a directory; --tar writes an archive");
     if (compression && !tar_out)
       throw UsageError(compression_option + " compresses a --tar archive; a directory is written as files");
     if (optind >= argc) throw UsageError("missing IMAGE");
@@ -300,7 +311,12 @@ int extract_main(int argc, char** argv) {
       opt.stop = &stop_on_interrupt_signals();
       failed = ops::Extractor(*image, opt).run();
     }
-    if (show) print_summary(image_path, progress.entries_done, progress.bytes_done, opt.dest, start);
+    if (show) {
+      print_summary(image_path, progress.entries_done, progress.bytes_done, opt.dest, start);
+      if (const uint64_t kept = progress.entries_kept.load())
+        std::fprintf(stderr, "%s: %s kept as %s (--skip-old-files)\n", image_path.c_str(),
+                     counted(kept, "existing entry", "existing entries").c_str(), kept == 1 ? "it was" : "they were");
+    }
     // The extractor named what the interruption left out; the caller learns of it as of any
     // interrupted command.
     if (interrupt_signal()) {

@@ -130,6 +130,12 @@ class AlreadyExists : public Error {
   using Error::Error;
 };
 
+// An entry is in the way and --skip-old-files keeps it: counted, not an error.
+class KeptExisting : public Error {
+ public:
+  KeptExisting() : Error("kept as it was") {}
+};
+
 }  // namespace
 
 class Extractor::Impl {
@@ -382,6 +388,7 @@ class Extractor::Impl {
   }
 
   void fail(const std::string& path, const std::exception& e) {
+    if (dynamic_cast<const KeptExisting*>(&e)) return keep_existing();
     if (dynamic_cast<const AlreadyExists*>(&e)) {
       std::lock_guard lock(mu_);
       ++errors_;
@@ -436,7 +443,8 @@ class Extractor::Impl {
     if (!existing_ || !opt_.problems) return;
     std::string more = existing_ == 1 ? "" : ", and so do " + std::to_string(existing_ - 1) + " more entries";
     opt_.problems(Severity::error, first_existing_,
-                  "already exists" + more + " (use --overwrite to replace " + (existing_ == 1 ? "it" : "them") + ")");
+                  "already exists" + more + " (use --overwrite to replace " + (existing_ == 1 ? "it" : "them") +
+                      ", or --skip-old-files to keep " + (existing_ == 1 ? "it" : "them") + ")");
   }
 
   void warn(const std::string& path, const std::string& why) {
@@ -444,9 +452,15 @@ class Extractor::Impl {
     if (opt_.problems) opt_.problems(Severity::warning, path, why);
   }
 
+  void keep_existing() {
+    if (opt_.progress) opt_.progress->entries_kept.fetch_add(1, std::memory_order_relaxed);
+  }
+
   // Removes an existing non-directory so it can be replaced (--overwrite); never a directory.
+  // Without --overwrite the entry in the way is an error, or kept (--skip-old-files).
   void replace_existing(int dfd, const std::string& name, const Item& it) {
     struct stat st;
+    if (opt_.skip_existing) throw KeptExisting();
     if (!opt_.overwrite) throw AlreadyExists("already exists");
     if (::fstatat(dfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))
       throw Error("already exists as a directory; not replacing it");
@@ -692,6 +706,9 @@ class Extractor::Impl {
             write_entry(dfd, it, dstate);
             written_[t.item] = 1;
           }
+        } catch (const KeptExisting&) {
+          written_[t.item] = 1;  // hard links to its name are made to it, as tar makes them
+          keep_existing();
         } catch (const std::exception& e) {
           fail(path_of(it), e);
         }
@@ -1082,8 +1099,10 @@ class Extractor::Impl {
         try {
           struct stat st;
           const int dfd = open_dir(to, it.parent);
-          if (!opt_.overwrite && ::fstatat(dfd, std::string(name_of(it)).c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0)
+          if (!opt_.overwrite && ::fstatat(dfd, std::string(name_of(it)).c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
+            if (opt_.skip_existing) throw KeptExisting();
             throw AlreadyExists("already exists");
+          }
           throw Error("not extracted: it is a hard link to " + path_of(first) + ", which was not extracted");
         } catch (const std::exception& e) {
           fail(path_of(it), e);

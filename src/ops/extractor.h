@@ -35,6 +35,7 @@ struct ExtractProgress {
   std::atomic<uint64_t> bytes_done{0};
   std::atomic<uint64_t> entries_total{0};  // below the root (hard links included)
   std::atomic<uint64_t> entries_done{0};
+  std::atomic<uint64_t> entries_kept{0};  // existing entries left as they were (skip_existing)
 };
 
 struct ExtractOptions {
@@ -47,7 +48,11 @@ struct ExtractOptions {
   // Entries N or fewer levels deep are not created; patterns still match whole image paths.
   unsigned strip_components = 0;
   unsigned jobs = 1;
-  bool overwrite = false;   // replace existing non-directories (never follows or removes dirs)
+  bool overwrite = false;  // replace existing non-directories (never follows or removes dirs)
+  // --skip-old-files: keep existing non-directories as they are, as tar --skip-old-files does
+  // (a hard link is then made to an existing first name). An extraction that was stopped
+  // removed the file it was writing, so running it again this way finishes it.
+  bool skip_existing = false;
   bool same_owner = false;  // restore uid/gid (default when running as root)
   bool xattrs = true;
   // Check each file the image's manifest trailer covers against its XXH3-128; a file that does

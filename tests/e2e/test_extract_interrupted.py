@@ -3,7 +3,8 @@
 (SIGSTOP) when inotify sees it create a chosen entry in the target, sent the signal, and let go
 on (SIGCONT). It must begin no entry after the signal, remove the file it was writing, give
 every directory it made the image's mode and mtime, name in one line how many entries it left
-out, and end by the signal itself, as tar's callers expect of an interrupted command.
+out, and end by the signal itself, as tar's callers expect of an interrupted command. Run
+again with --skip-old-files, it finishes the tree.
 `extract --tar ARCHIVE` interrupted leaves no archive and no temporary file.
 
 Each entry left in the target is compared with the source it was packed from (content, mode,
@@ -18,8 +19,8 @@ import time
 
 from changing import IN_ISDIR, Inotify, all_stopped, until_valid
 from clitest import sqar_create_image
-from sqartest import (SQAR, check_sanitizers, dir_without_o_tmpfile, image_in_progress, leftovers, log, main,
-                      make_full_tree, snapshot, tempdir, write)
+from sqartest import (SQAR, check_sanitizers, compare_trees, dir_without_o_tmpfile, image_in_progress, leftovers, log,
+                      main, make_full_tree, run, snapshot, tempdir, write)
 
 IN_CREATE = 0x100
 BIG = "big.log"
@@ -113,6 +114,22 @@ def check_what_is_left(src_snap, out, p, sig, what):
     return left_out
 
 
+def resume(src, img, out, what):
+    """Running the stopped extraction again with --skip-old-files finishes it: the tree is the
+    source's, and a file the user changed meanwhile is kept as it is, as tar --skip-old-files
+    keeps it. Without the option, the entries in the way are refused in one line that names it."""
+    files = sorted(rel for rel, e in snapshot(out).items() if e["type"] == 0o100000 and e["nlink"] == 1)
+    assert files, f"{what}: no file was extracted before the stop"
+    mine = os.path.join(out, files[0])
+    os.chmod(mine, 0o644)
+    write(mine, b"the user's own version\n")
+    run([SQAR, "extract", "--skip-old-files", img, "-C", out])
+    compare_trees(src, out, f"{what}, then extract --skip-old-files", ignore=(files[0],))
+    assert open(mine, "rb").read() == b"the user's own version\n", f"{files[0]} was replaced"
+    p = run([SQAR, "extract", img, "-C", out], check=False)
+    assert p.returncode == 1 and "--skip-old-files to keep them" in p.stderr, (p.returncode, p.stderr)
+
+
 def test_interrupted_extract_finishes_its_directories():
     with tempdir() as d:
         src = make_source(f"{d}/src")
@@ -143,6 +160,15 @@ def test_interrupted_extract_finishes_its_directories():
                 dirs = [rel for rel, e in snapshot(out).items() if e["type"] == 0o040000]
                 assert len(dirs) == sum(e["type"] == 0o040000 for e in src_snap.values()), \
                     f"{what}: {len(dirs)} directories made, not all of them"
+
+        # Later, when files are written (the top directory's, in name order: text.log comes
+        # after big.log and most others), and then the same extraction again to finish it.
+        out = f"{d}/out-resumed"
+        os.makedirs(out)
+        p = interrupt_at([SQAR, "extract", "-j", "1", img, "-C", out], out, "text.log", [signal.SIGINT])
+        what = "SIGINT at text.log, -j1"
+        check_what_is_left(src_snap, out, p, signal.SIGINT, what)
+        resume(src, img, out, what)
 
         # A signal the caller ignores (nohup, a shell's background job) stays ignored: the
         # extraction completes.
