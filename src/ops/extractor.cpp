@@ -439,12 +439,18 @@ class Extractor::Impl {
   }
 
   // Extracting over an earlier extraction without --overwrite: one line, not one per entry.
+  // With --skip-old-files only non-directories where the image has a directory are left:
+  // keeping them would leave out all the directory holds.
   void report_existing() {
     if (!existing_ || !opt_.problems) return;
-    std::string more = existing_ == 1 ? "" : ", and so do " + std::to_string(existing_ - 1) + " more entries";
-    opt_.problems(Severity::error, first_existing_,
-                  "already exists" + more + " (use --overwrite to replace " + (existing_ == 1 ? "it" : "them") +
-                      ", or --skip-old-files to keep " + (existing_ == 1 ? "it" : "them") + ")");
+    const std::string more = existing_ == 1   ? ""
+                             : existing_ == 2 ? ", and so does 1 more entry"
+                                              : ", and so do " + std::to_string(existing_ - 1) + " more entries";
+    const std::string them = existing_ == 1 ? "it" : "them";
+    const std::string hint =
+        opt_.skip_existing ? " where the image has a directory (use --overwrite to replace " + them + ")"
+                           : " (use --overwrite to replace " + them + ", or --skip-old-files to keep " + them + ")";
+    opt_.problems(Severity::error, first_existing_, "already exists" + more + hint);
   }
 
   void warn(const std::string& path, const std::string& why) {
