@@ -186,6 +186,29 @@ def test_interrupted_extract_finishes_its_directories():
         log(f"ok: SIGHUP inherited ignored, sent inside {BIG}: all {len(got)} entries extracted")
 
 
+def test_skip_old_files_never_goes_through_what_is_in_the_way():
+    """--skip-old-files keeps a file where the image has a file, but a symlink or file where it
+    has a directory cannot hold the directory's entries: that is an error naming the entry,
+    and nothing is written through the symlink."""
+    with tempdir() as d:
+        for name in ("a/x", "a/y", "b/z", "c"):
+            write(f"{d}/src/{name}", name.encode())
+        img = f"{d}/img.sqfs"
+        sqar_create_image(f"{d}/src", img)
+        out, elsewhere = f"{d}/out", f"{d}/elsewhere"
+        os.makedirs(out)
+        os.makedirs(elsewhere)
+        os.symlink(elsewhere, f"{out}/a")
+        write(f"{out}/c", b"mine")
+        p = run([SQAR, "extract", "--skip-old-files", img, "-C", out], check=False)
+        assert p.returncode == 1, (p.returncode, p.stderr)
+        assert "a: already exists where the image has a directory (use --overwrite to replace it)" in p.stderr, p.stderr
+        assert "2 entries were left out below directories" in p.stderr, p.stderr
+        assert os.listdir(elsewhere) == [], f"written through the symlink: {os.listdir(elsewhere)}"
+        assert open(f"{out}/c", "rb").read() == b"mine" and open(f"{out}/b/z", "rb").read() == b"b/z"
+        log(f"ok: {p.stderr.strip()}")
+
+
 def interrupted_archive(img, archive, sig):
     """`extract --tar ARCHIVE` sent sig while it writes: ARCHIVE does not appear, and nothing
     is left beside it."""
@@ -231,4 +254,5 @@ def test_interrupted_archive_leaves_nothing():
 
 
 if __name__ == "__main__":
-    main([test_interrupted_extract_finishes_its_directories, test_interrupted_archive_leaves_nothing])
+    main([test_interrupted_extract_finishes_its_directories, test_skip_old_files_never_goes_through_what_is_in_the_way,
+          test_interrupted_archive_leaves_nothing])
