@@ -76,9 +76,9 @@ void check_tar_usage(const std::string& tar, int operands, const char* cmd, bool
 // usage errors rather than an option silently ignored or an archive read as patterns.
 // `exclude_files` are the --exclude-from arguments, read only after these checks.
 void check_tar_companions(const std::string& tar, bool tar_memory_given, const std::vector<std::string>& exclude_files);
-// For the commands that write an image or an archive (create, append, merge, extract --tar): every signal whose default
-// action ends the process removes a named temporary image first (only filesystems without
-// O_TMPFILE need one), then ends it as the signal would. A signal the caller ignores stays
+// For the commands that write an image or an archive (create, append, merge, extract --tar):
+// every signal whose default action ends the process removes a named temporary file first
+// (only filesystems without O_TMPFILE need one), then ends it as the signal would. A signal the caller ignores stays
 // ignored (nohup, `trap '' HUP`, a shell's background job and SIGINT), as tar leaves it.
 // SIGXFSZ is ignored, so a file-size limit becomes a write error (EFBIG) that names the image
 // and cleans up like any other.

@@ -428,14 +428,13 @@ class Extractor::Impl {
     std::lock_guard lock(mu_);
     errors_ += n;
     if (!opt_.problems) return;
-    const std::string entries = std::to_string(n) + (n == 1 ? " entry was" : " entries were") + " not extracted";
-    if (out_of_space_.load())
-      opt_.problems(Severity::error, "",
-                    "the target filesystem is full: extraction stopped, and " + std::to_string(n) +
-                        (n == 1 ? " more entry was" : " more entries were") + " not extracted");
-    else
-      opt_.problems(Severity::error, "",
-                    "extraction stopped: " + entries + "; the directories made have their modes and times");
+    // A full target named the entry that did not fit; these are the ones after it.
+    const bool full = out_of_space_.load();
+    const std::string count =
+        std::to_string(n) + (full ? " more" : "") + (n == 1 ? " entry was" : " entries were") + " not extracted";
+    opt_.problems(Severity::error, "",
+                  full ? "the target filesystem is full: extraction stopped, and " + count
+                       : "extraction stopped: " + count + "; the directories made have their modes and times");
   }
 
   // Extracting over an earlier extraction without --overwrite: one line, not one per entry.
