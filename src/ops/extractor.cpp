@@ -130,10 +130,13 @@ class AlreadyExists : public Error {
   using Error::Error;
 };
 
-// An entry is in the way and --skip-old-files keeps it: counted, not an error.
+// An entry is in the way and --skip-old-files keeps it: counted, not an error. Hard links to
+// its name are made to it, as tar makes them, when it is of the image entry's type (never to
+// a directory, nor through a symlink planted where the image has a file).
 class KeptExisting : public Error {
  public:
-  KeptExisting() : Error("kept as it was") {}
+  explicit KeptExisting(bool linkable) : Error("kept as it was"), linkable(linkable) {}
+  bool linkable;
 };
 
 }  // namespace
@@ -438,18 +441,15 @@ class Extractor::Impl {
   }
 
   // Extracting over an earlier extraction without --overwrite: one line, not one per entry.
-  // With --skip-old-files only non-directories where the image has a directory are left:
-  // keeping them would leave out all the directory holds.
   void report_existing() {
     if (!existing_ || !opt_.problems) return;
     const std::string more = existing_ == 1   ? ""
                              : existing_ == 2 ? ", and so does 1 more entry"
                                               : ", and so do " + std::to_string(existing_ - 1) + " more entries";
     const std::string them = existing_ == 1 ? "it" : "them";
-    const std::string hint =
-        opt_.skip_existing ? " where the image has a directory (use --overwrite to replace " + them + ")"
-                           : " (use --overwrite to replace " + them + ", or --skip-old-files to keep " + them + ")";
-    opt_.problems(Severity::error, first_existing_, "already exists" + more + hint);
+    opt_.problems(Severity::error, first_existing_,
+                  "already exists" + more + " (use --overwrite to replace " + them + ", or --skip-old-files to keep " +
+                      them + ")");
   }
 
   void warn(const std::string& path, const std::string& why) {
@@ -465,7 +465,11 @@ class Extractor::Impl {
   // Without --overwrite the entry in the way is an error, or kept (--skip-old-files).
   void replace_existing(int dfd, const std::string& name, const Item& it) {
     struct stat st;
-    if (opt_.skip_existing) throw KeptExisting();
+    if (opt_.skip_existing) {
+      const bool same_type = ::fstatat(dfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                             (st.st_mode & S_IFMT) == (it.inode.mode & S_IFMT);
+      throw KeptExisting(same_type);
+    }
     if (!opt_.overwrite) throw AlreadyExists("already exists");
     if (::fstatat(dfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))
       throw Error("already exists as a directory; not replacing it");
@@ -510,8 +514,18 @@ class Extractor::Impl {
         sys_fail("mkdir");
       } else if (::fstatat(dfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode)) {
         ds.setgid = st.st_mode & S_ISGID;  // reused as it is
+        // Without root a directory we cannot write into (one an interrupted extraction already
+        // gave its read-only mode) would refuse its entries: it is ours for now, as the ones we
+        // make are, and gets the image's mode with the others once its content is written.
+        if (euid_ != 0 && st.st_uid == euid_ && (st.st_mode & 0700) != 0700)
+          PinnedEntry(dfd, name, S_IFDIR).chmod((st.st_mode & 07777) | 0700);
       } else {
-        if (!opt_.overwrite) throw AlreadyExists("already exists and is not a directory");
+        // Named on its own, not counted with the files in the way: --skip-old-files cannot
+        // keep it, since nothing the image holds below it could be extracted.
+        if (!opt_.overwrite)
+          throw Error(
+              "already exists and is not a directory: what the image has below it is left out (use "
+              "--overwrite to replace it)");
         if (::unlinkat(dfd, name.c_str(), 0) != 0 || ::mkdirat(dfd, name.c_str(), mode) != 0)
           sys_fail("cannot replace");
         ds.created = true;
@@ -711,8 +725,8 @@ class Extractor::Impl {
             write_entry(dfd, it, dstate);
             written_[t.item] = 1;
           }
-        } catch (const KeptExisting&) {
-          written_[t.item] = 1;  // hard links to its name are made to it, as tar makes them
+        } catch (const KeptExisting& kept) {
+          written_[t.item] = kept.linkable;
           keep_existing();
         } catch (const std::exception& e) {
           fail(path_of(it), e);
@@ -1105,7 +1119,7 @@ class Extractor::Impl {
           struct stat st;
           const int dfd = open_dir(to, it.parent);
           if (!opt_.overwrite && ::fstatat(dfd, std::string(name_of(it)).c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
-            if (opt_.skip_existing) throw KeptExisting();
+            if (opt_.skip_existing) throw KeptExisting(false);
             throw AlreadyExists("already exists");
           }
           throw Error("not extracted: it is a hard link to " + path_of(first) + ", which was not extracted");

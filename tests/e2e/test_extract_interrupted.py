@@ -19,8 +19,8 @@ import time
 
 from changing import IN_ISDIR, Inotify, all_stopped, until_valid
 from clitest import sqar_create_image
-from sqartest import (SQAR, check_sanitizers, compare_trees, dir_without_o_tmpfile, image_in_progress, leftovers, log,
-                      main, make_full_tree, run, snapshot, tempdir, write)
+from sqartest import (AS_NOBODY, SQAR, check_sanitizers, compare_trees, dir_without_o_tmpfile, image_in_progress, leftovers, log,
+                      main, make_full_tree, need_root, run, snapshot, tempdir, write)
 
 IN_CREATE = 0x100
 BIG = "big.log"
@@ -189,10 +189,12 @@ def test_interrupted_extract_finishes_its_directories():
 def test_skip_old_files_never_goes_through_what_is_in_the_way():
     """--skip-old-files keeps a file where the image has a file, but a symlink or file where it
     has a directory cannot hold the directory's entries: that is an error naming the entry,
-    and nothing is written through the symlink."""
+    and nothing is written through the symlink. A hard link is never made to a kept entry of
+    another type than the image's (here a symlink where the image has the link's file)."""
     with tempdir() as d:
-        for name in ("a/x", "a/y", "b/z", "c"):
+        for name in ("a/x", "a/y", "b/z", "c", "e"):
             write(f"{d}/src/{name}", name.encode())
+        os.link(f"{d}/src/e", f"{d}/src/hl")
         img = f"{d}/img.sqfs"
         sqar_create_image(f"{d}/src", img)
         out, elsewhere = f"{d}/out", f"{d}/elsewhere"
@@ -200,13 +202,43 @@ def test_skip_old_files_never_goes_through_what_is_in_the_way():
         os.makedirs(elsewhere)
         os.symlink(elsewhere, f"{out}/a")
         write(f"{out}/c", b"mine")
+        write(f"{elsewhere}/target", b"not the image's e")
+        os.symlink(f"{elsewhere}/target", f"{out}/e")  # kept, but no hard link is made to it
         p = run([SQAR, "extract", "--skip-old-files", img, "-C", out], check=False)
         assert p.returncode == 1, (p.returncode, p.stderr)
-        assert "a: already exists where the image has a directory (use --overwrite to replace it)" in p.stderr, p.stderr
+        assert "a: already exists and is not a directory: what the image has below it is left out (use --overwrite " \
+            "to replace it)" in p.stderr, p.stderr
         assert "2 entries were left out below directories" in p.stderr, p.stderr
-        assert os.listdir(elsewhere) == [], f"written through the symlink: {os.listdir(elsewhere)}"
+        assert "hl: not extracted: it is a hard link to e, which was not extracted" in p.stderr, p.stderr
+        assert not os.path.lexists(f"{out}/hl"), "hl was linked to the symlink in the way"
+        assert os.listdir(elsewhere) == ["target"], f"written through the symlink: {os.listdir(elsewhere)}"
         assert open(f"{out}/c", "rb").read() == b"mine" and open(f"{out}/b/z", "rb").read() == b"b/z"
         log(f"ok: {p.stderr.strip()}")
+
+
+def test_skip_old_files_without_root_fills_a_read_only_directory():
+    """Without root, an interrupted extraction may already have given a directory its read-only
+    mode (0555) when entries of it are still missing: --skip-old-files must still fill it, and
+    leave it 0555. (The stop is simulated by removing entries of a finished extraction.)"""
+    need_root()  # to run as nobody, and to remove entries from the read-only directory
+    with tempdir() as d:
+        for i in range(20):
+            write(f"{d}/src/ro/f{i:02d}", b"read-only directory's file %d\n" % i)
+        write(f"{d}/src/top", b"top")
+        os.chmod(f"{d}/src/ro", 0o555)
+        os.chmod(d, 0o755)
+        img = f"{d}/img.sqfs"
+        sqar_create_image(f"{d}/src", img)
+        out = f"{d}/out"
+        os.makedirs(out)
+        os.chown(out, 65534, 65534)
+        run([*AS_NOBODY, SQAR, "extract", "--no-same-owner", img, "-C", out])
+        for i in range(10, 20):
+            os.unlink(f"{out}/ro/f{i:02d}")
+        os.unlink(f"{out}/top")
+        p = run([*AS_NOBODY, SQAR, "extract", "--no-same-owner", "--skip-old-files", img, "-C", out], check=False)
+        assert p.returncode == 0, (p.returncode, p.stderr)
+        compare_trees(f"{d}/src", out, "extract --skip-old-files as nobody into a 0555 directory", owners=False)
 
 
 def interrupted_archive(img, archive, sig):
@@ -255,4 +287,4 @@ def test_interrupted_archive_leaves_nothing():
 
 if __name__ == "__main__":
     main([test_interrupted_extract_finishes_its_directories, test_skip_old_files_never_goes_through_what_is_in_the_way,
-          test_interrupted_archive_leaves_nothing])
+          test_skip_old_files_without_root_fills_a_read_only_directory, test_interrupted_archive_leaves_nothing])
