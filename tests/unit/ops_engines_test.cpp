@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <atomic>
 #include <fstream>
 #include <map>
 #include <string>
@@ -66,7 +67,8 @@ class OpsEnginesTest : public ::testing::Test {
       std::string d = std::to_string(st.st_mode) + " " + std::to_string(S_ISDIR(st.st_mode) ? 0 : st.st_size) + " ";
       if (S_ISREG(st.st_mode)) d += testutil::read_host_file(it->path());
       if (S_ISLNK(st.st_mode)) d += fs::read_symlink(it->path()).string();
-      out[fs::relative(it->path(), root).string()] = d;
+      // lexically: fs::relative resolves symlinks, which gave a symlink its target's key.
+      out[it->path().lexically_relative(root).string()] = d;
     }
     return out;
   }
@@ -122,13 +124,58 @@ TEST(ExtractOrder, SharedDataIsDecodedOnceAcrossCopiesOfASubtree) {
   EXPECT_TRUE(problems.empty()) << ::testing::PrintToString(problems);
   for (auto it = fs::recursive_directory_iterator(src); it != fs::recursive_directory_iterator(); ++it) {
     if (!it->is_regular_file()) continue;
-    EXPECT_EQ(testutil::read_host_file(dir.path() / "out" / fs::relative(it->path(), src)),
+    EXPECT_EQ(testutil::read_host_file(dir.path() / "out" / it->path().lexically_relative(src)),
               testutil::read_host_file(it->path()))
         << it->path();
   }
   const uint64_t shared_full_blocks = 3;  // big's, stored once for a1 and a3
   ASSERT_GT(image->super().fragment_count, 20u) << "a2's tails must not fit in the cache";
   EXPECT_EQ(image->cache_stats().data_misses, image->super().fragment_count + shared_full_blocks);
+}
+
+// ExtractOptions::stop set before anything is written: every entry is left out and counted in
+// one line, none is named, and nothing is made below the target.
+TEST_F(OpsEnginesTest, ExtractStoppedLeavesOutEveryEntryInOneLine) {
+  const std::atomic<bool> stop{true};
+  auto image = open();
+  ops::ExtractOptions opt;
+  opt.dest = (dir_.path() / "out").string();
+  opt.jobs = 2;
+  opt.stop = &stop;
+  std::vector<Problem> problems;
+  opt.problems = [&](ops::Severity s, const std::string& p, const std::string& m) { problems.push_back({s, p, m}); };
+  const size_t failed = ops::Extractor(*image, opt).run();
+  EXPECT_EQ(failed, describe(src_).size());
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_EQ(problems[0].message, "extraction stopped: " + std::to_string(failed) +
+                                     " entries were not extracted; the directories made have their modes and times");
+  EXPECT_TRUE(fs::is_empty(dir_.path() / "out"));
+}
+
+// --skip-old-files after a partial extraction: what is missing is extracted, what exists is
+// kept as it is (a file the user changed, a hard link's first name, to which the link is made).
+TEST_F(OpsEnginesTest, ExtractSkippingOldFilesFillsInWhatIsMissing) {
+  const fs::path out = dir_.path() / "out";
+  std::vector<Problem> problems;
+  ASSERT_EQ(extract(out, 2, problems), 0u);
+  fs::remove(out / "sub/deeper/multi");
+  fs::remove(out / "sub/linked2");
+  testutil::write_file(out / "small.txt", "the user's own\n");
+  auto image = open();
+  ops::ExtractOptions opt;
+  opt.dest = out.string();
+  opt.jobs = 2;
+  opt.skip_existing = true;
+  opt.problems = [&](ops::Severity s, const std::string& p, const std::string& m) { problems.push_back({s, p, m}); };
+  EXPECT_EQ(ops::Extractor(*image, opt).run(), 0u);
+  EXPECT_TRUE(problems.empty()) << problems[0].path << ": " << problems[0].message;
+  EXPECT_EQ(testutil::read_host_file(out / "small.txt"), "the user's own\n");
+  testutil::write_file(out / "small.txt", testutil::read_host_file(src_ / "small.txt"));
+  EXPECT_EQ(describe(out), describe(src_));
+  struct stat a, b;
+  ASSERT_EQ(::stat((out / "linked").c_str(), &a), 0);
+  ASSERT_EQ(::stat((out / "sub/linked2").c_str(), &b), 0);
+  EXPECT_EQ(a.st_ino, b.st_ino) << "the link is made to the kept first name";
 }
 
 TEST_F(OpsEnginesTest, ExtractSelectsByGlobAndReportsExistingEntriesOnce) {
