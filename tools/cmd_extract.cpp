@@ -106,9 +106,9 @@ const char kHelp[] =
     "entry is begun after it, a file being written is removed, the directories made get their\n"
     "modes and times, one line says how many entries were not extracted, and sqar ends by the\n"
     "signal. Run again with --skip-old-files, it extracts what is missing. A second signal\n"
-    "ends it at once, and may leave the file being written incomplete ('sqar diff IMAGE DIR'\n"
-    "names it; extract it again with --overwrite). A signal the caller ignores (nohup) stays\n"
-    "ignored.\n"
+    "ends it at once, and may leave the file being written incomplete: --skip-old-files keeps\n"
+    "it with a warning that names it (so does 'sqar diff IMAGE DIR'); extract it again with\n"
+    "--overwrite. A signal the caller ignores (nohup) stays ignored.\n"
     "\n"
     "Exit status: 0 when everything was extracted, 1 when an entry or the image failed, 2 on\n"
     "bad usage. Errors read \"sqar extract: IMAGE: PATH: cause\".\n";

@@ -468,6 +468,11 @@ class Extractor::Impl {
     if (opt_.skip_existing) {
       const bool same_type = ::fstatat(dfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
                              (st.st_mode & S_IFMT) == (it.inode.mode & S_IFMT);
+      // Kept as asked, but not silently when it cannot be the image's file: one cut short by
+      // a second signal or a kill, or one the user changed.
+      if (same_type && it.inode.is_regular() && uint64_t(st.st_size) != it.inode.size)
+        warn(path_of(it), "kept, but it has " + std::to_string(st.st_size) + " bytes where the image has " +
+                              std::to_string(it.inode.size) + " (--overwrite replaces it)");
       throw KeptExisting(same_type);
     }
     if (!opt_.overwrite) throw AlreadyExists("already exists");

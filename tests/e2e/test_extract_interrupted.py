@@ -123,7 +123,8 @@ def resume(src, img, out, what):
     mine = os.path.join(out, files[0])
     os.chmod(mine, 0o644)
     write(mine, b"the user's own version\n")
-    run([SQAR, "extract", "--skip-old-files", img, "-C", out])
+    p = run([SQAR, "extract", "--skip-old-files", img, "-C", out])
+    assert f"warning: {img}: {files[0]}: kept, but it has 23 bytes where the image has" in p.stderr, p.stderr
     compare_trees(src, out, f"{what}, then extract --skip-old-files", ignore=(files[0],))
     assert open(mine, "rb").read() == b"the user's own version\n", f"{files[0]} was replaced"
     p = run([SQAR, "extract", img, "-C", out], check=False)
