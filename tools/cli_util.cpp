@@ -303,14 +303,22 @@ void remove_temp_image_and_end(int sig) {
 }
 }  // namespace
 
-void remove_temp_image_on_fatal_signals() {
-  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM, SIGPROF, SIGXCPU}) {
+void handle_signals_not_ignored(std::initializer_list<int> signals, void (*handler)(int), int flags) {
+  for (int sig : signals) {
     struct sigaction old {};
     if (sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
     struct sigaction sa {};
-    sa.sa_handler = remove_temp_image_and_end;
+    sa.sa_handler = handler;
+    sa.sa_flags = flags;
+    sigemptyset(&sa.sa_mask);
     sigaction(sig, &sa, nullptr);
   }
+}
+
+void remove_temp_image_on_fatal_signals() {
+  handle_signals_not_ignored(
+      {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM, SIGPROF, SIGXCPU},
+      remove_temp_image_and_end);
   signal(SIGXFSZ, SIG_IGN);
 }
 

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -83,6 +84,9 @@ void check_tar_companions(const std::string& tar, bool tar_memory_given, const s
 // SIGXFSZ is ignored, so a file-size limit becomes a write error (EFBIG) that names the image
 // and cleans up like any other.
 void remove_temp_image_on_fatal_signals();
+// Installs `handler` (with sigaction `flags`) for each of `signals` the caller does not ignore:
+// one inherited ignored stays ignored (nohup, a shell's background job), as tar leaves it.
+void handle_signals_not_ignored(std::initializer_list<int> signals, void (*handler)(int), int flags = 0);
 // IMAGE (or OUT) '-': standard output must be neither a terminal nor wanted for --json.
 void check_image_to_standard_output(const std::string& image, bool json);
 // Whether one of `files` is "-", standard input.

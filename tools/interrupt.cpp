@@ -2,6 +2,8 @@
 
 #include <signal.h>
 
+#include "cli_util.h"
+
 namespace sqar::cli {
 namespace {
 
@@ -18,15 +20,8 @@ void request_stop(int sig) {
 }  // namespace
 
 const std::atomic<bool>& stop_on_interrupt_signals() {
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
-    struct sigaction old {};
-    if (sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
-    struct sigaction sa {};
-    sa.sa_handler = request_stop;
-    sa.sa_flags = SA_RESTART;  // a write in progress finishes; the workers look at the flag
-    sigemptyset(&sa.sa_mask);
-    sigaction(sig, &sa, nullptr);
-  }
+  // SA_RESTART: a write in progress finishes; the workers look at the flag.
+  handle_signals_not_ignored({SIGINT, SIGTERM, SIGHUP}, request_stop, SA_RESTART);
   return g_stop;
 }
 
