@@ -16,6 +16,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "common/all_zero.h"
 #include "common/error.h"
 #include "common/path_pattern.h"
 #include "format/squashfs.h"
@@ -84,8 +85,6 @@ struct Item {
   // level below them are made in the root instead (parent 0; image_parent_ keeps the image's).
   bool stripped = false;
 };
-
-bool all_zero(const uint8_t* p, size_t n) { return n == 0 || (p[0] == 0 && std::memcmp(p, p + 1, n - 1) == 0); }
 
 // The target filesystem is full (ENOSPC, or EDQUOT: the user's quota): every entry after it
 // would fail the same way, so extraction stops there with one message instead of one per entry.
