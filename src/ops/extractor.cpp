@@ -183,44 +183,63 @@ class Extractor::Impl {
         fail_image(manifest_trailer_problem(e, img_.path()) + "; content is not checked");
       }
     }
+    // The directory item holding `path` (below the root): the open one whose path is as long as
+    // path's parent.
+    auto parent_of = [&](const std::string& path, std::string_view parent) {
+      while (!open_dirs.empty() && open_lengths.back() != parent.size()) {
+        open_dirs.pop_back();
+        open_lengths.pop_back();
+      }
+      if (open_dirs.empty()) throw Error(img_.path() + ": " + path + ": parent not walked first");
+      return open_dirs.back();
+    };
     std::unordered_set<uint32_t> learned;  // regular inodes, for the content check
-    img_.walk([&](const std::string& path, const Inode& inode) {
-      if (check_ && inode.is_regular() && learned.insert(inode.inode_number).second) check_->learn(inode);
-      Item it{InodeSummary(inode)};
-      if (inode.is_regular()) it.inode.data_pos = data_position(inode);
-      ExtractFilter::Mark mark = filter.root();
-      if (!path.empty()) {
-        auto [parent, name] = split_parent(path);
-        while (!open_dirs.empty() && open_lengths.back() != parent.size()) {
-          open_dirs.pop_back();
-          open_lengths.pop_back();
-        }
-        if (open_dirs.empty()) throw Error(img_.path() + ": " + path + ": parent not walked first");
-        it.parent = open_dirs.back();
-        it.name_offset = names_.size();
-        it.name_length = uint32_t(name.size());
-        names_.append(name);
-        const Item& parent_item = items_[size_t(it.parent)];
-        mark = filter.entry({parent_item.excluded, parent_item.selected}, path, name, inode.is_dir());
-      }
-      it.excluded = mark.excluded;
-      it.selected = mark.selected;
-      if (opt_.strip_components && !path.empty()) {
-        const size_t depth = open_dirs.size();  // the root and the directories down to the parent
-        it.stripped = depth <= opt_.strip_components;
-        if (depth == opt_.strip_components + 1) {
-          image_parent_.emplace(int64_t(items_.size()), it.parent);
-          it.parent = 0;
-        }
-      }
-      if (it.parent >= 0) it.depth = items_[size_t(it.parent)].depth + 1;
-      if (inode.is_dir()) {
-        open_dirs.push_back(int64_t(items_.size()));
-        open_lengths.push_back(path.size());
-      }
-      items_.push_back(std::move(it));
-      return true;
-    });
+    reader::WalkOptions walk_options;
+    // A damaged inode or listing is named, as an entry that could not be extracted, when the
+    // selection takes it; everything else is still extracted (as list, cat and sqarfs still
+    // read what is intact). The rest of a damaged listing is not reached: its directory is named.
+    walk_options.on_error = [&](const std::string& path, const std::string& error) {
+      if (path.empty()) throw Error(img_.path() + ": " + error);
+      auto [parent, name] = split_parent(path);
+      const Item& parent_item = items_[size_t(parent_of(path, parent))];
+      const ExtractFilter::Mark mark =
+          filter.entry({parent_item.excluded, parent_item.selected}, path, name, /*is_dir=*/false);
+      if (mark.selected) fail(path, error);
+    };
+    img_.walk(
+        [&](const std::string& path, const Inode& inode) {
+          if (check_ && inode.is_regular() && learned.insert(inode.inode_number).second) check_->learn(inode);
+          Item it{InodeSummary(inode)};
+          if (inode.is_regular()) it.inode.data_pos = data_position(inode);
+          ExtractFilter::Mark mark = filter.root();
+          if (!path.empty()) {
+            auto [parent, name] = split_parent(path);
+            it.parent = parent_of(path, parent);
+            it.name_offset = names_.size();
+            it.name_length = uint32_t(name.size());
+            names_.append(name);
+            const Item& parent_item = items_[size_t(it.parent)];
+            mark = filter.entry({parent_item.excluded, parent_item.selected}, path, name, inode.is_dir());
+          }
+          it.excluded = mark.excluded;
+          it.selected = mark.selected;
+          if (opt_.strip_components && !path.empty()) {
+            const size_t depth = open_dirs.size();  // the root and the directories down to the parent
+            it.stripped = depth <= opt_.strip_components;
+            if (depth == opt_.strip_components + 1) {
+              image_parent_.emplace(int64_t(items_.size()), it.parent);
+              it.parent = 0;
+            }
+          }
+          if (it.parent >= 0) it.depth = items_[size_t(it.parent)].depth + 1;
+          if (inode.is_dir()) {
+            open_dirs.push_back(int64_t(items_.size()));
+            open_lengths.push_back(path.size());
+          }
+          items_.push_back(std::move(it));
+          return true;
+        },
+        walk_options);
     // As tar -x does: what the other PATTERNs match is extracted, and a PATTERN that matches
     // nothing is named (the front end exits 1). When none matches, nothing is written at all.
     const std::vector<std::string> unmatched = filter.unmatched();

@@ -9,10 +9,11 @@ digest."""
 import contextlib
 import json
 import os
+import struct
 import subprocess
 
 from clitest import expect_fail, sqar
-from sqartest import SQAR, log, main, need_root, pseudo_random, run, tempdir, write
+from sqartest import SQAR, log, main, mksquashfs, need_root, need_tool, pseudo_random, run, snapshot, tempdir, write
 
 BIG = pseudo_random(600 * 1024, "big")  # > 64 blocks of 4 KiB: split into ranges at -j2
 SMALL_A = pseudo_random(1500, "small-a")
@@ -213,6 +214,43 @@ def test_damaged_manifest_trailer():
         log("ok: info describes an image with a damaged trailer and says so")
 
 
+def test_damaged_inode_block_spares_the_rest():
+    """One damaged inode metadata block (mksquashfs's gzip image: zlib's adler32 catches it)
+    loses the entries whose inodes it holds, not the image: extract names each of them, exits
+    1 and writes every other entry exactly as the source has it; nothing is lost unnamed. A
+    PATTERN that selects only intact entries extracts them with exit 0 and no message."""
+    need_tool("mksquashfs")
+    with tempdir() as d:
+        src = f"{d}/src"
+        for i in range(3000):  # ~100 KB of inodes: a dozen metadata blocks
+            write(f"{src}/many/f{i:04}", f"{i}\n".encode() * (i % 9), mode=0o600 + (i % 3) * 0o44)
+        write(f"{src}/z-last.txt", b"last\n")
+        img = f"{d}/mk.sqfs"
+        mksquashfs(src, img, "-comp", "gzip")
+        with open(img, "r+b") as f:
+            inode_table = struct.unpack_from("<Q", f.read(96), 64)[0]
+            f.seek(inode_table + 40)  # inside the first block's deflate stream
+            b = f.read(1)
+            f.seek(inode_table + 40)
+            f.write(bytes([b[0] ^ 0x55]))
+        p = run([SQAR, "extract", "-C", f"{d}/out", img], check=False)
+        named = {line.split(": ")[2] for line in p.stderr.splitlines() if line.startswith(f"sqar extract: {img}: ")
+                 and "could not be extracted" not in line}
+        assert p.returncode == 1 and named and f"{len(named)} entries could not be extracted" in p.stderr, p.stderr
+        want, got = snapshot(src), snapshot(f"{d}/out")
+        lost = set(want) - set(got)
+        assert lost == named, f"lost but not named: {sorted(lost - named)[:5]}; named but written: {sorted(named - lost)[:5]}"
+        wrong = [rel for rel in got if got[rel] != want[rel] and rel != "many"]  # many's nlink is its own
+        assert not wrong, f"written differently from the source: {wrong[:5]}"
+        log(f"ok: {len(named)} entries of the damaged block named, the other {len(got)} extracted as the source has them")
+        intact = sorted(set(want) - named - {"many"})[-1]
+        p = run([SQAR, "extract", "-C", f"{d}/one", img, intact], check=False)
+        assert p.returncode == 0 and not p.stderr, p.stderr
+        assert open(f"{d}/one/{intact}", "rb").read() == open(f"{src}/{intact}", "rb").read()
+        log(f"ok: extracting only {intact} from the damaged image exits 0")
+
+
 if __name__ == "__main__":
     main([test_clean_image_passes, test_flipped_bit_in_a_block, test_flipped_bit_in_a_fragment_block,
-          test_a_file_not_written_whole_is_removed, test_a_full_disk_stops_extraction_with_one_message, test_damaged_manifest_trailer])
+          test_a_file_not_written_whole_is_removed, test_a_full_disk_stops_extraction_with_one_message, test_damaged_manifest_trailer,
+          test_damaged_inode_block_spares_the_rest])
