@@ -6,7 +6,6 @@
 #include <cerrno>
 #include <cstring>
 #include <optional>
-#include <unordered_set>
 #include <vector>
 
 #include "common/hash.h"
@@ -108,7 +107,7 @@ namespace {
 // every regular inode learned: that metadata walk runs only when such a file is printed.
 class PrintedCheck {
  public:
-  explicit PrintedCheck(reader::Image& image) : image_(image), check_(image) {}
+  explicit PrintedCheck(reader::Image& image) : check_(image) {}
   bool active() const { return check_.has_manifest(); }
 
   void check(const reader::Inode& ino, const Hash128& got, const std::string& shown) {
@@ -133,13 +132,8 @@ class PrintedCheck {
   void learn_all() {
     if (learned_) return;
     learned_ = true;
-    std::unordered_set<uint32_t> seen;
-    image_.walk([&](const std::string&, const reader::Inode& i) {
-      if (i.is_regular() && seen.insert(i.inode_number).second) check_.learn(i);
-      return true;
-    });
+    check_.learn_all();
   }
-  reader::Image& image_;
   ManifestCheck check_;
   bool learned_ = false;
 };

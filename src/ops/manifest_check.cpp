@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <unordered_set>
 
 #include "common/error.h"
 #include "format/manifest.h"
@@ -31,6 +32,19 @@ void ManifestCheck::learn(const reader::Inode& ino) {
   }
   if (auto it = files_.find(ino.inode_number); it != files_.end())
     by_key_.emplace(fingerprint(DataKey(img_, ino)), it->second);
+}
+
+void ManifestCheck::learn_all() {
+  if (!has_manifest_) return;
+  std::unordered_set<uint32_t> seen;  // an inode of several names is learned once
+  reader::WalkOptions options;
+  options.on_error = [](const std::string&, const std::string&) {};
+  img_.walk(
+      [&](const std::string&, const reader::Inode& ino) {
+        if (ino.is_regular() && seen.insert(ino.inode_number).second) learn(ino);
+        return true;
+      },
+      options);
 }
 
 std::optional<Hash128> ManifestCheck::expected(const reader::Inode& ino) const {

@@ -28,6 +28,10 @@ class ManifestCheck {
   // Call for every regular inode before asking about duplicates or fragment blocks. Learning
   // an inode again (a second name) changes nothing.
   void learn(const reader::Inode& ino);
+  // Learns every regular inode of the image in one metadata walk. Damaged entries are passed
+  // over (they cannot be learned): a file covered by one of them is then not checked, and a
+  // fragment block holding one does not match its digest.
+  void learn_all();
   bool in_fragment_digest(const reader::Inode& ino) const;
   // The hash the file's content must have when it is covered by an entry (its own or a
   // duplicate's) or is empty; nullopt when it is covered by its fragment block or not at all.

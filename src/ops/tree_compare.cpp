@@ -12,6 +12,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string_view>
 #include <unordered_map>
@@ -19,6 +20,7 @@
 #include "common/error.h"
 #include "format/squashfs.h"
 #include "ops/entry_format.h"
+#include "ops/manifest_check.h"
 #include "ops/parallel.h"
 #include "ops/safe_dir.h"
 #include "reader/walk_guard.h"
@@ -40,19 +42,10 @@ const char* type_word(uint32_t mode) {
   return "unknown";
 }
 
-std::string quote_value(const std::string& v) {
-  std::string out = "\"";
-  for (unsigned char ch : v) {
-    if (ch >= 32 && ch < 127 && ch != '"' && ch != '\\') {
-      out += char(ch);
-    } else {
-      char b[8];
-      std::snprintf(b, sizeof b, "\\x%02x", ch);
-      out += b;
-    }
-  }
-  return out + "\"";
-}
+// A symlink target in a difference line. The bytes stay as they are: the front end escapes the
+// whole line as it escapes names (escape_name, as list prints targets), so escaping here too
+// showed every escape twice ("\\x1b").
+std::string quote_value(const std::string& v) { return "\"" + v + "\""; }
 
 // The content of the file at `path` (below the root open in `dirs`) against the image's; true
 // when equal. The sizes are known to match. Throws naming `shown` on read errors.
@@ -198,12 +191,17 @@ class TreeComparer {
       Found& f = batch_[checks[k]];  // each task writes its own element
       try {
         if (!same_content(image_, f.ref, *dirs_[w], f.path, root_ + f.path)) {
-          f.kind = Found::Kind::content_differs;
-          any_differ = true;
+          if (image_content_damaged(f.ref)) {
+            f.kind = Found::Kind::content_unreadable;
+            f.text = image_.path() + ": " + f.path + ": content differs from the manifest (the image is damaged)";
+          } else {
+            f.kind = Found::Kind::content_differs;
+            any_differ = true;
+          }
         }
       } catch (const std::exception& e) {
         f.kind = Found::Kind::content_unreadable;
-        f.text = e.what();
+        f.text = naming_the_entry(f.path, e.what());
       }
     });
     for (Found& f : batch_) {
@@ -436,6 +434,42 @@ class TreeComparer {
     if (opt_.xattrs) compare_xattrs(path, ino, owner);
   }
 
+  // An image-side error names the image and a block ("... (file inode 1, block 0)"): the
+  // entry's path goes after the image's, as every sqar message names an entry. Errors of the
+  // tree name its file already.
+  std::string naming_the_entry(const std::string& path, const std::string& message) const {
+    const std::string rest = without_path_prefix(message, image_.path());
+    return rest == message ? message : image_.path() + ": " + path + ": " + rest;
+  }
+
+  // Whether a file whose content differs from the tree's is damaged in the image rather than
+  // changed on disk: its content as the image decodes it does not match the manifest trailer
+  // (a codec without a checksum, zstd's frames as written, or a block stored raw, hands damaged
+  // bytes over). Only asked about differing files, so the manifest is read and every regular
+  // inode learned (duplicates are covered by another inode's entry) the first time. Without
+  // a trailer, or with a damaged one, nothing can be told: false.
+  bool image_content_damaged(reader::InodeRef ref) {
+    std::call_once(manifest_loaded_, [&] {
+      try {
+        manifest_.emplace(image_);
+        if (!manifest_->has_manifest()) return manifest_.reset();
+        manifest_->learn_all();
+      } catch (const std::exception&) {
+        manifest_.reset();
+      }
+    });
+    if (!manifest_) return false;
+    try {
+      const reader::Inode ino = image_.read_inode(ref);
+      const Hash128 hash = content_hash(image_, ino);
+      if (auto want = manifest_->expected(ino)) return !(*want == hash);
+      std::lock_guard lock(manifest_mu_);  // bad_fragments reads the block's other files
+      return manifest_->in_fragment_digest(ino) && !manifest_->bad_fragments({{ino.inode_number, hash}}).empty();
+    } catch (const std::exception&) {
+      return true;  // it decoded a moment ago; failing now, it is damaged all the same
+    }
+  }
+
   void compare_xattrs(const std::string& path, const reader::Inode& ino, uint32_t owner) {
     auto it = tree_.xattrs.find(owner);
     const bool disk_has = it != tree_.xattrs.end() && !it->second->empty();
@@ -476,6 +510,9 @@ class TreeComparer {
   reader::WalkGuard guard_{image_};  // loops, overlapping listings and block lists
   std::vector<Found> batch_;         // in path order
   size_t batch_bytes_ = 0, batch_checks_ = 0;
+  std::once_flag manifest_loaded_;
+  std::optional<ManifestCheck> manifest_;  // read at the first content difference
+  std::mutex manifest_mu_;
 };
 
 }  // namespace

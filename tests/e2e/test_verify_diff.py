@@ -595,6 +595,60 @@ def test_diff_many_changes_stay_in_path_order():
         log(f"ok: {len(want)} changes among 10,000 files, in path order")
 
 
+def test_diff_tells_damage_in_the_image_from_a_change_on_disk():
+    """Content the image decodes wrong is damage, not a change of the tree: where the manifest
+    trailer shows it (random data stored raw: no codec checksum, in a file's own blocks and in
+    a fragment block), diff names the file with "content differs from the manifest" and exits
+    2 as for any file it cannot compare, instead of "M PATH: content differs" (which would
+    tell the user the source changed). A block no codec can decode names the file too, not
+    only its inode."""
+    with tempdir() as d:
+        big, small = pseudo_random(300 * 1024, "diff-big"), pseudo_random(3000, "diff-small")
+        write(f"{d}/src/big.bin", big)
+        write(f"{d}/src/sub/small.bin", small)
+        write(f"{d}/src/text.log", TEXT)
+        img = f"{d}/img.sqfs"
+        sqar("create", "-q", f"{d}/src", img)
+        data = open(img, "rb").read()
+        for name, content in (("big.bin", big), ("sub/small.bin", small)):
+            damaged = f"{d}/{name.replace('/', '-')}.sqfs"
+            shutil.copy(img, damaged)
+            flip(damaged, data.index(content[1000:1064]) + 5)
+            p = sqar("diff", damaged, f"{d}/src", check=False)
+            assert p.returncode == 2 and f"{damaged}: {name}: content differs from the manifest" in p.stderr, p
+            assert "content differs" not in p.stdout, p.stdout
+            log(f"ok: {p.stderr.strip()}")
+        # Unchanged files of the image are still compared: a real change beside the damage shows.
+        write(f"{d}/src/text.log", TEXT + b"more")
+        p = sqar("diff", f"{d}/big.bin.sqfs", f"{d}/src", check=False)
+        assert p.returncode == 2 and "M text.log: size" in p.stdout, p
+        # A gzip block that does not decode: the message names the image and the file.
+        write(f"{d}/mksrc/text.log", TEXT)
+        mk = f"{d}/mk.sqfs"
+        mksquashfs(f"{d}/mksrc", mk, "-comp", "gzip")
+        flip(mk, 96 + 40)  # inside the first data block, right after the superblock
+        p = sqar("diff", mk, f"{d}/mksrc", check=False)
+        assert p.returncode == 2 and f"{mk}: text.log: data block at" in p.stderr, p
+        log(f"ok: {p.stderr.strip()}")
+
+
+def test_diff_shows_symlink_targets_as_list_does():
+    """A target holding control characters is escaped once, as list escapes it (\\033),
+    never twice ("\\\\x1b")."""
+    with tempdir() as d:
+        os.makedirs(f"{d}/src")
+        os.symlink("tgt\033[2J", f"{d}/src/evil-link")
+        img = f"{d}/img.sqfs"
+        sqar("create", "-q", f"{d}/src", img)
+        os.unlink(f"{d}/src/evil-link")
+        os.symlink("new\033[5mT", f"{d}/src/evil-link")
+        p = sqar("diff", "--no-times", img, f"{d}/src", check=False)
+        listed = sqar("list", "-l", img).stdout
+        assert "-> tgt\\033[2J" in listed, listed
+        assert p.returncode == 1 and p.stdout == 'M evil-link: target "tgt\\033[2J" != "new\\033[5mT"\n', p.stdout
+        log(f"ok: {p.stdout.strip()}")
+
+
 if __name__ == "__main__":
     main([test_verify_clean_images, test_verify_flipped_data_byte_mksquashfs, test_verify_flipped_data_byte_sqar,
           test_verify_names_every_file_sharing_a_damaged_block, test_verify_damaged_raw_fragment_block,
@@ -603,4 +657,5 @@ if __name__ == "__main__":
           test_diff_subtrees_types_links_devices,
           test_diff_after_extract_roundtrip, test_diff_goes_on_past_an_unreadable_file,
           test_diff_many_changes_stay_in_path_order, test_diff_root_and_content_lines_in_place,
-          test_diff_json_stays_valid_when_the_image_is_damaged])
+          test_diff_json_stays_valid_when_the_image_is_damaged, test_diff_tells_damage_in_the_image_from_a_change_on_disk,
+          test_diff_shows_symlink_targets_as_list_does])
