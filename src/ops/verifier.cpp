@@ -46,9 +46,12 @@ class Verifier::Impl {
   // The reader's errors start with the image's path, which every report line already names.
   std::string without_image_path(const std::string& msg) const { return without_path_prefix(msg, img_.path()); }
 
+  // A problem of the image as a whole (no path) is reported once: a damaged trailer header
+  // loses the trailers after it too, and each of them reports the same cause.
   void problem(const std::string& path, const std::string& why) {
     std::string msg = without_image_path(why);
     std::lock_guard lock(mu_);
+    if (path.empty() && !image_problems_.insert(msg).second) return;
     ++problems_;
     if (sink_) sink_(Severity::error, path, msg);
   }
@@ -326,6 +329,7 @@ class Verifier::Impl {
   PathTable paths_;  // of the directories and of the files checked
   ProblemSink sink_;
   std::mutex mu_;
+  std::unordered_set<std::string> image_problems_;  // reported once each (see problem)
   size_t problems_ = 0;
   uint64_t entries_ = 0, files_ = 0, bytes_ = 0;
   bool had_manifest_ = false;

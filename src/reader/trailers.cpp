@@ -32,9 +32,18 @@ void ImageImpl::locate_trailers() {
   Trailers& t = trailers_;
   uint8_t h[kManifestHeaderSize];
   // Whether a whole header fits at pos: a trailer that would not is absent, as for an image
-  // another tool wrote and that ends there.
+  // another tool wrote and that ends there, unless the file ends inside it: bytes that are not
+  // all zero (padding) there are the start of a header cut short, a damaged trailer.
   const auto header_at = [&](uint64_t pos, const char* what) {
-    if (pos > file_size_ || file_size_ - pos < sizeof h) return false;
+    if (pos >= file_size_) return false;
+    if (file_size_ - pos < sizeof h) {
+      const size_t left = size_t(file_size_ - pos);
+      read_trailer(pos, h, left, what);
+      for (size_t i = 0; i < left; ++i)
+        if (h[i])
+          fail(std::string(what) + " is truncated: the file ends " + std::to_string(left) + " bytes into its header");
+      return false;
+    }
     read_trailer(pos, h, sizeof h, what);
     return true;
   };

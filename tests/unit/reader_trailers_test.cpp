@@ -183,4 +183,30 @@ TEST_F(ReaderTrailers, ASizeBeyondTheFileIsTruncationNotAnAllocation) {
   EXPECT_THROW(cut->data_digests(), sqar::Error);
 }
 
+TEST_F(ReaderTrailers, AFileEndingInsideAHeaderIsATruncatedTrailer) {
+  // Cut a few bytes into the manifest's header: its magic is there, the rest is not. That is
+  // damage to report, not an image without a trailer.
+  auto cut = open(t.filesystem + t.manifest.substr(0, 4));
+  reads_its_file(*cut);
+  try {
+    cut->manifest();
+    FAIL() << "no error";
+  } catch (const sqar::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("manifest trailer is truncated"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(cut->settings_trailer(), sqar::Error);
+  // The same inside the settings header: the trailers before it stay sound.
+  auto cut_settings = open(t.filesystem + t.manifest + t.digests + t.settings.substr(0, 12));
+  EXPECT_TRUE(cut_settings->manifest());
+  EXPECT_TRUE(cut_settings->data_digests());
+  EXPECT_THROW(cut_settings->settings_trailer(), sqar::Error);
+  // Zero bytes where a header would start are padding (another tool's, or a device's tail):
+  // no trailer, no error.
+  auto zeros = open(t.filesystem + std::string(100, '\0'));
+  EXPECT_FALSE(zeros->manifest());
+  EXPECT_FALSE(zeros->settings_trailer());
+  auto short_zeros = open(t.filesystem + std::string(10, '\0'));
+  EXPECT_FALSE(short_zeros->manifest());
+}
+
 }  // namespace
