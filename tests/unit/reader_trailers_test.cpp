@@ -80,6 +80,17 @@ std::string damaged_at(std::string bytes, size_t at) {
   return bytes;
 }
 
+// Runs `call`, which must throw a sqar::Error whose message contains `text`.
+template <class Call>
+void expect_error_containing(Call call, const std::string& text) {
+  try {
+    call();
+    ADD_FAILURE() << "no error";
+  } catch (const sqar::Error& e) {
+    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(ReaderTrailers, AllThreeAreFoundAndTheSettingsGiveTheLevel) {
   auto image = open(t.filesystem + t.manifest + t.digests + t.settings);
   reads_its_file(*image);
@@ -145,12 +156,7 @@ TEST_F(ReaderTrailers, ADamagedHeaderLosesItsTrailerAndThoseAfterIt) {
   EXPECT_TRUE(bad_payload->settings_trailer());
 
   // The error names the image, every time it is asked.
-  try {
-    bad_digests->data_digests();
-    FAIL() << "no error";
-  } catch (const sqar::Error& e) {
-    EXPECT_NE(std::string(e.what()).find(".sqfs: "), std::string::npos) << e.what();
-  }
+  expect_error_containing([&] { bad_digests->data_digests(); }, ".sqfs: ");
 }
 
 TEST_F(ReaderTrailers, ASizeBeyondTheFileIsTruncationNotAnAllocation) {
@@ -166,12 +172,7 @@ TEST_F(ReaderTrailers, ASizeBeyondTheFileIsTruncationNotAnAllocation) {
   manifest.resize(4096, '\0');
   auto image = open(t.filesystem + manifest + t.digests + t.settings);
   reads_its_file(*image);
-  try {
-    image->manifest();
-    FAIL() << "no error";
-  } catch (const sqar::Error& e) {
-    EXPECT_NE(std::string(e.what()).find("truncated"), std::string::npos) << e.what();
-  }
+  expect_error_containing([&] { image->manifest(); }, "truncated");
   // Where the digests would start lies beyond the file: they are absent, as after an image
   // cut short.
   EXPECT_FALSE(image->data_digests());
@@ -188,12 +189,7 @@ TEST_F(ReaderTrailers, AFileEndingInsideAHeaderIsATruncatedTrailer) {
   // damage to report, not an image without a trailer.
   auto cut = open(t.filesystem + t.manifest.substr(0, 4));
   reads_its_file(*cut);
-  try {
-    cut->manifest();
-    FAIL() << "no error";
-  } catch (const sqar::Error& e) {
-    EXPECT_NE(std::string(e.what()).find("manifest trailer is truncated"), std::string::npos) << e.what();
-  }
+  expect_error_containing([&] { cut->manifest(); }, "manifest trailer is truncated");
   EXPECT_THROW(cut->settings_trailer(), sqar::Error);
   // The same inside the settings header: the trailers before it stay sound.
   auto cut_settings = open(t.filesystem + t.manifest + t.digests + t.settings.substr(0, 12));
