@@ -9,6 +9,7 @@
 #include "cli_util.h"
 #include "command.h"
 #include "common/display_name.h"
+#include "common/error.h"
 #include "common/path_pattern.h"
 #include "ops/entry_format.h"
 #include "read_common.h"
@@ -160,8 +161,10 @@ int list_main(int argc, char** argv) {
         },
         reader::WalkOptions{.with_blocks = false, .on_error = [&](const std::string& path, const std::string& error) {
                               // A damaged entry is named and skipped; its siblings are still listed.
+                              // One the PATTERNs leave out is not listed either way.
+                              if (!selection.select(path) && !selection.may_lead_to_match(path)) return;
                               flush_standard_output();
-                              std::fprintf(stderr, "sqar list: %s\n", printable(path + ": " + error).c_str());
+                              report("list", image_path, path + ": " + without_path_prefix(error, image_path));
                               damaged = true;
                             }});
     if (output == Output::json) std::fputs(first ? "]\n" : "\n]\n", stdout);

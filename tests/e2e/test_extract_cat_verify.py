@@ -218,7 +218,8 @@ def test_damaged_inode_block_spares_the_rest():
     """One damaged inode metadata block (mksquashfs's gzip image: zlib's adler32 catches it)
     loses the entries whose inodes it holds, not the image: extract names each of them, exits
     1 and writes every other entry exactly as the source has it; nothing is lost unnamed. A
-    PATTERN that selects only intact entries extracts them with exit 0 and no message."""
+    PATTERN that selects only intact entries extracts them with exit 0 and no message. list
+    names the same entries and lists the others."""
     need_tool("mksquashfs")
     with tempdir() as d:
         src = f"{d}/src"
@@ -248,6 +249,15 @@ def test_damaged_inode_block_spares_the_rest():
         assert p.returncode == 0 and not p.stderr, p.stderr
         assert open(f"{d}/one/{intact}", "rb").read() == open(f"{src}/{intact}", "rb").read()
         log(f"ok: extracting only {intact} from the damaged image exits 0")
+        # list reads around the damage the same way: the same entries named, in the order every
+        # message takes (command, image, entry, cause); the intact ones listed.
+        p = run([SQAR, "list", img], check=False)
+        listed_named = {line.split(": ")[2] for line in p.stderr.splitlines() if line.startswith(f"sqar list: {img}: ")}
+        assert p.returncode == 1 and listed_named == named, (p.returncode, sorted(listed_named ^ named)[:5])
+        assert set(p.stdout.splitlines()) == set(want) - named, "list did not list every intact entry"
+        p = run([SQAR, "list", img, intact], check=False)
+        assert p.returncode == 0 and p.stdout == intact + "\n" and not p.stderr, p
+        log("ok: list names the same entries and lists the rest; a PATTERN of intact entries exits 0")
 
 
 if __name__ == "__main__":
