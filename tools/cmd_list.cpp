@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "cli_util.h"
@@ -27,15 +28,16 @@ const char kHelp[] =
     "\n"
     "Options:\n"
     "  -l, -v, --long      mode, owner/group, size (major,minor for devices), mtime, path and\n"
-    "                      '-> target' for symlinks, like tar -tv (--verbose too)\n"
+    "                      '-> target' for symlinks, like tar -tv (--verbose too); a hard\n"
+    "                      link's later names end in 'link to FIRST-NAME', as in tar -tv\n"
     "  -n, --numeric       show numeric uid/gid instead of names (with -l)\n"
     "  -0, --null          end each path with a NUL byte instead of a newline, names as they\n"
     "                      are (for xargs -0); without it control characters (C1 too), '\\'\n"
     "                      and bytes that are not UTF-8 in names are escaped as ls -b and GNU\n"
     "                      tar do ('\\n', '\\t', '\\\\', '\\ooo')\n"
     "      --json          a JSON array on standard output, one object per entry with the keys\n"
-    "                      path, type, mode, uid, gid, size, mtime, and target (symlinks) or\n"
-    "                      rdev_major/rdev_minor (devices); see sqar(1)\n"
+    "                      path, type, mode, uid, gid, size, mtime, inode, nlink, and target\n"
+    "                      (symlinks) or rdev_major/rdev_minor (devices); see sqar(1)\n"
     "      --offset N      the image starts N bytes into IMAGE\n"
     "  -h, --help          show this help\n"
     "\n"
@@ -67,11 +69,35 @@ const char* json_type(reader::FileKind k) {
   return "unknown";
 }
 
+// The first name listed of each inode that has several (hard links), so that the later ones
+// are shown as tar -tv shows them: "NAME link to FIRST". Bounded: a crafted image may claim a
+// link count of 2 for millions of entries with long paths; past the bound, later names are
+// shown as plain entries.
+class HardLinkNames {
+ public:
+  // The earlier name of ino's inode, or nullptr when this is the first (now remembered).
+  const std::string* earlier_name(const std::string& path, const reader::Inode& ino) {
+    if (ino.is_dir() || ino.nlink < 2) return nullptr;
+    if (auto it = first_.find(ino.ref); it != first_.end()) return &it->second;
+    if (bytes_ + path.size() <= kMaxBytes) {
+      bytes_ += path.size() + sizeof(reader::InodeRef);
+      first_.emplace(ino.ref, path);
+    }
+    return nullptr;
+  }
+
+ private:
+  static constexpr size_t kMaxBytes = size_t(64) << 20;
+  std::unordered_map<reader::InodeRef, std::string> first_;
+  size_t bytes_ = 0;
+};
+
 void print_json_entry(reader::Image& image, const std::string& path, const reader::Inode& ino, bool first) {
   std::string o = std::string(first ? "" : ",\n") + "{\"path\": \"" + json_escape(path) + "\", \"type\": \"" +
                   json_type(ino.kind) + "\", \"mode\": " + std::to_string(ino.mode & 07777) +
                   ", \"uid\": " + std::to_string(ino.uid) + ", \"gid\": " + std::to_string(ino.gid) +
-                  ", \"size\": " + std::to_string(ino.size) + ", \"mtime\": " + std::to_string(ino.mtime);
+                  ", \"size\": " + std::to_string(ino.size) + ", \"mtime\": " + std::to_string(ino.mtime) +
+                  ", \"inode\": " + std::to_string(ino.inode_number) + ", \"nlink\": " + std::to_string(ino.nlink);
   if (ino.is_symlink()) o += ", \"target\": \"" + json_escape(image.read_symlink(ino)) + "\"";
   if (ino.kind == reader::FileKind::block_device || ino.kind == reader::FileKind::char_device)
     o += ", \"rdev_major\": " + std::to_string(ino.rdev_major) + ", \"rdev_minor\": " + std::to_string(ino.rdev_minor);
@@ -79,8 +105,9 @@ void print_json_entry(reader::Image& image, const std::string& path, const reade
   std::fputs(o.c_str(), stdout);
 }
 
+// `link_to`: an earlier name of the same inode (long listing only).
 void print_entry(reader::Image& image, const std::string& raw_path, const reader::Inode& ino, bool long_format,
-                 bool numeric, Output output) {
+                 bool numeric, Output output, const std::string* link_to) {
   const char end = output == Output::null ? '\0' : '\n';
   if (!long_format) {
     const std::string path = output == Output::null ? raw_path : escape_name(raw_path);
@@ -100,7 +127,9 @@ void print_entry(reader::Image& image, const std::string& raw_path, const reader
   size_t used = owner.size() + 1 + size.size();
   if (used < width) line.append(width - used, ' ');
   line += size + " " + ops::format_mtime(ino.mtime) + " " + path;
-  if (ino.is_symlink()) {
+  if (link_to) {
+    line += " link to " + (output == Output::null ? *link_to : escape_name(*link_to));
+  } else if (ino.is_symlink()) {
     const std::string target = image.read_symlink(ino);
     line += " -> " + (output == Output::null ? target : escape_name(target));
   }
@@ -146,6 +175,7 @@ int list_main(int argc, char** argv) {
     PathSelection selection(image_pattern_args(argc, argv, optind));
     bool first = true;
     bool damaged = false;
+    HardLinkNames hard_links;
     if (output == Output::json) std::fputs("[\n", stdout);
     image->walk(
         [&](const std::string& path, const reader::Inode& ino) {
@@ -153,7 +183,8 @@ int list_main(int argc, char** argv) {
             if (output == Output::json) {
               print_json_entry(*image, path, ino, first);
             } else {
-              print_entry(*image, path, ino, long_format, numeric, output);
+              const std::string* link_to = long_format ? hard_links.earlier_name(path, ino) : nullptr;
+              print_entry(*image, path, ino, long_format, numeric, output, link_to);
             }
             first = false;
           }

@@ -43,13 +43,31 @@ def test_list():
                 assert e["target"] == os.readlink(f"{src}/{e['path']}"), e
             if e["type"] in ("block_device", "char_device"):
                 assert (e["rdev_major"], e["rdev_minor"]) == (os.major(st.st_rdev), os.minor(st.st_rdev)), e
+            if e["type"] == "file":
+                assert e["nlink"] == st.st_nlink, (e, st)
+        # Hard links: the files that share an inode number in the JSON are those that share one
+        # in the tree. (mksquashfs stores each name of a hard-linked symlink as its own inode.)
+        def groups(key_of):
+            by_key = {}
+            for e in entries:
+                if e["type"] == "file":
+                    by_key.setdefault(key_of(e), set()).add(e["path"])
+            return sorted(sorted(g) for g in by_key.values() if len(g) > 1)
+        linked = groups(lambda e: e["inode"])
+        assert linked and linked == groups(lambda e: os.lstat(f"{src}/{e['path']}").st_ino), linked
         assert json.loads(sqar("list", "--json", img, "dup/one.log").stdout)[0]["path"] == "dup/one.log"
         sub = sqar("list", img, "dup").stdout.split()
         if sub != ["dup", "dup/hard-2", "dup/one.log", "dup/tail-a", "dup/tail-b", "dup/two.log"]:
             raise AssertionError(f"list IMAGE dup: {sub}")
         env = dict(os.environ, TZ="UTC")
         long = run([SQAR, "list", "-l", "-n", img], env=env).stdout.splitlines()
-        by_name = {l.split(" ")[-1] if " -> " not in l else l.split(" -> ")[0].split(" ")[-1]: l for l in long}
+        by_name = {l.split(" -> ")[0].split(" link to ")[0].split(" ")[-1]: l for l in long}
+        # A hard link's later names point at its first, as tar -tv shows them.
+        for group in linked:
+            first, *later = group
+            assert by_name[first].endswith(" " + first), by_name[first]
+            for name in later:
+                assert by_name[name].endswith(f" {name} link to {first}"), by_name[name]
         checks = {
             "small.txt": ("-rw-r--r--", "1234/5678" if os.geteuid() == 0 else None, " 12 ", "2020-09-13"),
             "link-rel": ("lrwxrwxrwx", "-> small.txt"),
