@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "common/error.h"
+#include "common/owner_id.h"
 #include "common/parse_size.h"
 
 namespace sqar::fuse {
@@ -80,10 +81,19 @@ void apply_option(Options& o, const std::string& opt) {
     if (n > 64) throw Error("option readahead=" + value + ": expected 0..64 blocks");
     o.readahead_blocks = unsigned(n);
   } else if (key == "uid" || key == "gid") {
-    // (uid_t)-1 means "no change" to chown and cannot own a file: 0..4294967294.
-    const uint64_t id = parse_number(key, value);
-    if (id >= UINT32_MAX) throw Error("option " + opt + ": expected 0..4294967294");
-    (key == "uid" ? o.uid : o.gid) = uint32_t(id);
+    // A number, or a name as mount(8) users give it (uid=nobody). (uid_t)-1 means "no
+    // change" to chown and cannot own a file: 0..4294967294.
+    const bool group = key == "gid";
+    std::optional<uint32_t> id;
+    if (!value.empty() && value.find_first_not_of("0123456789") != std::string::npos) {
+      id = owner_id_by_name(value, group);
+      if (!id) throw Error("option " + opt + ": no " + (group ? "group" : "user") + " of that name here");
+    } else {
+      const uint64_t n = parse_number(key, value);
+      if (n >= UINT32_MAX) throw Error("option " + opt + ": expected 0..4294967294 or a name");
+      id = uint32_t(n);
+    }
+    (group ? o.gid : o.uid) = *id;
   } else if (opt == "rw") {
     o.rw_requested = true;  // mount(8)'s default: mounted read-only all the same
   } else if (key == "debug") {
@@ -181,7 +191,7 @@ Options:
                     before decompressing a block, `queued` also whenever more requests
                     wait (parallel cached requests, at the price of a wake-up each);
                     `auto` (default): queued with more than 2 CPUs, slow otherwise
-  -o uid=N,gid=N    present every file as owned by this user / group
+  -o uid=N,gid=N    present every file as owned by this user / group (a number or a name)
   -o allow_other    let other users see the files (needs user_allow_other in
                     /etc/fuse.conf when not mounting as root)
   -o ro, dev, suid, noatime, ...  kernel mount flags, passed on

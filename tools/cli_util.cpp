@@ -1,8 +1,6 @@
 #include "cli_util.h"
 
 #include <getopt.h>
-#include <grp.h>
-#include <pwd.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -16,6 +14,7 @@
 
 #include "common/display_name.h"
 #include "common/error.h"
+#include "common/owner_id.h"
 #include "common/parse_size.h"
 #include "scan/exclude.h"
 #include "writer/image_file.h"
@@ -170,13 +169,7 @@ uint32_t parse_owner(const std::string& arg, bool group) {
     if (*v < 0 || *v >= UINT32_MAX) throw UsageError("invalid id '" + arg + "' (0 to 4294967294)");
     return uint32_t(*v);
   }
-  if (!arg.empty()) {
-    if (group) {
-      if (const struct group* g = getgrnam(arg.c_str())) return g->gr_gid;
-    } else if (const struct passwd* p = getpwnam(arg.c_str())) {
-      return p->pw_uid;
-    }
-  }
+  if (auto id = owner_id_by_name(arg, group)) return *id;
   throw UsageError(std::string("'") + arg + "' is no " + (group ? "group" : "user") + " name or id here");
 }
 }  // namespace

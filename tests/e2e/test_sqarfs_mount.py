@@ -1,11 +1,23 @@
 #!/usr/bin/env python3
 """sqarfs shows exactly the source tree: content, lstat fields, symlinks, devices, xattrs,
 hard links; for mksquashfs images of several compressors and for `sqar create` images."""
+import grp
 import os
+import pwd
 import sys
 
 from sqarfs_common import Mount, fuse_workspace, make_tree, sqar_create_works, sqarfs_binary, sqarfs_refused
 from sqartest import MKSQUASHFS_IGNORE, data_regions, mksquashfs, run, tree_differences
+
+
+def mount_flags(mnt):
+    """The options /proc/mounts shows for the mount at mnt."""
+    with open("/proc/mounts") as f:
+        for line in f:
+            fields = line.split()
+            if fields[1] == os.path.realpath(mnt):
+                return fields[3].split(",")
+    raise AssertionError(f"{mnt} is not mounted")
 
 
 def check(img, src, mnt, label, ignore=(), holes=True):
@@ -89,6 +101,19 @@ def main():
         with Mount(f"{tmp}/embedded.bin", mnt, "offset=4K,uid=1000,gid=100,cache=1M,threads=4,noauto,nofail,_netdev"):
             problems, _ = tree_differences(src, mnt, "offset mount", ignore=MKSQUASHFS_IGNORE, holes=4096, uid=1000, gid=100)
             failures += [f"offset/uid/gid: {p}" for p in problems]
+            # Run directly, the mount is nosuid,nodev (libfuse's default, documented).
+            flags = mount_flags(mnt)
+            if "nosuid" not in flags or "nodev" not in flags:
+                failures.append(f"a direct mount has the flags {flags}, not nosuid,nodev")
+        # Owners by name, as fstab lines give them; dev,suid on request.
+        nobody, nogroup = pwd.getpwnam("nobody").pw_uid, grp.getgrnam("nogroup").gr_gid
+        with Mount(img, mnt, "uid=nobody,gid=nogroup,dev,suid"):
+            problems, _ = tree_differences(src, mnt, "uid=nobody mount", ignore=MKSQUASHFS_IGNORE, holes=4096,
+                                           uid=nobody, gid=nogroup)
+            failures += [f"uid=nobody,gid=nogroup: {p}" for p in problems]
+            flags = mount_flags(mnt)
+            if "nosuid" in flags or "nodev" in flags:
+                failures.append(f"-o dev,suid gave the flags {flags}")
 
         sqar = sqar_create_works()
         if sqar:
@@ -102,7 +127,8 @@ def main():
         for args, why in (([f"{tmp}/missing.sqfs", mnt], "missing image"), ([src + "/text", mnt], "not an image"),
                           ([img, f"{tmp}/no-such-dir"], "missing mount point"), ([img, mnt, "-o", "bogus=1"], "unknown option"),
                           ([img, mnt, "-o", "uid=4294967296"], "uid past 32 bits (it wrapped to 0: root)"),
-                          ([img, mnt, "-o", "gid=4294967295"], "gid -1"), ([img, mnt, "-o", "threads=0"], "threads=0")):
+                          ([img, mnt, "-o", "gid=4294967295"], "gid -1"), ([img, mnt, "-o", "threads=0"], "threads=0"),
+                          ([img, mnt, "-o", "uid=no-such-user-here"], "an unknown user name")):
             r = sqarfs_refused(args, mnt)
             if r.returncode == 0 or not r.stderr.strip():
                 failures.append(f"{why}: exit {r.returncode}, stderr {r.stderr!r}")
