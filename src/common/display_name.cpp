@@ -54,6 +54,18 @@ bool plain_ascii(const std::string& s, bool backslash) {
   return true;
 }
 
+// Whether the well-formed n-byte sequence at s[i] is a C1 control (U+0080-U+009F, which some
+// terminals take as CSI) or a bidirectional formatting character (U+061C, U+200E, U+200F,
+// U+202A-U+202E, U+2066-U+2069): those reorder what follows them on the line, so
+// "evil\u202Etxt.exe" would show as "evilexe.txt" (CVE-2021-42574, "Trojan Source").
+bool is_control_or_bidi(const std::string& s, size_t i, size_t n) {
+  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[i + k]); };
+  if (n == 2) return (b(0) == 0xC2 && b(1) < 0xA0) || (b(0) == 0xD8 && b(1) == 0x9C);
+  if (n != 3 || b(0) != 0xE2) return false;
+  if (b(1) == 0x80) return b(2) == 0x8E || b(2) == 0x8F || (b(2) >= 0xAA && b(2) <= 0xAE);
+  return b(1) == 0x81 && b(2) >= 0xA6 && b(2) <= 0xA9;
+}
+
 std::string escape(const std::string& s, bool backslash) {
   if (plain_ascii(s, backslash)) return s;
   std::string out;
@@ -67,9 +79,7 @@ std::string escape(const std::string& s, bool backslash) {
     const unsigned char c = static_cast<unsigned char>(s[i]);
     if (c >= 0x80) {
       const size_t n = utf8_sequence(s, i);
-      // C1 controls are U+0080-U+009F: 0xC2 followed by 0x80-0x9F.
-      const bool c1 = n == 2 && c == 0xC2 && static_cast<unsigned char>(s[i + 1]) < 0xA0;
-      if (n == 0 || c1) {
+      if (n == 0 || is_control_or_bidi(s, i, n)) {
         for (size_t k = 0; k < (n ? n : 1); ++k) octal(static_cast<unsigned char>(s[i + k]));
         i += n ? n : 1;
       } else {

@@ -1,7 +1,8 @@
 // Names from images and trees shown to people. A name is bytes: one holding a newline, an
 // escape sequence or a C1 control (U+0080-U+009F, which some terminals take as CSI) would
-// break line-oriented output or drive the terminal. These escape such bytes as ls -b and GNU
-// tar do ('\n', '\t', '\r', '\ooo'); printable UTF-8 passes unchanged.
+// break line-oriented output or drive the terminal, and a bidirectional formatting character
+// (U+202E...) would make it show another name. These escape such bytes as ls -b and GNU tar
+// do ('\n', '\t', '\r', '\ooo'); other printable UTF-8 passes unchanged.
 #pragma once
 #include <string>
 

@@ -37,6 +37,19 @@ TEST(DisplayName, C1ControlsAndInvalidUtf8AreEscapedByteForByte) {
   EXPECT_EQ(escape_name("stray\x80"), "stray\\200");
 }
 
+TEST(DisplayName, BidirectionalFormattingCharactersAreEscaped) {
+  // "evil<U+202E>txt.exe" would show as "evilexe.txt".
+  EXPECT_EQ(escape_name("evil\xE2\x80\xAEtxt.exe"), "evil\\342\\200\\256txt.exe");
+  EXPECT_EQ(printable("a\xE2\x80\xAA"
+                      "b"),
+            "a\\342\\200\\252b");                                                        // U+202A
+  EXPECT_EQ(escape_name("\xE2\x80\x8E\xE2\x80\x8F"), "\\342\\200\\216\\342\\200\\217");  // U+200E, U+200F
+  EXPECT_EQ(escape_name("\xE2\x81\xA6\xE2\x81\xA9"), "\\342\\201\\246\\342\\201\\251");  // U+2066, U+2069
+  EXPECT_EQ(escape_name("\xD8\x9C"), "\\330\\234");                                      // U+061C
+  // Their neighbours are ordinary text: U+2010 (hyphen), U+2030 (per mille), U+2070.
+  EXPECT_EQ(escape_name("\xE2\x80\x90\xE2\x80\xB0\xE2\x81\xB0"), "\xE2\x80\x90\xE2\x80\xB0\xE2\x81\xB0");
+}
+
 TEST(DisplayName, BackslashIsEscapedInNamesButNotInMessages) {
   EXPECT_EQ(escape_name("back\\slash"), "back\\\\slash");
   EXPECT_EQ(printable("img.sqfs: back\\slash: not found"), "img.sqfs: back\\slash: not found");
