@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <string>
@@ -100,6 +101,20 @@ std::optional<int> known_level(reader::Image& image) {
   return std::nullopt;
 }
 
+// The xz options' BCJ filter bits (squashfs-tools' order), by name; unknown bits in hex.
+std::string bcj_filter_names(uint32_t flags) {
+  static const char* const kNames[] = {"x86", "powerpc", "ia64", "arm", "armthumb", "sparc"};
+  std::string out;
+  for (size_t i = 0; i < std::size(kNames); ++i)
+    if (flags & (1u << i)) out += (out.empty() ? "" : "+") + std::string(kNames[i]);
+  if (const uint32_t rest = flags & ~((1u << std::size(kNames)) - 1)) {
+    char b[16];
+    std::snprintf(b, sizeof b, "0x%x", rest);
+    out += (out.empty() ? "" : "+") + std::string(b);
+  }
+  return out;
+}
+
 std::string codec_options(const reader::Image& image, std::optional<int> level) {
   const CodecConfig& c = image.codec_config();
   bool stored = image.super().flags & fmt::kFlagCompressorOptions;
@@ -110,7 +125,7 @@ std::string codec_options(const reader::Image& image, std::optional<int> level) 
     case CodecId::zstd: out = "level " + std::to_string(c.level); break;
     case CodecId::xz:
       out = level_text + "dictionary " + std::to_string(c.xz_dict_size ? c.xz_dict_size : c.block_size) +
-            (c.xz_filters ? ", BCJ filters 0x" + std::to_string(c.xz_filters) : "");
+            (c.xz_filters ? ", BCJ filters " + bcj_filter_names(c.xz_filters) : "");
       break;
     case CodecId::lzo:
       out = "algorithm " + std::to_string(c.lzo_algorithm) + ", level " + std::to_string(c.level);
@@ -118,7 +133,7 @@ std::string codec_options(const reader::Image& image, std::optional<int> level) 
     case CodecId::lz4: out = c.lz4_hc ? level_text + "high compression" : "default"; break;
     default: out = "";
   }
-  return out + (stored ? "" : (out.empty() ? "defaults" : " (defaults: no options block)"));
+  return out + (stored ? "" : (out.empty() ? "defaults" : "; defaults: no options block"));
 }
 
 int info_main(int argc, char** argv) {

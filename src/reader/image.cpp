@@ -4,9 +4,11 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstring>
+#include <vector>
 
 #include "common/endian.h"
 #include "common/error.h"
@@ -101,6 +103,31 @@ void ImageImpl::read_exact(uint64_t pos, void* dst, size_t len, const char* what
   }
 }
 
+// An image inside a larger file (after a boot sector, a script or a partition table) has its
+// superblock at a sector boundary further in: the first MiB is searched for one whose fields
+// look sound, so the error can name the offset to give.
+std::string ImageImpl::embedded_image_hint() const {
+  constexpr uint64_t kSearched = 1 << 20, kStep = 512;
+  if (offset_ != 0 || file_size_ < 2 * kStep) return "";
+  std::vector<uint8_t> head(size_t(std::min<uint64_t>(file_size_, kSearched)));
+  size_t got = 0;
+  while (got < head.size()) {
+    const ssize_t n = ::pread(fd_, head.data() + got, head.size() - got, off_t(got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += size_t(n);
+  }
+  for (size_t at = kStep; at + fmt::kSuperblockSize <= got; at += kStep) {
+    const uint8_t* b = head.data() + at;
+    const uint32_t block_size = load_le32(b + 12);
+    const bool sound = load_le32(b) == fmt::kMagic && load_le16(b + 28) == 4 && load_le16(b + 30) == 0 &&
+                       block_size >= 4096 && block_size <= (1u << 20) && (block_size & (block_size - 1)) == 0 &&
+                       load_le16(b + 22) < 32 && (1u << load_le16(b + 22)) == block_size;
+    if (sound) return "; a SquashFS superblock starts " + std::to_string(at) + " bytes in: give that offset";
+  }
+  return "";
+}
+
 void ImageImpl::load_superblock() {
   uint8_t b[fmt::kSuperblockSize];
   if (offset_ > file_size_ || file_size_ - offset_ < fmt::kSuperblockSize)
@@ -109,7 +136,8 @@ void ImageImpl::load_superblock() {
   read_exact(0, b, sizeof b, "superblock");
   if (load_le32(b) != fmt::kMagic) {
     if (std::memcmp(b, "sqsh", 4) == 0) fail("big-endian SquashFS images are not supported");
-    fail("not a SquashFS image (bad magic" + std::string(offset_ ? " at offset " + std::to_string(offset_) : "") + ")");
+    fail("not a SquashFS image (bad magic" + std::string(offset_ ? " at offset " + std::to_string(offset_) : "") + ")" +
+         embedded_image_hint());
   }
   Superblock s;
   s.inode_count = load_le32(b + 4);

@@ -123,6 +123,7 @@ class ImageImpl final : public Image {
   // With kernel_limits_: fails when the kernel would refuse the compressed block src.
   void check_kernel_limits(const uint8_t* src, size_t len, uint64_t pos, const char* what) const;
   void load_superblock();
+  std::string embedded_image_hint() const;
   void load_ids();
   // Walks the trailers' headers once, at open (reader/trailers.cpp), filling trailers_.
   void locate_trailers();

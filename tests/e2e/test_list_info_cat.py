@@ -335,10 +335,29 @@ def test_help_and_usage():
     log("ok: every command teaches with --help and reports usage (2) and errors (1)")
 
 
+def test_info_names_what_it_finds():
+    """An image 4 KiB into a file (after a boot sector, say) is not at offset 0: the error
+    names the offset where its superblock is, and --offset reads it. mksquashfs's xz options
+    name their BCJ filters."""
+    with tempdir() as d:
+        write(f"{d}/src/a.txt", b"alpha\n")
+        img = f"{d}/img.sqfs"
+        mksquashfs(f"{d}/src", img, "-comp", "xz", "-Xbcj", "x86,arm")
+        with open(f"{d}/embedded.bin", "wb") as out:
+            out.write(pseudo_random(4096, "boot sector") + open(img, "rb").read())
+        expect_fail(["info", f"{d}/embedded.bin"], 1, "bad magic", "starts 4096 bytes in")
+        assert "a.txt" in sqar("list", "--offset", "4096", f"{d}/embedded.bin").stdout
+        write(f"{d}/noise.bin", pseudo_random(8192, "noise"))
+        assert "starts" not in expect_fail(["info", f"{d}/noise.bin"], 1, "bad magic").stderr
+        line = [l for l in sqar("info", img).stdout.splitlines() if l.startswith("Compressor:")][0]
+        assert line.endswith("BCJ filters x86+arm)"), line
+        log(f"ok: {line}")
+
+
 if __name__ == "__main__":
     if shutil.which("mksquashfs") is None:
         print("SKIPPED: mksquashfs is not installed")
         raise SystemExit(77)
     main([test_list, test_info, test_info_reads_metadata_only, test_cat, test_cat_clamps_escaping_symlinks_at_the_root,
           test_cat_streams_big_files_in_order, test_hostile_names_are_escaped_everywhere, test_large_directories,
-          test_help_and_usage])
+          test_help_and_usage, test_info_names_what_it_finds])
