@@ -64,14 +64,19 @@ std::string group_name(uint32_t gid) {
   });
 }
 
-std::string format_mtime(uint32_t seconds) {
+namespace {
+std::string local_time(uint32_t seconds, const char* format) {
   time_t t = time_t(seconds);
   struct tm tm {};
   localtime_r(&t, &tm);
   char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M", &tm);
+  std::strftime(buf, sizeof buf, format, &tm);
   return buf;
 }
+}  // namespace
+
+std::string format_mtime(uint32_t seconds) { return local_time(seconds, "%Y-%m-%d %H:%M"); }
+std::string format_mtime_seconds(uint32_t seconds) { return local_time(seconds, "%Y-%m-%d %H:%M:%S"); }
 
 std::string octal_mode(uint32_t mode) {
   char buf[8];

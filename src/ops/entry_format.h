@@ -12,6 +12,8 @@ std::string user_name(uint32_t uid);
 std::string group_name(uint32_t gid);
 // "2024-01-31 12:34" in local time, like tar -tv.
 std::string format_mtime(uint32_t seconds);
+// "2024-01-31 12:34:56" in local time: to the second, where two times are compared.
+std::string format_mtime_seconds(uint32_t seconds);
 // Octal permission bits including set-id and sticky: "0644", "4755".
 std::string octal_mode(uint32_t mode);
 

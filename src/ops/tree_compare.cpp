@@ -417,7 +417,7 @@ class TreeComparer {
     if (opt_.owners && ino.gid != n.gid)
       differ(path, M + "gid " + std::to_string(ino.gid) + " != " + std::to_string(n.gid));
     if (opt_.times && ino.mtime != n.mtime)
-      differ(path, M + "mtime " + std::to_string(ino.mtime) + " != " + std::to_string(n.mtime));
+      differ(path, M + "mtime " + format_mtime_seconds(ino.mtime) + " != " + format_mtime_seconds(n.mtime));
     if (ino.is_regular()) {
       if (ino.size != n.size) differ(path, M + "size " + std::to_string(ino.size) + " != " + std::to_string(n.size));
     } else if (ino.is_symlink()) {
