@@ -684,6 +684,42 @@ def mixed_group_extract_and_diff_agree(img, root):
         run([SQAR, "verify", image])
 
 
+def tar_with_xattrs(path, count, value_of):
+    """An xz pax tar of `count` empty files, file i with SCHILY.xattr.user.big = value_of(i)."""
+    with tarfile.open(path, "w:xz", format=tarfile.PAX_FORMAT) as t:
+        for i in range(count):
+            info = tarfile.TarInfo(f"f{i:05d}")
+            info.pax_headers = {"SCHILY.xattr.user.big": value_of(i)}
+            t.addfile(info, io.BytesIO(b""))
+
+
+def distinct_tar_xattrs_refused_past_their_bound():
+    """4,200 members each with a 64 KiB xattr value of its own: 270 MB held until the image is
+    written, from a tar.xz of a few hundred KB (10,000 of them took 1.9 GB). create --tar stops
+    at 256 MiB with an error naming the member and writes no image; 4,200 members sharing one
+    value hold it once and pack."""
+    with tempdir() as tmp:
+        tar_with_xattrs(f"{tmp}/distinct.tar.xz", 4200, lambda i: f"{i:08d}" + "x" * 65528)
+        log(f"tar.xz of {os.path.getsize(f'{tmp}/distinct.tar.xz')} bytes")
+        code, out, err, rss = measured([SQAR, "create", "-q", "--tar", f"{tmp}/distinct.tar.xz", f"{tmp}/d.sqfs"])
+        log(f"distinct values: exit {code}, peak RSS {rss / MIB:.0f} MiB: {err.strip()}")
+        assert code == 1 and "member f0" in err and "take more than 256 MiB" in err, err
+        assert rss <= 512 * MIB, f"sqar create --tar took {rss / MIB:.0f} MiB"
+        assert not [n for n in os.listdir(tmp) if n.startswith("d.sqfs")], os.listdir(tmp)
+        tar_with_xattrs(f"{tmp}/shared.tar.xz", 4200, lambda i: "x" * 65536)
+        code, out, err, rss = measured([SQAR, "create", "-q", "--tar", f"{tmp}/shared.tar.xz", f"{tmp}/s.sqfs"])
+        log(f"one shared value: exit {code}, peak RSS {rss / MIB:.0f} MiB")
+        assert code == 0, err[:500]
+        assert rss <= 2 * READ_BOUND, f"sqar create --tar took {rss / MIB:.0f} MiB for one shared value"
+        listed = json.loads(run([SQAR, "list", "--json", f"{tmp}/s.sqfs"]).stdout)
+        assert len(listed) == 4200, len(listed)
+        archive = subprocess.run([SQAR, "extract", "--tar", "-", f"{tmp}/s.sqfs", "f00000", "f04199"], check=True,
+                                 capture_output=True).stdout
+        with tarfile.open(fileobj=io.BytesIO(archive)) as t:
+            values = [m.pax_headers.get("SCHILY.xattr.user.big") for m in t.getmembers()]
+        assert values == ["x" * 65536] * 2, [v and len(v) for v in values]
+
+
 if __name__ == "__main__":
     need_tool("unsquashfs")
     main([craftfs_is_read_by_unsquashfs_as_by_sqar, fragment_count_beyond_the_data_region_is_refused,
@@ -693,6 +729,7 @@ if __name__ == "__main__":
           deep_nesting_in_bounded_memory, deep_nesting_extracts_in_bounded_memory,
           long_deep_paths_export_in_bounded_memory, many_large_xattr_sets_export_in_bounded_memory,
           many_large_xattr_sets_refused_by_merge_and_append, one_large_xattr_set_shared_by_many_files_merges,
+          distinct_tar_xattrs_refused_past_their_bound,
           long_deep_paths_diff_in_bounded_memory,
           wide_deep_listings_diff_in_bounded_memory, many_files_of_deep_long_paths_in_bounded_memory,
           deep_checked_files_export_in_bounded_memory, deep_chain_patterns_match_in_linear_time,
