@@ -4,6 +4,7 @@
 #include <archive_entry.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <deque>
 #include <span>
@@ -85,9 +86,10 @@ class Ingest {
       }
       if (r < ARCHIVE_WARN) {
         const std::string after = last_member_.empty() ? "at its start" : "after member " + last_member_;
-        throw Error(name_ + ": " + archive_message() + " (" + after + ")");
+        throw Error(name_ + ": " + archive_message() + " (" + after + ")" + past_the_end_hint(r));
       }
       member(e);
+      member_end_ = archive_filter_bytes(a_, 0);
       if (opt_.entries_seen) opt_.entries_seen->fetch_add(1, std::memory_order_relaxed);
     }
     TarInput out;
@@ -98,6 +100,21 @@ class Ingest {
   }
 
  private:
+  // Archives are read on past their end-of-archive blocks, as `tar -i` reads them (see
+  // ingest_tar), so bytes after the end that are no further archive are an error where tar
+  // without -i stops reading. When the reader skipped at least the two zero blocks of an end
+  // before the bad header, the message says so.
+  std::string past_the_end_hint(int r) const {
+    // A bad header is a format error (libarchive's ARCHIVE_ERRNO_FILE_FORMAT, EILSEQ on Linux);
+    // a decompressor's error (a damaged xz or zstd frame) is not, and gets no such hint.
+    if (r != ARCHIVE_OK && archive_errno(a_) != EILSEQ) return "";
+    const int64_t skipped = archive_filter_bytes(a_, 0) - member_end_;
+    if (last_member_.empty() || skipped < 1024) return "";
+    return "; the archive had most likely ended " + std::to_string(skipped) +
+           " bytes earlier: sqar reads on, as tar -i does, so that concatenated archives are read whole, and "
+           "what follows an archive's end must be another archive (tar without -i ignores it)";
+  }
+
   std::string archive_message() const {
     const char* m = archive_error_string(a_);
     return m ? m : "unreadable archive";
@@ -196,7 +213,9 @@ class Ingest {
   void member(archive_entry* e) {
     const char* raw = archive_entry_pathname(e);
     if (!raw) raw = archive_entry_pathname_utf8(e);
-    if (!raw) throw Error(name_ + ": a member without a name (after member " + last_member_ + ")");
+    if (!raw)
+      throw Error(name_ + ": a member without a name (after member " + last_member_ + ")" +
+                  past_the_end_hint(ARCHIVE_OK));
     const std::string member(raw);
     last_member_ = member;
     std::string path, why;
@@ -518,7 +537,9 @@ class Ingest {
   std::unordered_map<uint32_t, std::string> symlinks_;
   std::unordered_map<uint32_t, SharedXattrs> xattrs_;                    // never empty sets
   std::unordered_map<Hash128, SharedXattrs, Hash128Hasher> xattr_sets_;  // by the hash of their content
-  uint64_t held_metadata_ = 0;  // symlink targets and distinct xattr sets (kMaxHeldMetadata)
+  uint64_t held_metadata_ = 0;
+  int64_t member_end_ = 0;  // where the last member's data ended in the (decompressed) stream  // symlink targets and
+                            // distinct xattr sets (kMaxHeldMetadata)
   std::string last_member_;
   std::string last_parent_path_;  // the last member's parent directory, and its name
   uint32_t last_parent_ = kRoot;

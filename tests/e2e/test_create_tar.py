@@ -6,6 +6,7 @@ nothing outside the root; SIGINT, SIGKILL and ENOSPC while the stream is read le
 import gzip
 import io
 import json
+import lzma
 import os
 import pty
 import signal
@@ -215,6 +216,7 @@ def expect_failure(d, archive_bytes, *needles, what):
     assert not os.path.exists(img), f"{what}: an image was left"
     assert os.listdir(f"{d}/out") == [], f"{what}: left {os.listdir(f'{d}/out')}"
     log(f"ok: {what}: {err.strip().splitlines()[-1]}")
+    return err
 
 
 def unpack(d, archive_bytes, *args):
@@ -373,6 +375,16 @@ def test_damaged_streams():
         gz[-8] ^= 0xFF  # the CRC-32 in the gzip trailer
         expect_failure(d, bytes(gz), "bad.tar", what="a gzip CRC error")
         expect_failure(d, b"this is not a tar archive at all\n" * 40, "bad.tar", what="not an archive")
+        # Archives are read on past their end, as tar -i reads them: trailing bytes that are no
+        # archive are an error, which says that the archive had most likely ended there.
+        expect_failure(d, good + b"x", "Truncated tar archive (after member second)", "had most likely ended",
+                       "tar -i", what="a byte after the end of the archive")
+        expect_failure(d, good + b"\1" * 512, "a member without a name (after member second)", "had most likely ended",
+                       what="a block of junk after the end of the archive")
+        # Damage the decompressor finds after the last member gets no such hint: it is damage.
+        xz = bytearray(lzma.compress(good))
+        xz[-20] ^= 0x01  # in the stream's index, read after the last member
+        assert "most likely ended" not in expect_failure(d, bytes(xz), "bad.tar", what="a damaged xz index")
         # Claims bounded before memory or time depends on them: a member claiming 2^60 bytes.
         info, _ = reg("huge", b"")
         info.size = 1 << 60
