@@ -91,7 +91,7 @@ class Merger {
     for (const auto& in : inputs_) uin.push_back({&in.tree, in.path});
     if (scanned) uin.push_back({&*scanned, "the SOURCEs"});
     if (tar) uin.push_back({&tar->tree, opt_.tar == "-" ? "the tar stream" : opt_.tar});
-    TreeUnion u = union_trees(uin, opt_.replace);
+    TreeUnion u = union_trees(uin, opt_.replace, opt_.warn);
 
     pick_owners(u);
     pick_fragments();

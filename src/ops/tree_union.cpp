@@ -1,18 +1,21 @@
 #include "ops/tree_union.h"
 
+#include <algorithm>
 #include <deque>
 #include <map>
 #include <string_view>
 #include <unordered_map>
 
 #include "common/error.h"
+#include "common/file_type_name.h"
 
 namespace sqar::ops {
 namespace {
 
 class Union {
  public:
-  Union(const std::vector<UnionInput>& in, bool replace) : in_(in), replace_(replace) {
+  Union(const std::vector<UnionInput>& in, bool replace, const std::function<void(const std::string&)>& warn)
+      : in_(in), replace_(replace), warn_(warn) {
     for (const auto& i : in_) {
       source_base_.push_back(uint16_t(out_.tree.source_dirs.size()));
       out_.tree.source_dirs.insert(out_.tree.source_dirs.end(), i.tree->source_dirs.begin(), i.tree->source_dirs.end());
@@ -30,6 +33,7 @@ class Union {
       todo.pop_front();
       merge_dir(dir, parts, todo);
     }
+    report_conflicts();
     link_and_list_files();
     return std::move(out_);
   }
@@ -90,19 +94,66 @@ class Union {
   }
 
   // The entries of one name that make up the output entry: one, or directories to merge.
-  std::vector<Origin> resolve(uint32_t dir, std::string_view name, const std::vector<Origin>& list) const {
+  std::vector<Origin> resolve(uint32_t dir, std::string_view name, const std::vector<Origin>& list) {
     if (list.size() == 1) return list;
     size_t last_other = SIZE_MAX;  // the last entry that is not a directory
     for (size_t i = 0; i < list.size(); ++i)
       if (!is_dir(list[i])) last_other = i;
     if (last_other == SIZE_MAX) return list;
     if (!replace_) {
+      // Every clash is found before the error, so that one run names them all.
       const Origin a = list[last_other == 0 ? 1 : 0], b = list[last_other];
-      throw Error(where(dir, name) + ": in both " + in_[a.input].name + " and " + in_[b.input].name +
-                  " (--replace lets the last one win)");
+      if (conflicts_.size() < kConflictsNamed)
+        conflicts_.push_back({where(dir, name), "in both " + in_[a.input].name + " and " + in_[b.input].name});
+      ++conflict_count_;
+      return {list.front()};
+    }
+    // The last non-directory wins: directories before it go, with everything below them.
+    for (size_t i = 0; i < last_other; ++i) {
+      if (!is_dir(list[i]) || !warn_) continue;
+      const uint64_t below = entries_below(list[i]);
+      warn_(where(dir, name) + ": the directory from " + in_[list[i].input].name +
+            (below ? " and the " + std::to_string(below) + " entries below it are" : " is") + " replaced by the " +
+            file_type_name(node(owner(list[last_other])).mode) + " from " + in_[list[last_other].input].name +
+            " (--replace)");
     }
     if (last_other == list.size() - 1) return {list.back()};
     return std::vector<Origin>(list.begin() + long(last_other) + 1, list.end());
+  }
+
+  // The entries (at any depth) below directory `d` of its input.
+  uint64_t entries_below(Origin d) const {
+    const Tree& t = *in_[d.input].tree;
+    uint64_t count = 0;
+    std::vector<uint32_t> todo{d.node};
+    while (!todo.empty()) {
+      const Node& n = t.nodes[todo.back()];
+      todo.pop_back();
+      for (uint32_t c : t.children(n)) {
+        if (!present({d.input, c})) continue;
+        ++count;
+        if (S_ISDIR(t.nodes[c].mode) && t.nodes[c].link_target == kNoNode) todo.push_back(c);
+      }
+    }
+    return count;
+  }
+
+  // "a: in both X and Y", or for several names of the same two inputs (the usual case)
+  // "in both X and Y: a, b/c and 3 more".
+  void report_conflicts() const {
+    if (conflicts_.empty()) return;
+    const bool one_pair = std::all_of(conflicts_.begin(), conflicts_.end(),
+                                      [&](const auto& c) { return c.second == conflicts_.front().second; });
+    std::string msg;
+    if (conflicts_.size() == 1 || !one_pair) {
+      for (const auto& [path, where] : conflicts_) msg += (msg.empty() ? "" : "; ") + path + ": " + where;
+    } else {
+      msg = conflicts_.front().second + ": ";
+      for (size_t i = 0; i < conflicts_.size(); ++i) msg += (i ? ", " : "") + conflicts_[i].first;
+    }
+    if (conflict_count_ > conflicts_.size())
+      msg += " and " + std::to_string(conflict_count_ - conflicts_.size()) + " more names";
+    throw Error(msg + " (--replace lets the last one win)");
   }
 
   // Entries of one input inode become hard links to the first; regular-file inodes are listed
@@ -129,14 +180,22 @@ class Union {
     collect_file_owners(t);
   }
 
+  static constexpr size_t kConflictsNamed = 10;
+
   const std::vector<UnionInput>& in_;
   bool replace_;
+  const std::function<void(const std::string&)>& warn_;
+  std::vector<std::pair<std::string, std::string>> conflicts_;  // the first kConflictsNamed: (path, inputs)
+  uint64_t conflict_count_ = 0;
   std::vector<uint16_t> source_base_;
   TreeUnion out_;
 };
 
 }  // namespace
 
-TreeUnion union_trees(const std::vector<UnionInput>& inputs, bool replace) { return Union(inputs, replace).run(); }
+TreeUnion union_trees(const std::vector<UnionInput>& inputs, bool replace,
+                      const std::function<void(const std::string&)>& warn) {
+  return Union(inputs, replace, warn).run();
+}
 
 }  // namespace sqar::ops

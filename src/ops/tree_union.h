@@ -2,6 +2,7 @@
 // holding every input's entries, directories present in several inputs merged.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -24,10 +25,12 @@ struct TreeUnion {
   std::vector<Origin> origin;  // per output node
 };
 
-// A name found in more than one input is an error, unless all are directories (merged; their
-// attributes are the first input's) or `replace` (the last input's entry wins; directories
-// that follow it merge into it). Node::source is offset so that output source_dirs hold every
-// input's, in input order.
-TreeUnion union_trees(const std::vector<UnionInput>& inputs, bool replace);
+// A name found in more than one input is an error (one error naming up to ten such names and
+// counting the rest), unless all are directories (merged; their attributes are the first
+// input's) or `replace` (the last input's entry wins; directories that follow it merge into
+// it; a directory it replaces is named in a warning with the number of entries below it).
+// Node::source is offset so that output source_dirs hold every input's, in input order.
+TreeUnion union_trees(const std::vector<UnionInput>& inputs, bool replace,
+                      const std::function<void(const std::string&)>& warn);
 
 }  // namespace sqar::ops

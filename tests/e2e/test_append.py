@@ -158,12 +158,22 @@ def test_conflict_and_replace():
     with tempdir() as d:
         write(f"{d}/A/name", b"old content\n")
         write(f"{d}/A/dir/keep", b"kept\n")
+        write(f"{d}/A/other", b"other\n")
+        write(f"{d}/A/tree/a/b", b"below\n")
+        write(f"{d}/A/tree/c", b"below\n")
         run([SQAR, "create", "-q", f"{d}/A", f"{d}/img"])
         write(f"{d}/B/name", b"new content\n")
         write(f"{d}/B/dir/added", b"added\n")
-        expect_refused(f"{d}/img", [f"{d}/B"], "name: in both", "--replace")
+        write(f"{d}/B/other", b"other two\n")
+        write(f"{d}/B/tree", b"a file where a directory was\n")
+        # One run names every clash, not only the first.
+        expect_refused(f"{d}/img", [f"{d}/B"], f"in both {d}/img and the SOURCEs: name, other, tree (--replace")
         os.chmod(f"{d}/img", 0o600)  # a private image stays private
-        append(f"{d}/img", "--replace", f"{d}/B")
+        p = run([SQAR, "append", "-q", "--replace", f"{d}/img", f"{d}/B"])
+        # A directory replaced by a file goes with what is below it: never silently.
+        assert "tree: the directory from" in p.stderr and "the 3 entries below it are replaced by the file" in p.stderr, \
+            p.stderr
+        assert "tree/c" not in run([SQAR, "list", f"{d}/img"]).stdout
         assert os.stat(f"{d}/img").st_mode & 0o777 == 0o600, oct(os.stat(f"{d}/img").st_mode)
         assert run([SQAR, "cat", f"{d}/img", "name"]).stdout == "new content\n"
         assert run([SQAR, "cat", f"{d}/img", "dir/keep"]).stdout == "kept\n"  # directories merge

@@ -29,6 +29,7 @@ def expect_refused(args, out, *words):
         assert w in p.stderr, f"message lacks {w!r}: {p.stderr}"
     assert not os.path.exists(out) and not leftovers(out), "a refused merge left output"
     log(f"ok: refused: {p.stderr.strip()}")
+    return p
 
 
 @contextlib.contextmanager
@@ -161,11 +162,18 @@ def test_conflicts_and_replace():
     with tempdir() as d:
         write(f"{d}/a/x", b"from a\n")
         write(f"{d}/a/dir/in-a", b"a\n")
+        for i in range(12):
+            write(f"{d}/a/many/m{i:02d}", b"a\n")
         write(f"{d}/b/x", b"from b\n")
         write(f"{d}/b/dir/in-b", b"b\n")
+        for i in range(12):
+            write(f"{d}/b/many/m{i:02d}", b"b\n")
         for n in "ab":
             run([SQAR, "create", "-q", f"{d}/{n}", f"{d}/{n}.sqfs"])
-        expect_refused([f"{d}/a.sqfs", f"{d}/b.sqfs"], f"{d}/out", "x: in both", "--replace")
+        # The clashes are named in one error: ten of them, and the rest counted.
+        p = expect_refused([f"{d}/a.sqfs", f"{d}/b.sqfs"], f"{d}/out", f"in both {d}/a.sqfs and {d}/b.sqfs: ",
+                           "many/m00, many/m01", "and 3 more names", "--replace")
+        assert p.stderr.count(", ") == 9 and "x, " in p.stderr, p.stderr
         merge("--replace", f"{d}/a.sqfs", f"{d}/b.sqfs", f"{d}/out")
         assert run([SQAR, "cat", f"{d}/out", "x"]).stdout == "from b\n"
         assert run([SQAR, "cat", f"{d}/out", "dir/in-a"]).stdout == "a\n"
