@@ -11,6 +11,7 @@
 #include <cstring>
 #include <exception>
 #include <new>
+#include <thread>
 
 #include "common/display_name.h"
 #include "common/error.h"
@@ -176,6 +177,17 @@ uint32_t parse_owner(const std::string& arg, bool group) {
 
 uint32_t parse_user_id(const std::string& arg) { return parse_owner(arg, false); }
 uint32_t parse_group_id(const std::string& arg) { return parse_owner(arg, true); }
+
+unsigned default_jobs() {
+  const unsigned n = std::thread::hardware_concurrency();
+  return n ? n : 1;
+}
+
+unsigned parse_jobs_arg(const std::string& text) {
+  auto v = parse_int(text);
+  if (!v || *v < 0 || *v > 1024) throw UsageError("invalid thread count '" + text + "' (1-1024, or 0 for all cores)");
+  return *v == 0 ? default_jobs() : unsigned(*v);
+}
 
 uint32_t parse_mtime(const std::string& arg) {
   auto v = parse_int(arg);

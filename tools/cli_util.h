@@ -37,6 +37,9 @@ void flush_standard_output();
 [[noreturn]] void throw_getopt_error(int c, char** argv);
 
 std::optional<int64_t> parse_int(const std::string& text);
+// -j N: 1..1024 threads, or 0 for all cores (as xz -T0 and zstd -T0 take it).
+unsigned parse_jobs_arg(const std::string& text);
+unsigned default_jobs();  // all cores
 // SOURCE_DATE_EPOCH from the environment: nullopt when unset or empty; a UsageError when it is
 // not a time an image can hold (0 .. 2^32 - 1).
 std::optional<int64_t> source_date_epoch();

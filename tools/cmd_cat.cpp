@@ -32,7 +32,7 @@ const char kHelp[] =
     "makes the exit status 1, after the content was written.\n"
     "\n"
     "Options:\n"
-    "  -j, --threads N     threads decoding blocks ahead of the output (default: all cores)\n"
+    "  -j, --threads N     threads decoding blocks ahead of the output (default, and 0: all cores)\n"
     "      --offset N      the image starts N bytes into IMAGE\n"
     "      --no-verify     do not check contents against the manifest trailer\n"
     "  -h, --help          show this help\n"

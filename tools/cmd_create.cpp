@@ -39,7 +39,8 @@ const char kHelp[] =
     "                          10-12 smaller than zlib's 9 and slower; xz 0-9, default 6;\n"
     "                          lzo 1-9, default 8; lz4 0 fast or 1-12 HC)\n"
     "  -b, --block-size SIZE   data block size, a power of two from 4K to 1M (default 128K)\n"
-    "  -j, --threads N         worker threads (default: all cores); the image is identical for any N.\n"
+    "  -j, --threads N         worker threads (default, and 0: all cores); the image is the same for\n"
+    "                          any N (byte for byte once its time is fixed: SOURCE_DATE_EPOCH)\n"
     "                          Listing directories adds threads while it waits for the disk\n"
     "\n"
     "Content:\n"
@@ -305,12 +306,7 @@ int run_create(int argc, char** argv) {
         opt.data.codec.block_size = parse_block_size(arg);
         block_given = true;
         break;
-      case 'j': {
-        auto v = parse_int(arg);
-        if (!v || *v < 1 || *v > 1024) throw UsageError("invalid thread count '" + arg + "'");
-        opt.threads = unsigned(*v);
-        break;
-      }
+      case 'j': opt.threads = parse_jobs_arg(arg); break;
       case 'f': opt.force = true; break;
       case 'q': quiet = true; break;
       case 'h': std::fputs(kHelp, stdout); return 0;

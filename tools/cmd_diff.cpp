@@ -34,7 +34,7 @@ const char kHelp[] =
     "      --no-xattrs     ignore extended attributes\n"
     "  -q, --quiet         print nothing: the exit status alone says whether they differ, and\n"
     "                      the comparison stops at the first difference (as git diff --quiet)\n"
-    "  -j, --threads N     threads comparing content (default: all cores)\n"
+    "  -j, --threads N     threads comparing content (default, and 0: all cores)\n"
     "      --json          a JSON array on standard output instead, one object per line above\n"
     "                      with the keys change (only_in_image, only_in_dir, modified), path\n"
     "                      and, for modified, detail (\"mode 0644 != 0600\"); see sqar(1)\n"

@@ -39,7 +39,7 @@ const char kHelp[] =
     "\n"
     "Options:\n"
     "  -C, --directory DIR   extract into DIR (created if missing; default: the current directory)\n"
-    "  -j, --threads N       worker threads (default: all cores)\n"
+    "  -j, --threads N       worker threads (default, and 0: all cores)\n"
     "      --exclude GLOB    leave out matching entries (and all below a matching directory),\n"
     "                        matched as 'sqar create --exclude' matches: '*.o' by name at any\n"
     "                        depth, 'var/cache' or '/var/cache' by path inside the image\n"

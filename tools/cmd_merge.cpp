@@ -32,7 +32,7 @@ const char kAppendHelp[] =
     "  -c, --compressor NAME   must be IMAGE's (IMAGE's data is never recompressed)\n"
     "  -b, --block-size SIZE   must be IMAGE's\n"
     "  -l, --level N           compression level for the new data (default: IMAGE's)\n"
-    "  -j, --threads N         worker threads (default: all cores)\n"
+    "  -j, --threads N         worker threads (default, and 0: all cores)\n"
     "      --tar ARCHIVE       add a tar archive's members ('-': standard input) instead of\n"
     "                          SOURCEs, read once as 'sqar create --tar' reads them (any format\n"
     "                          and compression libarchive reads)\n"
@@ -80,7 +80,7 @@ const char kMergeHelp[] =
     "                          IMAGE's)\n"
     "  -l, --level N           level for recoded data (default: the first IMAGE's when OUT keeps\n"
     "                          its compressor, else create's default)\n"
-    "  -j, --threads N         worker threads (default: all cores)\n"
+    "  -j, --threads N         worker threads (default, and 0: all cores)\n"
     "      --no-dedup          copy every file's data, even content an earlier IMAGE holds\n"
     "      --json              summary as JSON on stdout\n"
     "  -q, --quiet             no progress bar and no summary\n"
@@ -241,12 +241,7 @@ int run(int argc, char** argv, bool append) {
         break;
       }
       case 'b': opt.block_size = parse_block_size(arg); break;
-      case 'j': {
-        auto v = parse_int(arg);
-        if (!v || *v < 1 || *v > 1024) throw UsageError("invalid thread count '" + arg + "'");
-        opt.threads = unsigned(*v);
-        break;
-      }
+      case 'j': opt.threads = parse_jobs_arg(arg); break;
       case 'q': quiet = true; break;
       case 'h': std::fputs(append ? kAppendHelp : kMergeHelp, stdout); return 0;
       case kExclude: opt.excludes.add(arg); break;

@@ -31,7 +31,7 @@ const char kHelp[] =
     "and a declared xz dictionary that is not 2^n or 3*2^n bytes.\n"
     "\n"
     "Options:\n"
-    "  -j, --threads N     worker threads (default: all cores)\n"
+    "  -j, --threads N     worker threads (default, and 0: all cores)\n"
     "  -q, --quiet         print nothing when the image is good (and no progress bar)\n"
     "      --json          the result as one JSON object on standard output, with the keys\n"
     "                      image, ok, entries, files, bytes, manifest, problems and errors\n"

@@ -26,17 +26,6 @@ uint64_t parse_offset_arg(const std::string& text) {
   return *v;
 }
 
-unsigned default_jobs() {
-  unsigned n = std::thread::hardware_concurrency();
-  return n ? n : 1;
-}
-
-unsigned parse_jobs_arg(const std::string& text) {
-  auto v = parse_int(text);
-  if (!v || *v < 1 || *v > 1024) throw UsageError("invalid thread count '" + text + "' (1-1024)");
-  return unsigned(*v);
-}
-
 std::unique_ptr<reader::Image> open_image(const std::string& path, uint64_t offset, size_t cache_bytes,
                                           bool kernel_limits) {
   reader::ImageOptions options;

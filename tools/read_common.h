@@ -27,8 +27,6 @@ void report(const char* cmd, const std::string& image, const std::string& messag
 
 // Parsers for option values; throw UsageError naming the option.
 uint64_t parse_offset_arg(const std::string& text);
-unsigned parse_jobs_arg(const std::string& text);
-unsigned default_jobs();
 
 // IMAGE '-' is standard input (stdin_spool.h); a named pipe is refused with that hint.
 // cache_bytes: the data cache (decompressed blocks and fragments); 0 keeps the reader's default.

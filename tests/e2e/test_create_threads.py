@@ -19,14 +19,15 @@ def test_create_j4_is_deterministic_and_reads_back_in_parallel():
         src = make_full_tree(f"{d}/src")
         env = dict(os.environ, SOURCE_DATE_EPOCH="1700000000")
         images = []
-        for name, jobs in (("a", 4), ("b", 4), ("c", 1)):
+        for name, jobs in (("a", 4), ("b", 4), ("c", 1), ("d", 0)):  # 0: all cores, as xz -T0
             # The first build also runs the status line, whose thread reads the progress counters.
             quiet = "--progress" if name == "a" else "-q"
             run([SQAR, "create", quiet, "-j", str(jobs), "-b", "16K", src, f"{d}/{name}.sqfs"], env=env)
             images.append(open(f"{d}/{name}.sqfs", "rb").read())
         assert images[0] == images[1], "two -j4 builds differ"
         assert images[0] == images[2], "-j4 and -j1 builds differ"
-        log(f"ok: -j4, -j4 and -j1 images are byte-identical ({len(images[0])} bytes)")
+        assert images[0] == images[3], "-j4 and -j0 builds differ"
+        log(f"ok: -j4, -j4, -j1 and -j0 images are byte-identical ({len(images[0])} bytes)")
         run([SQAR, "extract", "--progress", "-j", "4", "-C", f"{d}/out", f"{d}/a.sqfs"])
         compare_trees(src, f"{d}/out", "extract -j4")
         run([SQAR, "verify", "--progress", "-j", "4", f"{d}/a.sqfs"])
