@@ -30,7 +30,10 @@ void ExcludeList::add(std::string pattern) {
     }
     rooted = true;
   }
-  if (pattern.empty() || pattern == ".") return;  // the source root itself is never excluded
+  if (pattern.empty() || pattern == ".") {  // the source root itself is never excluded: said once
+    root_patterns_.push_back(p.written);
+    return;
+  }
   p.anchored = rooted || pattern.find('/') != std::string::npos;
   p.rooted = rooted;
   p.glob = std::move(pattern);
@@ -152,6 +155,8 @@ std::string probable_image_path(const std::string& glob,
 void ExcludeList::warn_unmatched(const std::vector<std::pair<std::string, std::string>>& sources,
                                  const std::function<void(const std::string&)>& warn) const {
   if (!warn) return;
+  for (const std::string& written : root_patterns_)
+    warn("--exclude '" + written + "' names the root, which is never excluded: it excludes nothing");
   for (const auto& p : patterns_) {
     if (!p.anchored || p.hit.set.load()) continue;
     std::string msg = "--exclude '" + p.written + "' matched nothing; a GLOB with '/' matches the path in the image";

@@ -67,7 +67,8 @@ class ExcludeList {
   template <class PathMatches>
   bool excluded_by(std::string_view name, bool is_dir, const PathMatches& path_matches) const;
   std::vector<Pattern> patterns_;
-  PatternSet anchored_;  // the anchored patterns' globs, kept in step with patterns_
+  std::vector<std::string> root_patterns_;  // '', '/', '.': as written, for warn_unmatched
+  PatternSet anchored_;                     // the anchored patterns' globs, kept in step with patterns_
 };
 
 }  // namespace sqar

@@ -134,6 +134,11 @@ def test_anchored_exclude_that_matches_nothing_warns():
             paths = run([SQAR, "list", img]).stdout.splitlines()
             assert any(x.endswith("journal/system.journal") for x in paths), paths
             log(f"ok: {warned[0]}")
+        # A pattern that names the root excludes nothing, and says so.
+        for pattern in ("/", "", "./"):
+            p = run([SQAR, "create", "-q", "-f", "--exclude", pattern, src, f"{d}/root.sqfs"])
+            assert f"--exclude '{pattern}' names the root, which is never excluded" in p.stderr, p.stderr
+        log("ok: --exclude of the root warns that it excludes nothing")
 
 
 if __name__ == "__main__":
