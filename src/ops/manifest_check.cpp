@@ -59,30 +59,33 @@ std::vector<uint32_t> ManifestCheck::bad_fragments(const std::unordered_map<uint
   std::vector<uint32_t> bad;
   if (!has_manifest_ || !fragment_digests_) return bad;
   for (const auto& [fragment, files] : members_) {
-    if (fragment >= fragment_digests_->size()) {
-      bad.push_back(fragment);
-      continue;
-    }
     bool touched = false;
     for (const auto& f : files) touched |= read.count(f.first) != 0;
-    if (!touched) continue;
-    // An inode learned under two names (hard links, or a crafted second name of an inode whose
-    // link count says 1) is one member of its block's digest.
-    std::vector<std::pair<uint32_t, reader::InodeRef>> unique = files;
-    std::sort(unique.begin(), unique.end());
-    unique.erase(std::unique(unique.begin(), unique.end()), unique.end());
-    std::vector<FragmentMember> members;
-    try {
-      for (const auto& [number, ref] : unique) {
-        auto it = read.find(number);
-        members.push_back({0, number, it != read.end() ? it->second : content_hash(img_, img_.read_inode(ref))});
-      }
-      if (!(fragment_digests(std::move(members), 1)[0] == (*fragment_digests_)[fragment])) bad.push_back(fragment);
-    } catch (const std::exception&) {
-      bad.push_back(fragment);  // a member that does not decode cannot vouch for the block
-    }
+    if (touched && !fragment_matches(fragment, read)) bad.push_back(fragment);
   }
   return bad;
+}
+
+bool ManifestCheck::fragment_matches(uint32_t fragment, const std::unordered_map<uint32_t, Hash128>& read) {
+  if (!has_manifest_ || !fragment_digests_) return true;
+  if (fragment >= fragment_digests_->size()) return false;
+  auto it = members_.find(fragment);
+  if (it == members_.end()) return true;
+  // An inode learned under two names (hard links, or a crafted second name of an inode whose
+  // link count says 1) is one member of its block's digest.
+  std::vector<std::pair<uint32_t, reader::InodeRef>> unique = it->second;
+  std::sort(unique.begin(), unique.end());
+  unique.erase(std::unique(unique.begin(), unique.end()), unique.end());
+  std::vector<FragmentMember> members;
+  try {
+    for (const auto& [number, ref] : unique) {
+      auto known = read.find(number);
+      members.push_back({0, number, known != read.end() ? known->second : content_hash(img_, img_.read_inode(ref))});
+    }
+    return fragment_digests(std::move(members), 1)[0] == (*fragment_digests_)[fragment];
+  } catch (const std::exception&) {
+    return false;  // a member that does not decode cannot vouch for the block
+  }
 }
 
 Hash128 content_hash(reader::Image& image, const reader::Inode& ino) {

@@ -40,6 +40,9 @@ class ManifestCheck {
   // caller read (by inode number); the block's other files are read from the image here.
   // Only blocks with at least one file in `read` are checked.
   std::vector<uint32_t> bad_fragments(const std::unordered_map<uint32_t, Hash128>& read);
+  // Whether one fragment block's digest matches, the same way (files not in `read` are read
+  // from the image). True without fragment digests or members.
+  bool fragment_matches(uint32_t fragment, const std::unordered_map<uint32_t, Hash128>& read);
 
  private:
   reader::Image& img_;

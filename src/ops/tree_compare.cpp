@@ -463,8 +463,13 @@ class TreeComparer {
       const reader::Inode ino = image_.read_inode(ref);
       const Hash128 hash = content_hash(image_, ino);
       if (auto want = manifest_->expected(ino)) return !(*want == hash);
-      std::lock_guard lock(manifest_mu_);  // bad_fragments reads the block's other files
-      return manifest_->in_fragment_digest(ino) && !manifest_->bad_fragments({{ino.inode_number, hash}}).empty();
+      if (!manifest_->in_fragment_digest(ino)) return false;
+      // A fragment block's verdict is the same whoever asks: checked once per block (it hashes
+      // every small file in it), however many of its files differ from the tree.
+      std::lock_guard lock(manifest_mu_);
+      auto [verdict, fresh] = fragment_damaged_.try_emplace(ino.fragment_index, false);
+      if (fresh) verdict->second = !manifest_->fragment_matches(ino.fragment_index, {{ino.inode_number, hash}});
+      return verdict->second;
     } catch (const std::exception&) {
       return true;  // it decoded a moment ago; failing now, it is damaged all the same
     }
@@ -513,6 +518,7 @@ class TreeComparer {
   std::once_flag manifest_loaded_;
   std::optional<ManifestCheck> manifest_;  // read at the first content difference
   std::mutex manifest_mu_;
+  std::unordered_map<uint32_t, bool> fragment_damaged_;  // fragment block -> its digest does not match
 };
 
 }  // namespace
