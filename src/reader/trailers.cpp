@@ -5,6 +5,7 @@
 // trailer can neither send a read elsewhere nor ask for more memory than the file holds.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -32,16 +33,17 @@ void ImageImpl::locate_trailers() {
   Trailers& t = trailers_;
   uint8_t h[kManifestHeaderSize];
   // Whether a whole header fits at pos: a trailer that would not is absent, as for an image
-  // another tool wrote and that ends there, unless the file ends inside it: bytes that are not
-  // all zero (padding) there are the start of a header cut short, a damaged trailer.
+  // another tool wrote and that ends there (or that a container's own bytes follow), unless
+  // the bytes there begin as every sqar trailer's magic does ("SQAR"): then the file ends
+  // inside a header cut short, a damaged trailer.
   const auto header_at = [&](uint64_t pos, const char* what) {
     if (pos >= file_size_) return false;
     if (file_size_ - pos < sizeof h) {
+      static constexpr char kMagicStart[4] = {'S', 'Q', 'A', 'R'};  // "SQARMNF1", "SQARDAT1", "SQARSET1"
       const size_t left = size_t(file_size_ - pos);
       read_trailer(pos, h, left, what);
-      for (size_t i = 0; i < left; ++i)
-        if (h[i])
-          fail(std::string(what) + " is truncated: the file ends " + std::to_string(left) + " bytes into its header");
+      if (std::memcmp(h, kMagicStart, std::min(left, sizeof kMagicStart)) == 0)
+        fail(std::string(what) + " is truncated: the file ends " + std::to_string(left) + " bytes into its header");
       return false;
     }
     read_trailer(pos, h, sizeof h, what);

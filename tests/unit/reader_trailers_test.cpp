@@ -196,6 +196,11 @@ TEST_F(ReaderTrailers, AFileEndingInsideAHeaderIsATruncatedTrailer) {
   EXPECT_TRUE(cut_settings->manifest());
   EXPECT_TRUE(cut_settings->data_digests());
   EXPECT_THROW(cut_settings->settings_trailer(), sqar::Error);
+  // Bytes that do not begin as a trailer's magic are another tool's (a container's footer
+  // after an embedded image): no trailer, no error.
+  auto footer = open(t.filesystem + "trailing");
+  EXPECT_FALSE(footer->manifest());
+  EXPECT_FALSE(footer->settings_trailer());
   // Zero bytes where a header would start are padding (another tool's, or a device's tail):
   // no trailer, no error.
   auto zeros = open(t.filesystem + std::string(100, '\0'));
