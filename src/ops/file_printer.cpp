@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 #include <optional>
+#include <unordered_map>
 #include <vector>
 
 #include "common/hash.h"
@@ -117,7 +118,13 @@ class PrintedCheck {
       want = check_.expected(ino);
     }
     if (check_.in_fragment_digest(ino)) {
-      if (!check_.bad_fragments({{ino.inode_number, got}}).empty())
+      // A block's verdict is the same whichever of its files asks (the others are read from
+      // the image, as this one was printed): checked once per block. Asking bad_fragments for
+      // each printed file scanned every block's members and hashed the block's files again:
+      // cat of 2,222 small files took 17 s.
+      auto [verdict, fresh] = fragment_matches_.try_emplace(ino.fragment_index, true);
+      if (fresh) verdict->second = check_.fragment_matches(ino.fragment_index, {{ino.inode_number, got}});
+      if (!verdict->second)
         throw Error(shown + ": content differs from the manifest: the digest of fragment block " +
                     std::to_string(ino.fragment_index) +
                     " over its small files does not match (this file or another of them is damaged)");
@@ -136,6 +143,7 @@ class PrintedCheck {
   }
   ManifestCheck check_;
   bool learned_ = false;
+  std::unordered_map<uint32_t, bool> fragment_matches_;  // fragment block -> its digest matches
 };
 
 struct PrintJob {
