@@ -537,9 +537,8 @@ class Ingest {
   std::unordered_map<uint32_t, std::string> symlinks_;
   std::unordered_map<uint32_t, SharedXattrs> xattrs_;                    // never empty sets
   std::unordered_map<Hash128, SharedXattrs, Hash128Hasher> xattr_sets_;  // by the hash of their content
-  uint64_t held_metadata_ = 0;
-  int64_t member_end_ = 0;  // where the last member's data ended in the (decompressed) stream  // symlink targets and
-                            // distinct xattr sets (kMaxHeldMetadata)
+  uint64_t held_metadata_ = 0;  // symlink targets and distinct xattr sets (kMaxHeldMetadata)
+  int64_t member_end_ = 0;      // where the last member's data ended in the (decompressed) stream
   std::string last_member_;
   std::string last_parent_path_;  // the last member's parent directory, and its name
   uint32_t last_parent_ = kRoot;
