@@ -103,6 +103,14 @@ void ImageImpl::read_exact(uint64_t pos, void* dst, size_t len, const char* what
   }
 }
 
+namespace {
+// A power of two from 4K to 1M, and the log the superblock gives beside it agrees.
+bool block_size_is_valid(uint32_t size, uint16_t log) {
+  return size >= fmt::kMinBlockSize && size <= fmt::kMaxBlockSize && (size & (size - 1)) == 0 && log <= 20 &&
+         (1u << log) == size;
+}
+}  // namespace
+
 // An image inside a larger file (after a boot sector, a script or a partition table) has its
 // superblock at a sector boundary further in: the first MiB is searched for one whose fields
 // look sound, so the error can name the offset to give.
@@ -119,10 +127,9 @@ std::string ImageImpl::embedded_image_hint() const {
   }
   for (size_t at = kStep; at + fmt::kSuperblockSize <= got; at += kStep) {
     const uint8_t* b = head.data() + at;
-    const uint32_t block_size = load_le32(b + 12);
-    const bool sound = load_le32(b) == fmt::kMagic && load_le16(b + 28) == 4 && load_le16(b + 30) == 0 &&
-                       block_size >= 4096 && block_size <= (1u << 20) && (block_size & (block_size - 1)) == 0 &&
-                       load_le16(b + 22) < 32 && (1u << load_le16(b + 22)) == block_size;
+    const bool sound = load_le32(b) == fmt::kMagic && load_le16(b + 28) == fmt::kVersionMajor &&
+                       load_le16(b + 30) == fmt::kVersionMinor &&
+                       block_size_is_valid(load_le32(b + 12), load_le16(b + 22));
     if (sound) return "; a SquashFS superblock starts " + std::to_string(at) + " bytes in: give that offset";
   }
   return "";
@@ -162,8 +169,7 @@ void ImageImpl::load_superblock() {
   if (s.version_major != fmt::kVersionMajor || s.version_minor != fmt::kVersionMinor)
     fail("unsupported SquashFS version " + std::to_string(s.version_major) + "." + std::to_string(s.version_minor) +
          " (only 4.0 is supported)");
-  if (s.block_size < fmt::kMinBlockSize || s.block_size > fmt::kMaxBlockSize || (s.block_size & (s.block_size - 1)) ||
-      s.block_log > 20 || (1u << s.block_log) != s.block_size)
+  if (!block_size_is_valid(s.block_size, s.block_log))
     fail("invalid block size " + std::to_string(s.block_size) + " / log " + std::to_string(s.block_log));
   if (comp < 1 || comp > 6) fail("unknown compressor id " + std::to_string(comp));
   s.compressor = CodecId(comp);
