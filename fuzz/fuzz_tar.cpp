@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "common/content_hash.h"
 #include "common/error.h"
-#include "common/hash.h"
 #include "tarin/tar_ingest.h"
 
 namespace {
@@ -42,7 +42,7 @@ void check_tree(const sqar::Tree& t, const sqar::ContentStore& store) {
   std::vector<uint8_t> buf(1 << 16);
   for (uint32_t f : t.files) {
     const uint64_t size = t.nodes[f].size;
-    sqar::StreamHasher h;
+    sqar::ContentHasher h;
     for (uint64_t off = 0; off < size; off += buf.size()) {
       const uint64_t n = std::min<uint64_t>(buf.size(), size - off);
       if (store.read(f, off, n, buf.data()) != 0) __builtin_trap();

@@ -252,10 +252,14 @@ int info_main(int argc, char** argv) {
                 has_xattrs ? ("yes, on " + counted(s.xattr_entries, "entry", "entries")).c_str() : "no");
     std::string trailer = "no";
     if (manifest) {
+      // Version 4 hashes each 64 KiB chunk, then the chunk digests (format/manifest.h).
+      const std::string hashes = "yes (version " + std::to_string(manifest->version) + "), " +
+                                 (manifest->scheme() == HashScheme::kChunked ? "chunked XXH3-128" : "XXH3-128") +
+                                 " of ";
       if (!manifest->has_fragment_digests()) {
-        trailer = "yes, XXH3-128 of " + counted(manifest->files.size(), "file", "files");
+        trailer = hashes + counted(manifest->files.size(), "file", "files");
       } else {
-        trailer = "yes, XXH3-128 of " + counted(manifest->files.size(), "file", "files") +
+        trailer = hashes + counted(manifest->files.size(), "file", "files") +
                   " with full blocks, and of the small files in each of " +
                   counted(manifest->fragment_digests.size(), "fragment block", "fragment blocks");
       }

@@ -13,6 +13,7 @@
 #include "common/thread_pool.h"
 #include "format/squashfs.h"
 #include "reader/image.h"
+#include "reader/stored_content.h"
 
 namespace sqar {
 
@@ -89,6 +90,9 @@ ReuseIndex ReuseIndex::open(const std::string& old_image, const CodecConfig& cod
 
 void ReuseIndex::index_files(reader::Image& image) {
   auto manifest = image.manifest();
+  // A manifest of an earlier version hashes content another way (format/manifest.h): its
+  // hashes cannot be matched with the new files', so OLD is then hashed as if it had none.
+  if (manifest && manifest->scheme() != HashScheme::kChunked) manifest.reset();
   const bool has_manifest = manifest.has_value();
   std::unordered_map<uint32_t, Hash128> hash_of;  // inode number -> content hash
   if (manifest) {
@@ -98,7 +102,7 @@ void ReuseIndex::index_files(reader::Image& image) {
     for (const ManifestEntry& e : manifest->files) hash_of.emplace(e.inode_number, e.hash);
     manifest.reset();
   }
-  // Without a manifest (mksquashfs, --no-manifest) each file's content is decoded and hashed
+  // Without a manifest (mksquashfs, --no-manifest, earlier versions) each file's content is decoded and hashed
   // below: files that share their data (same first block and size) are hashed once.
   std::vector<reader::Inode> to_hash;
   std::set<std::pair<uint64_t, uint64_t>> owners;  // (blocks_start, size)
@@ -158,21 +162,11 @@ std::vector<std::optional<Hash128>> ReuseIndex::hash_contents(reader::Image& ima
   std::vector<std::optional<Hash128>> out(files.size());
   ThreadPool pool(std::max(1u, std::thread::hardware_concurrency()));
   std::vector<std::vector<uint8_t>> bufs(pool.threads(), std::vector<uint8_t>(image.super().block_size));
-  std::vector<StreamHasher> hashers(pool.threads());
   pool.parallel_for(files.size(), [&](size_t k, unsigned w) {
-    const reader::Inode& f = files[k];
-    std::vector<uint8_t>& buf = bufs[w];
-    StreamHasher& hasher = hashers[w];
     try {
-      hasher.reset();
-      uint64_t total = 0;
-      for (uint64_t i = 0; total < f.size; ++i) {
-        const size_t n = image.read_block(f, i, buf.data());
-        if (n == 0) break;
-        hasher.update(buf.data(), n);
-        total += n;
-      }
-      if (total == f.size) out[k] = hasher.digest();
+      ContentHasher hasher;
+      reader::hash_stored_content(image, files[k], bufs[w].data(), {&hasher});
+      out[k] = hasher.digest();
     } catch (const std::exception&) {
     }
   });

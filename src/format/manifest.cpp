@@ -76,7 +76,10 @@ std::vector<Hash128> fragment_digests(std::vector<FragmentMember> members, uint3
   return out;
 }
 
-std::vector<uint8_t> encode_manifest(std::vector<ManifestEntry> files, const std::vector<Hash128>& digests) {
+std::vector<uint8_t> encode_manifest(std::vector<ManifestEntry> files, const std::vector<Hash128>& digests,
+                                     uint32_t version) {
+  if (version != 3 && version != 4)
+    throw Error("cannot write a manifest trailer of version " + std::to_string(version));
   std::sort(files.begin(), files.end(),
             [](const ManifestEntry& a, const ManifestEntry& b) { return a.inode_number < b.inode_number; });
   for (size_t i = 0; i < files.size(); ++i) {
@@ -99,7 +102,7 @@ std::vector<uint8_t> encode_manifest(std::vector<ManifestEntry> files, const std
   }
   uint8_t* h = out.data();
   std::memcpy(h, kMagic, 8);
-  store_le32(h + 8, kManifestVersion);
+  store_le32(h + 8, version);
   store_le32(h + 12, uint32_t(digests.size()));
   store_le64(h + 16, files.size());
   store_le64(h + 24, XXH3_64bits(out.data() + kManifestHeaderSize, payload));
@@ -122,7 +125,7 @@ std::optional<ManifestHeader> decode_manifest_header(const uint8_t* h, size_t le
   } else if (version == 2) {
     if (count > field) throw Error("manifest trailer lists more entries than its inode span");
     header.payload_size = v2_payload_size(field, count);
-  } else if (version == 3) {
+  } else if (version == 3 || version == 4) {
     header.fragment_digest_count = field;
     header.payload_size = count * kEntrySize + uint64_t(field) * kHashSize;
   } else {

@@ -919,17 +919,18 @@ class Extractor::Impl {
       try {
         if (ino.size > 0) {
           std::optional<Inode> full;
-          StreamHasher hasher;
+          std::optional<ContentHasher> hasher;
+          if (check_) hasher.emplace(check_->scheme());
           try {
             full.emplace(img_.read_inode(ino.ref));
-            if (write_content(fd, *full, 0, ino.size, ino.shares_blocks, check_ ? &hasher : nullptr) < ino.size &&
+            if (write_content(fd, *full, 0, ino.size, ino.shares_blocks, hasher ? &*hasher : nullptr) < ino.size &&
                 ::ftruncate(fd, off_t(ino.size)) != 0)
               sys_fail("truncate");
           } catch (const std::exception& e) {
             ::unlinkat(dfd, std::string(name_of(it)).c_str(), 0);
             rethrow_with(e, kPartRemoved);
           }
-          if (check_) check_content(dfd, fd, it, *full, &hasher);
+          if (check_) check_content(dfd, fd, it, *full, &*hasher);
         }
         set_meta_fd(fd, it, owned_when_new(ino, dir), mode_at_create(ino));
       } catch (...) {
@@ -967,7 +968,7 @@ class Extractor::Impl {
   // would only add allocations (page faults were 6% of extracting the log set) and evictions.
   // Returns where the last byte written ends (a shorter file needs the final ftruncate).
   uint64_t write_content(int fd, const Inode& ino, uint64_t from, uint64_t to, bool shared,
-                         StreamHasher* hasher = nullptr) {
+                         ContentHasher* hasher = nullptr) {
     const uint64_t bs = img_.super().block_size;
     thread_local std::vector<uint8_t> buf;
     if (buf.size() < bs) buf.resize(bs);
@@ -978,10 +979,7 @@ class Extractor::Impl {
       if (stop_requested()) throw Stopped();
       if (index < nblocks && img_.block_location(ino, index).size_word == 0) {  // a hole already
         const uint64_t n = std::min(bs, ino.size - off);
-        if (hasher) {  // the content check hashes the zeros the hole stands for
-          std::memset(buf.data(), 0, n);
-          hasher->update(buf.data(), n);
-        }
+        if (hasher) hasher->update_zeros(n);  // the content check takes the hole's zeros
         if (opt_.progress) opt_.progress->bytes_done.fetch_add(n, std::memory_order_relaxed);
         continue;
       }
@@ -1061,8 +1059,8 @@ class Extractor::Impl {
   // Compares a written file's content with the manifest (hasher: fed while writing; null: read
   // the file back). A file that does not match is removed, so nothing damaged looks complete;
   // files covered by their fragment block's digest are checked together at the end.
-  void check_content(int dfd, int fd, const Item& it, const Inode& full, StreamHasher* hasher) {
-    const Hash128 got = hasher ? hasher->digest() : hash_written(fd, full.size);
+  void check_content(int dfd, int fd, const Item& it, const Inode& full, ContentHasher* hasher) {
+    const Hash128 got = hasher ? hasher->digest() : hash_written(fd, full.size, check_->scheme());
     if (check_->in_fragment_digest(full)) {
       std::lock_guard lock(check_mu_);
       read_hashes_.emplace(full.inode_number, got);
@@ -1072,24 +1070,20 @@ class Extractor::Impl {
     const std::optional<Hash128> want = check_->expected(full);
     if (!want || *want == got) return;
     ::unlinkat(dfd, std::string(name_of(it)).c_str(), 0);
-    throw Error("content differs from the manifest (XXH3-128 " + got.hex() + ", expected " + want->hex() +
+    throw Error("content differs from the manifest (content hash " + got.hex() + ", expected " + want->hex() +
                 "); the file was removed");
   }
 
-  // XXH3-128 of what was written to fd, holes read as zeros without reading them.
-  static Hash128 hash_written(int fd, uint64_t size) {
-    static const std::vector<uint8_t> zeros(1 << 20, 0);
+  // The content hash of what was written to fd, holes taken as zeros without reading them.
+  static Hash128 hash_written(int fd, uint64_t size, HashScheme scheme) {
     thread_local std::vector<uint8_t> buf(1 << 20);
-    StreamHasher hasher;
+    ContentHasher hasher(scheme);
     for (uint64_t off = 0; off < size;) {
       off_t data = ::lseek(fd, off_t(off), SEEK_DATA);
       if (data < 0 && errno != ENXIO) sys_fail("seek");
       const uint64_t data_at = data < 0 ? size : std::min<uint64_t>(uint64_t(data), size);
-      for (; off < data_at;) {
-        const size_t n = size_t(std::min<uint64_t>(zeros.size(), data_at - off));
-        hasher.update(zeros.data(), n);
-        off += n;
-      }
+      hasher.update_zeros(data_at - off);
+      off = data_at;
       if (off >= size) break;
       off_t hole = ::lseek(fd, off_t(off), SEEK_HOLE);
       if (hole < 0) sys_fail("seek");

@@ -110,6 +110,7 @@ class PrintedCheck {
  public:
   explicit PrintedCheck(reader::Image& image) : check_(image) {}
   bool active() const { return check_.has_manifest(); }
+  HashScheme scheme() const { return check_.scheme(); }
 
   void check(const reader::Inode& ino, const Hash128& got, const std::string& shown) {
     std::optional<Hash128> want = check_.expected(ino);
@@ -131,8 +132,8 @@ class PrintedCheck {
       return;
     }
     if (want && !(*want == got))
-      throw Error(shown + ": content differs from the manifest (XXH3-128 " + got.hex() + ", expected " + want->hex() +
-                  ")");
+      throw Error(shown + ": content differs from the manifest (content hash " + got.hex() + ", expected " +
+                  want->hex() + ")");
   }
 
  private:
@@ -166,8 +167,8 @@ class FilePrinter::Impl {
   void print(const reader::Inode& file, const std::string& shown) {
     const size_t bs = image_.super().block_size;
     const uint64_t nblocks = (file.size + bs - 1) / bs;
-    std::optional<StreamHasher> hasher;
-    if (check_) hasher.emplace();
+    std::optional<ContentHasher> hasher;
+    if (check_) hasher.emplace(check_->scheme());
     auto write_checked = [&](const uint8_t* p, size_t len) {
       if (len == 0) throw Error(shown + ": content ends before the file size");
       if (hasher) hasher->update(p, len);

@@ -8,11 +8,13 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "common/content_hash.h"
 #include "common/error.h"
 #include "common/hash.h"
 #include "format/manifest.h"
 #include "format/squashfs.h"
 #include "ops/parallel.h"
+#include "reader/stored_content.h"
 #include "reader/walk_guard.h"
 
 namespace sqar::ops {
@@ -214,14 +216,18 @@ class Loader {
     }
   }
 
-  // Every file gets its XXH3-128: from the manifest where it has one, by decoding otherwise.
-  // Without stored-data digests, everything is decoded and compared, which is the check.
+  // Every file gets its content hash: from the manifest where it has one, by decoding otherwise.
+  // Without stored-data digests, everything is decoded and compared, which is the check. A
+  // manifest of an earlier version hashes content another way (format/manifest.h): every file
+  // is then decoded and hashed both ways, the earlier way to check it against that manifest.
   void hash_files() {
     std::unordered_map<uint32_t, Hash128> entry;
     if (manifest_)
       for (const auto& e : manifest_->files) entry.emplace(e.inode_number, e.hash);
     const uint32_t bs = in_.image->super().block_size;
-    const bool decode_all = !in_.digests || in_.recode;
+    const HashScheme check_scheme = manifest_ ? manifest_->scheme() : HashScheme::kChunked;
+    const bool earlier_scheme = check_scheme != HashScheme::kChunked;
+    const bool decode_all = !in_.digests || in_.recode || earlier_scheme;
     // One decode per stored content: files sharing data share the result.
     std::unordered_map<DataKey, uint32_t, DataKeyHasher> groups;
     std::vector<uint32_t> group_of(in_.files.size());
@@ -250,10 +256,12 @@ class Loader {
       }
     }
     std::vector<Hash128> hashes(leader.size());
+    // What the manifest's scheme gives, where it is not kChunked (else `hashes` itself).
+    std::vector<Hash128> check_hashes(earlier_scheme ? leader.size() : 0);
     std::vector<uint32_t> todo;
     for (uint32_t g = 0; g < leader.size(); ++g) {
       if (inodes_[leader[g]].size == 0)
-        hashes[g] = hash128("", 0);
+        hashes[g] = content_hash("", 0);
       else if (expected[g] && !decode_all)
         hashes[g] = *expected[g];
       else
@@ -274,23 +282,24 @@ class Loader {
           const reader::Chunk frag = in_.image->read_fragment(small.fragment_index);
           if (small.fragment_offset > frag.len || small.size > frag.len - small.fragment_offset)
             throw Error("its tail lies outside fragment block " + std::to_string(small.fragment_index));
-          hashes[g] = hash128(frag.data + small.fragment_offset, size_t(small.size));
+          const uint8_t* content = frag.data + small.fragment_offset;
+          hashes[g] = content_hash(content, size_t(small.size));
+          if (earlier_scheme) check_hashes[g] = content_hash(content, size_t(small.size), check_scheme);
           decoded += small.size;
-          if (expected[g] && !(hashes[g] == *expected[g]))
+          if (expected[g] && !((earlier_scheme ? check_hashes[g] : hashes[g]) == *expected[g]))
             throw Error("its content does not match the manifest trailer (damaged fragment block " +
                         std::to_string(small.fragment_index) + ")");
           return;
         }
         const reader::Inode ino = in_.image->read_inode(inodes_[f].ref, true);
-        StreamHasher h;
-        const uint64_t blocks = (ino.size + bs - 1) / bs;
-        for (uint64_t b = 0; b < blocks; ++b) {
-          const size_t n = in_.image->read_block(ino, b, bufs[w].data());
-          h.update(bufs[w].data(), n);
-        }
+        ContentHasher h;
+        std::optional<ContentHasher> check;
+        if (earlier_scheme) check.emplace(check_scheme);
+        reader::hash_stored_content(*in_.image, ino, bufs[w].data(), {&h, check ? &*check : nullptr});
         hashes[g] = h.digest();
+        if (check) check_hashes[g] = check->digest();
         decoded += ino.size;
-        if (expected[g] && !(hashes[g] == *expected[g]))
+        if (expected[g] && !((earlier_scheme ? check_hashes[g] : hashes[g]) == *expected[g]))
           throw Error("its content does not match the manifest trailer (damaged data blocks at " +
                       std::to_string(ino.blocks_start) + ")");
       } catch (const std::exception& e) {
@@ -301,19 +310,21 @@ class Loader {
     if (!error.empty()) throw Error(error);
     in_.decoded_bytes = decoded;
     for (uint32_t f = 0; f < in_.files.size(); ++f) in_.files[f].hash = hashes[group_of[f]];
-    check_fragment_digests();
+    check_fragment_digests([&](uint32_t f) { return earlier_scheme ? check_hashes[group_of[f]] : in_.files[f].hash; });
   }
 
   // The small files' hashes just decoded must give the manifest's fragment digests: a damaged
-  // fragment block that still decodes is caught here.
-  void check_fragment_digests() const {
+  // fragment block that still decodes is caught here. hash_of(f): file f's content hash in the
+  // manifest's scheme.
+  template <typename HashOf>
+  void check_fragment_digests(HashOf&& hash_of) const {
     if (!manifest_ || !manifest_->has_fragment_digests()) return;
     const uint32_t bs = in_.image->super().block_size;
     std::vector<FragmentMember> members;
     for (uint32_t f = 0; f < in_.files.size(); ++f) {
       const auto& ino = inodes_[f];
       if (ino.size && covered_by_fragment_digest(ino.size, bs, ino.fragment_index))
-        members.push_back({ino.fragment_index, ino.inode_number, in_.files[f].hash});
+        members.push_back({ino.fragment_index, ino.inode_number, hash_of(f)});
     }
     const auto digests = fragment_digests(std::move(members), uint32_t(in_.fragments.size()));
     if (digests.size() != manifest_->fragment_digests.size())

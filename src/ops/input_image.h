@@ -1,5 +1,5 @@
 // An existing image as a SOURCE of append and merge: its tree as a sqar::Tree, where each
-// regular file's data is, and each file's XXH3-128, all checked before any byte is copied.
+// regular file's data is, and each file's content hash, all checked before any byte is copied.
 #pragma once
 #include <sys/stat.h>
 

@@ -15,6 +15,7 @@ ManifestCheck::ManifestCheck(reader::Image& image) : img_(image) {
   auto m = img_.manifest();
   if (!m) return;
   has_manifest_ = true;
+  scheme_ = m->scheme();
   for (const auto& e : m->files) files_.emplace(e.inode_number, e.hash);
   if (m->has_fragment_digests()) fragment_digests_ = std::move(m->fragment_digests);
 }
@@ -51,7 +52,7 @@ std::optional<Hash128> ManifestCheck::expected(const reader::Inode& ino) const {
   if (!has_manifest_ || in_fragment_digest(ino)) return std::nullopt;
   if (auto it = files_.find(ino.inode_number); it != files_.end()) return it->second;
   if (auto it = by_key_.find(fingerprint(DataKey(img_, ino))); it != by_key_.end()) return it->second;
-  if (ino.size == 0) return hash128("", 0);
+  if (ino.size == 0) return content_hash("", 0, scheme_);
   return std::nullopt;
 }
 
@@ -80,24 +81,14 @@ bool ManifestCheck::fragment_matches(uint32_t fragment, const std::unordered_map
   try {
     for (const auto& [number, ref] : unique) {
       auto known = read.find(number);
-      members.push_back({0, number, known != read.end() ? known->second : content_hash(img_, img_.read_inode(ref))});
+      members.push_back(
+          {0, number,
+           known != read.end() ? known->second : reader::stored_content_hash(img_, img_.read_inode(ref), scheme_)});
     }
     return fragment_digests(std::move(members), 1)[0] == (*fragment_digests_)[fragment];
   } catch (const std::exception&) {
     return false;  // a member that does not decode cannot vouch for the block
   }
-}
-
-Hash128 content_hash(reader::Image& image, const reader::Inode& ino) {
-  std::vector<uint8_t> block(image.super().block_size);
-  StreamHasher hasher;
-  for (uint64_t off = 0, index = 0; off < ino.size; ++index) {
-    const size_t n = image.read_block(ino, index, block.data());
-    if (n == 0) throw Error("content ends at byte " + std::to_string(off) + " of " + std::to_string(ino.size));
-    hasher.update(block.data(), n);
-    off += n;
-  }
-  return hasher.digest();
 }
 
 std::string manifest_trailer_problem(const std::exception& e, const std::string& image_path) {

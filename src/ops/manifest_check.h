@@ -1,4 +1,4 @@
-// Checking extracted or printed content against the XXH3-128 hashes of sqar's manifest trailer
+// Checking extracted or printed content against the content hashes of sqar's manifest trailer
 // (format/manifest.h), as `sqar verify` does, for `extract` and `cat`.
 //
 // A file is covered in one of three ways: its own entry; the entry of another inode with the
@@ -14,8 +14,10 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/content_hash.h"
 #include "common/hash.h"
 #include "reader/image.h"
+#include "reader/stored_content.h"
 
 namespace sqar::ops {
 
@@ -25,6 +27,9 @@ class ManifestCheck {
   explicit ManifestCheck(reader::Image& image);
 
   bool has_manifest() const { return has_manifest_; }
+  // How the manifest hashes content: callers hash what they read with a ContentHasher of this
+  // scheme (kChunked when there is no manifest).
+  HashScheme scheme() const { return scheme_; }
   // Call for every regular inode before asking about duplicates or fragment blocks. Learning
   // an inode again (a second name) changes nothing.
   void learn(const reader::Inode& ino);
@@ -47,14 +52,12 @@ class ManifestCheck {
  private:
   reader::Image& img_;
   bool has_manifest_ = false;
+  HashScheme scheme_ = HashScheme::kChunked;
   std::unordered_map<uint32_t, Hash128> files_;                 // inode number -> hash
   std::unordered_map<Hash128, Hash128, Hash128Hasher> by_key_;  // data key fingerprint -> hash
   std::optional<std::vector<Hash128>> fragment_digests_;        // version 3
   std::unordered_map<uint32_t, std::vector<std::pair<uint32_t, reader::InodeRef>>> members_;  // fragment -> files
 };
-
-// XXH3-128 of a file's whole content as the image stores it. Throws sqar::Error on a damaged block.
-Hash128 content_hash(reader::Image& image, const reader::Inode& ino);
 
 // What to report when an image's manifest trailer cannot be read: the cause, without the
 // image's path, naming the trailer once (most causes name it themselves).

@@ -494,10 +494,13 @@ class Exporter {
     add_sparse_map(path, file, e);
     check(archive_write_header(a_.get(), e), path);
     const uint64_t bs = img_.super().block_size;
-    StreamHasher* hasher = check_ ? &hasher_ : nullptr;
+    ContentHasher* hasher = hasher_ ? &*hasher_ : nullptr;
     if (hasher) hasher->reset();
-    auto write = [&](const void* data, size_t len) {
-      if (hasher) hasher->update(data, len);
+    auto write = [&](const void* data, size_t len, bool zeros = false) {
+      if (hasher && zeros)
+        hasher->update_zeros(len);
+      else if (hasher)
+        hasher->update(data, len);
       if (archive_write_data(a_.get(), data, len) < 0) check(ARCHIVE_FATAL, path);
       if (opt_.progress) opt_.progress->bytes_done.fetch_add(len, std::memory_order_relaxed);
     };
@@ -507,7 +510,7 @@ class Exporter {
       const auto [data, block] = q.next_block();
       if (block.len == 0) throw ends_early();
       if (block.zeros && zeros_.size() < block.len) zeros_.assign(bs, 0);
-      write(block.zeros ? zeros_.data() : data, block.len);
+      write(block.zeros ? zeros_.data() : data, block.len, block.zeros);
       done += block.len;
     }
     if (done != std::min(it.full_blocks * bs, file.size)) throw ends_early();
@@ -541,6 +544,7 @@ class Exporter {
       throw Error(img_.path() + ": " + manifest_trailer_problem(e, img_.path()) +
                   " (--no-verify writes the archive without checking contents)");
     }
+    if (check_) hasher_.emplace(check_->scheme());
   }
 
   // The planner's walk visits every inode (selected or not): each regular one is learned
@@ -628,7 +632,7 @@ class Exporter {
   std::optional<ManifestCheck> check_;
   std::mutex check_mu_;                         // check_ is learned by the planner, asked by the writer
   std::unordered_set<uint32_t> learned_links_;  // the planner's: inodes with several names, learned once
-  StreamHasher hasher_;                         // of the file being written, reset for each
+  std::optional<ContentHasher> hasher_;         // of the file being written, reset for each
   std::vector<DeferredFile> duplicates_;
   std::vector<FragmentFile> in_fragments_;
   std::unordered_map<uint32_t, Hash128> fragment_hashes_;

@@ -461,7 +461,7 @@ class TreeComparer {
     if (!manifest_) return false;
     try {
       const reader::Inode ino = image_.read_inode(ref);
-      const Hash128 hash = content_hash(image_, ino);
+      const Hash128 hash = reader::stored_content_hash(image_, ino, manifest_->scheme());
       if (auto want = manifest_->expected(ino)) return !(*want == hash);
       if (!manifest_->in_fragment_digest(ino)) return false;
       // A fragment block's verdict is the same whoever asks: checked once per block (it hashes

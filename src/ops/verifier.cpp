@@ -13,6 +13,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "common/content_hash.h"
 #include "common/error.h"
 #include "common/hash.h"
 #include "format/manifest.h"
@@ -190,6 +191,7 @@ class Verifier::Impl {
       auto m = img_.manifest();
       if (!m) return;
       had_manifest_ = true;
+      scheme_ = m->scheme();
       for (const auto& e : m->files) manifest_.emplace(e.inode_number, e.hash);
       if (m->has_fragment_digests()) fragment_digests_ = std::move(m->fragment_digests);
     } catch (const std::exception& e) {
@@ -197,7 +199,7 @@ class Verifier::Impl {
     }
   }
 
-  // What reading one stored content gave: its XXH3-128, or the error that stopped it.
+  // What reading one stored content gave: its content hash, or the error that stopped it.
   struct Outcome {
     Hash128 digest;
     std::string error;  // empty when every block decoded
@@ -210,13 +212,14 @@ class Verifier::Impl {
     block.resize(img_.super().block_size);
     Outcome out;
     try {
-      StreamHasher hasher;
+      ContentHasher hasher(scheme_);
       uint64_t off = 0;
       const uint64_t nblocks = img_.block_count(ino);
       for (uint64_t index = 0; off < ino.size; ++index) {
-        // Without a manifest there is nothing to hash: a sparse block has nothing to decode.
-        if (!had_manifest_ && index < nblocks && img_.block_location(ino, index).size_word == 0) {
+        // A sparse block has nothing to decode, and the hash takes it as a hole.
+        if (index < nblocks && (img_.block_location(ino, index).size_word & ~fmt::kDataUncompressed) == 0) {
           const uint64_t n = std::min<uint64_t>(img_.super().block_size, ino.size - off);
+          if (had_manifest_) hasher.update_zeros(n);
           off += n;
           bytes_done_.fetch_add(n, std::memory_order_relaxed);
           continue;
@@ -280,11 +283,11 @@ class Verifier::Impl {
         else if (auto k = by_key_.find(key); k != by_key_.end())
           expected = k->second;
         else if (ino.size == 0)
-          expected = hash128("", 0);
+          expected = content_hash("", 0, scheme_);
         if (!expected)
           problem(paths_.path(f.path), "missing from the manifest trailer");
         else if (!(*expected == seen->digest))
-          problem(paths_.path(f.path), "content differs from the manifest (XXH3-128 " + seen->digest.hex() +
+          problem(paths_.path(f.path), "content differs from the manifest (content hash " + seen->digest.hex() +
                                            ", expected " + expected->hex() + ")");
       } catch (const std::exception& e) {
         problem(paths_.path(f.path), e.what());
@@ -293,8 +296,8 @@ class Verifier::Impl {
     bytes_ = bytes;
   }
 
-  // Version 3 manifests: the files that lie in a fragment block alone are checked together, by
-  // the block's digest over their (inode number, XXH3-128) (format/manifest.h). A block with a
+  // Manifests of versions 3 and 4: the files that lie in a fragment block alone are checked together, by
+  // the block's digest over their (inode number, content hash) (format/manifest.h). A block with a
   // file that did not decode is not compared (that file is named already).
   void check_fragment_digests(const std::vector<FileJob>& files) {
     if (!fragment_digests_) return;
@@ -333,6 +336,7 @@ class Verifier::Impl {
   size_t problems_ = 0;
   uint64_t entries_ = 0, files_ = 0, bytes_ = 0;
   bool had_manifest_ = false;
+  HashScheme scheme_ = HashScheme::kChunked;  // the manifest's
   bool export_table_broken_ = false;
   std::unordered_map<uint32_t, Hash128> manifest_;        // inode number -> content hash
   std::map<DataKey, Hash128> by_key_;                     // stored data of listed inodes -> hash

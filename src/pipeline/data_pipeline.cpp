@@ -11,6 +11,7 @@
 #include <unordered_set>
 
 #include "common/all_zero.h"
+#include "common/content_hash.h"
 #include "common/error.h"
 #include "common/thread_pool.h"
 #include "dedup/dedup_index.h"
@@ -258,7 +259,7 @@ class DataPipeline final : public UnitReader {
     uint64_t blocks = 0;
     for (uint32_t i = 0; i < kinds_.size(); ++i) {
       if (kinds_[i] == FileKind::kEmpty) {
-        locs_[i].hash = hash128("", 0);
+        locs_[i].hash = content_hash("", 0);
         continue;
       }
       if (kinds_[i] == FileKind::kStored) continue;
@@ -413,7 +414,7 @@ class DataPipeline final : public UnitReader {
     FileLocation& loc = locs_[f];
     if (u.offset == 0) {
       if (kinds_[f] == FileKind::kSharedSmall) {
-        loc.hash = hash128(bytes, len);
+        loc.hash = content_hash(bytes, len);
         if (len && share_if_duplicate(f, len, loc.hash)) return;
         look_up_reuse(f, len, loc.hash);
       } else {
@@ -450,8 +451,8 @@ class DataPipeline final : public UnitReader {
   }
 
   // A unit that lies in a hole of a sparse file (never a file's last unit, so never a tail):
-  // its blocks are sparse, and the file's hash takes its zeros from a shared zero block
-  // instead of a buffer filled and scanned for each unit.
+  // its blocks are sparse, and the file's hash takes them as a hole (no bytes hashed) instead
+  // of a buffer filled and scanned for each unit.
   void store_hole(const ReadUnit& u, ReadSlot& s) {
     const uint32_t f = u.file;
     if (reads_xattrs(u)) store_xattrs(f, s.xattrs);
@@ -459,10 +460,9 @@ class DataPipeline final : public UnitReader {
     if (opt_.bytes_done && kinds_[f] != FileKind::kPrehashed)
       opt_.bytes_done->fetch_add(u.len, std::memory_order_relaxed);
     if (u.offset == 0) hasher_.reset();
-    if (zero_block_.size() != block_size_) zero_block_.assign(block_size_, 0);
     const auto reuse = reuse_first_.find(f);
     for (uint64_t b = 0; b < u.len / block_size_; ++b) {
-      hasher_.update(zero_block_.data(), block_size_);
+      hasher_.update_zeros(block_size_);
       auto job = std::make_unique<BlockJob>();
       job->file = f;
       job->index = uint32_t(u.offset / block_size_ + b);
@@ -689,9 +689,8 @@ class DataPipeline final : public UnitReader {
   DataStats stats_;
 
   // sequencer state
-  StreamHasher hasher_;
-  std::vector<uint8_t> zero_block_;  // block_size_ zeros, hashed for the units in holes
-  OpenedFile first_open_;            // of the file being sequenced, from its first unit
+  ContentHasher hasher_;
+  OpenedFile first_open_;  // of the file being sequenced, from its first unit
   // Files that ended before the size the scan saw -> the size they are stored with.
   std::unordered_map<uint32_t, uint64_t> cut_;
   std::unordered_set<uint32_t> warned_;  // files already reported as changed

@@ -225,7 +225,7 @@ int hash_source_file(const std::string& path, uint64_t expected_size, Hash128& o
     if (int err = read_xattrs_of_fd(f.fd, *xattrs, *xattrs_failed_key)) return err;
   }
   posix_fadvise(f.fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-  StreamHasher hasher;
+  ContentHasher hasher;
   std::vector<uint8_t> buf(kStreamChunk);
   // Only the first expected_size bytes are hashed: a file that grew is stored as its first
   // expected_size bytes (the size the scan saw), and this hash must be of those. One byte more

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "common/content_hash.h"
 #include "common/hash.h"
 #include "scan/directory_cursor.h"
 #include "scan/xattr_reader.h"

@@ -12,8 +12,6 @@ namespace {
 
 constexpr uint64_t kChunk = uint64_t(1) << 20;    // memory is allocated a chunk at a time
 constexpr size_t kSpillBuffer = size_t(1) << 20;  // spill writes are gathered to this size
-constexpr size_t kZeros = 64 << 10;
-const uint8_t kZeroBlock[kZeros] = {};
 
 }  // namespace
 
@@ -31,13 +29,7 @@ void ContentStore::begin() {
   member_extents_.clear();
 }
 
-void ContentStore::hash_zeros(uint64_t len) {
-  for (; len > 0;) {
-    const size_t n = size_t(std::min<uint64_t>(len, kZeros));
-    hasher_.update(kZeroBlock, n);
-    len -= n;
-  }
-}
+void ContentStore::hash_zeros(uint64_t len) { hasher_.update_zeros(len); }
 
 void ContentStore::add(uint64_t offset, const uint8_t* data, size_t len) {
   if (len == 0) return;

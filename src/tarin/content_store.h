@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/content_hash.h"
 #include "common/hash.h"
 #include "pipeline/content_source.h"
 
@@ -88,7 +89,7 @@ class ContentStore final : public ContentSource {
   uint64_t duplicates_ = 0;
 
   // The member being added.
-  StreamHasher hasher_;
+  ContentHasher hasher_;
   uint64_t member_start_ = 0;  // end_ when it began
   uint64_t member_pos_ = 0;    // bytes of it seen (data and holes)
   std::vector<Extent> member_extents_;

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "common/content_hash.h"
 #include "common/hash.h"
 #include "tarin/tar_ingest.h"
 
@@ -55,7 +56,7 @@ TEST(ContentStoreTest, ReadsBackAcrossTheSpillBoundaryAndRollsBackDuplicates) {
   EXPECT_EQ(read_all(s, 2, b.size()), b);
   EXPECT_EQ(read_all(s, 3, c.size()), c);
   EXPECT_EQ(read_all(s, 4, a.size()), a);
-  EXPECT_TRUE(s.hash(2) == hash128(b.data(), b.size()));
+  EXPECT_TRUE(s.hash(2) == content_hash(b.data(), b.size()));
   EXPECT_TRUE(s.identical(1, 4, a.size()));
   EXPECT_FALSE(s.identical(1, 2, a.size()));
   std::vector<uint8_t> part(1000);  // a range inside, across the boundary
@@ -79,7 +80,7 @@ TEST(ContentStoreTest, HolesReadAsZerosAndAreHashed) {
   std::copy(d1.begin(), d1.end(), want.begin() + 8192);
   std::copy(d2.begin(), d2.end(), want.begin() + 100000);
   EXPECT_EQ(read_all(s, 7, size), want);
-  EXPECT_TRUE(s.hash(7) == hash128(want.data(), want.size()));
+  EXPECT_TRUE(s.hash(7) == content_hash(want.data(), want.size()));
   std::vector<uint8_t> mid(50000);
   ASSERT_EQ(s.read(7, 10000, mid.size(), mid.data()), 0);
   EXPECT_TRUE(std::equal(mid.begin(), mid.end(), want.begin() + 10000));

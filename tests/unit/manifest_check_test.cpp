@@ -39,7 +39,7 @@ TEST(ManifestCheck, AnInodeLearnedTwiceLeavesItsFragmentDigestRight) {
     check.learn(ino);
     check.learn(ino);  // as for a second name of an inode whose link count says 1
     EXPECT_TRUE(check.in_fragment_digest(ino));
-    read.emplace(ino.inode_number, ops::content_hash(*image, ino));
+    read.emplace(ino.inode_number, reader::stored_content_hash(*image, ino, HashScheme::kChunked));
     return true;
   });
   ASSERT_EQ(read.size(), 2u);

@@ -31,12 +31,12 @@ void reseal(std::vector<uint8_t>& t, size_t payload) {
   sqar::store_le64(t.data() + 32, XXH3_64bits(t.data(), 32));
 }
 
-TEST(Manifest, Version3RoundTripsEntriesInInodeOrderAndFragmentDigests) {
+TEST(Manifest, Version4RoundTripsEntriesInInodeOrderAndFragmentDigests) {
   std::vector<ManifestEntry> in = {{1000, {7, 8}}, {1, {1, 2}}, {9, {5, 6}}, {8, {3, 4}}};
   std::vector<Hash128> digests = {{10, 11}, {12, 13}, {14, 15}};
   auto trailer = sqar::encode_manifest(in, digests);
   EXPECT_EQ(trailer.size() % 4096, 0u);
-  EXPECT_EQ(sqar::load_le32(trailer.data() + 8), 3u);
+  EXPECT_EQ(sqar::load_le32(trailer.data() + 8), 4u);
   EXPECT_EQ(sqar::load_le32(trailer.data() + 12), 3u);  // the fragment digest count
   auto out = decode(trailer);
   EXPECT_TRUE(out.has_fragment_digests());
@@ -52,6 +52,22 @@ TEST(Manifest, Version3RoundTripsEntriesInInodeOrderAndFragmentDigests) {
   // 20 bytes per entry (inode number and hash) and 16 per fragment block.
   auto header = sqar::decode_manifest_header(trailer.data(), trailer.size());
   EXPECT_EQ(header->payload_size, 4u * 20 + 3 * 16);
+}
+
+// Version 3 has version 4's layout; only the way content is hashed differs.
+TEST(Manifest, Version3StillDecodesAndNamesTheFlatScheme) {
+  const std::vector<ManifestEntry> in = {{2, {1, 2}}, {5, {3, 4}}};
+  const std::vector<Hash128> digests = {{10, 11}};
+  const auto v3 = decode(sqar::encode_manifest(in, digests, 3));
+  const auto v4 = decode(sqar::encode_manifest(in, digests));
+  EXPECT_EQ(v3.version, 3u);
+  EXPECT_EQ(v4.version, 4u);
+  EXPECT_EQ(v3.scheme(), sqar::HashScheme::kFlat);
+  EXPECT_EQ(v4.scheme(), sqar::HashScheme::kChunked);
+  ASSERT_EQ(v3.files.size(), 2u);
+  EXPECT_EQ(v3.files[1].hash, (Hash128{3, 4}));
+  EXPECT_EQ(v3.fragment_digests, digests);
+  EXPECT_THROW(sqar::encode_manifest(in, digests, 2), sqar::Error);
 }
 
 TEST(Manifest, EmptyManifestRoundTrips) {
@@ -178,7 +194,7 @@ TEST(Manifest, InconsistentOrDamagedTrailersAreRefused) {
   }
   {
     auto t = good;
-    sqar::store_le32(t.data() + 8, 4);  // a version from the future
+    sqar::store_le32(t.data() + 8, 5);  // a version from the future
     reseal(t, payload);
     EXPECT_THROW(decode(t), sqar::Error);
   }

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "common/content_hash.h"
 #include "common/hash.h"
 #include "reader_test_util.h"
 #include "writer/create.h"
@@ -43,7 +44,7 @@ TEST_F(ReuseIndexTest, FindsAFileByItsContent) {
   EXPECT_TRUE(why.empty()) << why;
   ASSERT_FALSE(index.empty());
   EXPECT_TRUE(index.has_size(big_.size()));
-  const auto first = index.find(big_.size(), hash128(big_.data(), big_.size()));
+  const auto first = index.find(big_.size(), content_hash(big_.data(), big_.size()));
   ASSERT_TRUE(first);
   EXPECT_FALSE(index.find(big_.size(), hash128("other", 5)));
   // Its first block, as stored in OLD, is read back whole.

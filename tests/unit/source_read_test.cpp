@@ -239,7 +239,7 @@ TEST_F(SourceReadTest, HashOfAFileThatGrewCoversOnlyItsScannedSize) {
   ASSERT_EQ(r.rc, 0);
   EXPECT_NE(r.changed.find("grew"), std::string::npos) << r.changed;
   EXPECT_EQ(r.bytes, scanned);
-  EXPECT_TRUE(r.hash == hash128(data.data(), scanned));
+  EXPECT_TRUE(r.hash == content_hash(data.data(), scanned));
 }
 
 TEST_F(SourceReadTest, HashOfAFileThatShrankCoversWhatItHas) {
@@ -248,7 +248,7 @@ TEST_F(SourceReadTest, HashOfAFileThatShrankCoversWhatItHas) {
   ASSERT_EQ(r.rc, 0);
   EXPECT_NE(r.changed.find("shrank"), std::string::npos) << r.changed;
   EXPECT_EQ(r.bytes, 10000u);
-  EXPECT_TRUE(r.hash == hash128(data.data(), data.size()));
+  EXPECT_TRUE(r.hash == content_hash(data.data(), data.size()));
 }
 
 TEST_F(SourceReadTest, HashOfAnUnchangedFileReportsNothing) {
@@ -257,7 +257,7 @@ TEST_F(SourceReadTest, HashOfAnUnchangedFileReportsNothing) {
   ASSERT_EQ(r.rc, 0);
   EXPECT_EQ(r.changed, "");
   EXPECT_EQ(r.bytes, 5000u);
-  EXPECT_TRUE(r.hash == hash128(data.data(), data.size()));
+  EXPECT_TRUE(r.hash == content_hash(data.data(), data.size()));
 }
 
 TEST_F(SourceReadTest, MissingFileIsAnErrnoNotPending) {
