@@ -14,7 +14,11 @@ class ContentSource {
   // Copies [offset, offset + len) of the regular file `node` (a Tree node index) to `out`.
   // Called from several reader threads at once. Returns 0 or an errno value.
   virtual int read(uint32_t node, uint64_t offset, uint64_t len, uint8_t* out) const = 0;
-  // The XXH3-128 of the node's whole content, computed while it came in: the pipeline takes
+  // Whether [offset, offset + len) of the node lies wholly in a hole (a sparse tar member's
+  // zeros): the pipeline then stores sparse blocks without asking read() for a buffer of zeros
+  // and scanning it, so a hole costs per block what its block list costs, not per byte.
+  virtual bool range_is_hole(uint32_t, uint64_t, uint64_t) const { return false; }
+  // The content hash of the node's whole content, computed while it came in: the pipeline takes
   // it instead of hashing the content a second time.
   virtual Hash128 hash(uint32_t node) const = 0;
   // Byte comparison of two files' content (--verify-dedup), through read() a piece at a time.

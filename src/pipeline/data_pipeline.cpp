@@ -289,6 +289,8 @@ class DataPipeline final : public UnitReader {
     const uint64_t size = node_of(cursor_file_).size;
     ReadUnit u{cursor_file_, cursor_offset_, std::min(chunk_, size - cursor_offset_), false};
     u.last = u.offset + u.len == size;
+    // As for files on disk, the last unit is always read (a zero tail is found by its bytes).
+    u.hole = opt_.content && !u.last && opt_.content->range_is_hole(tree_.files[u.file], u.offset, u.len);
     if (u.last) {
       ++cursor_file_;
       cursor_offset_ = 0;
@@ -303,6 +305,11 @@ class DataPipeline final : public UnitReader {
     const ReadUnit& u = s.unit;
     s.hole = false;
     if (opt_.content) {
+      if (u.hole) {
+        s.hole = true;
+        s.data.clear();
+        return 0;
+      }
       s.data.resize(u.len);
       return opt_.content->read(tree_.files[u.file], u.offset, u.len, s.data.data());
     }

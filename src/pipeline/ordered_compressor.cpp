@@ -35,22 +35,26 @@ void OrderedCompressor::join() {
 
 void OrderedCompressor::submit(std::unique_ptr<BlockJob> job) {
   std::unique_lock lk(mu_);
-  space_cv_.wait(lk, [&] { return errors_.failed() || jobs_.size() < max_jobs_; });
+  // A sparse block holds no buffer: up to kSparseRun of them may wait beyond max_jobs_.
+  const size_t capacity = max_jobs_ + (job->sparse ? kSparseRun : 0);
+  if (jobs_.size() >= capacity) {
+    done_cv_.notify_one();  // the writer may sleep on sparse blocks it was not woken for
+    space_cv_.wait(lk, [&] { return errors_.failed() || jobs_.size() < capacity; });
+  }
   if (errors_.failed()) {
     lk.unlock();
     errors_.throw_if_failed();
   }
   if (job->sparse) {
-    // A block of zeros needs no compressor: it is done as it comes, and the writer is woken
-    // only when it is the block the writer waits for. Handing each one to a compressor made
-    // a 16 GiB sparse file's build mostly thread switches (131,072 blocks).
+    // A block of zeros needs no compressor: it is done as it comes. Nor is the writer woken
+    // for it: the run is written when the queue fills (above), when a compressed block is
+    // done, or at close. Handing each one to a compressor made a 16 GiB sparse file's build
+    // mostly thread switches (131,072 blocks), and waking the writer for each made a 4 TiB
+    // sparse tar member's (4 million blocks of 1 MiB) 26 s, two thirds of it in futex calls.
     job->size_word = 0;
     job->done = true;
     ++sparse_;
-    const bool next_to_write = jobs_.empty();
     jobs_.push_back(std::move(job));
-    lk.unlock();
-    if (next_to_write) done_cv_.notify_one();
     return;
   }
   to_compress_.push_back(job.get());
@@ -91,19 +95,24 @@ void OrderedCompressor::compressor_loop(BlockCompressor& compressor) {
 }
 
 void OrderedCompressor::writer_loop() {
+  std::vector<std::unique_ptr<BlockJob>> batch;
   for (;;) {
-    std::unique_ptr<BlockJob> job;
     {
       std::unique_lock lk(mu_);
       done_cv_.wait(lk, [&] {
         return errors_.failed() || (closed_ && jobs_.empty()) || (!jobs_.empty() && jobs_.front()->done);
       });
       if (errors_.failed() || jobs_.empty()) return;
-      job = std::move(jobs_.front());
-      jobs_.pop_front();
+      // The block to write, and the run of sparse blocks after it: they hold no buffer, so
+      // taking them at once costs no memory, and the sequencer is woken once for the run.
+      do {
+        batch.push_back(std::move(jobs_.front()));
+        jobs_.pop_front();
+      } while (!jobs_.empty() && jobs_.front()->done && jobs_.front()->sparse && batch.size() < kSparseRun);
     }
     space_cv_.notify_one();
-    writer_.write(*job);
+    for (const auto& job : batch) writer_.write(*job);
+    batch.clear();
   }
 }
 

@@ -42,6 +42,7 @@ class OrderedCompressor {
   BlockWriter& writer_;
   FirstError& errors_;
   const size_t max_jobs_;
+  static constexpr size_t kSparseRun = 4096;                   // sparse blocks the writer takes at once, at most
   std::vector<std::unique_ptr<BlockCompressor>> compressors_;  // one per compressor thread
 
   std::mutex mu_;

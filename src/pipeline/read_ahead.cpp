@@ -62,8 +62,8 @@ void ReadAhead::reader_loop() {
         const size_t i = next_unit_++;
         ReadSlot& s = slots_[i % window_];
         s.unit = units_.next_unit();
-        bytes += s.unit.len;
-        bytes_in_flight_ += s.unit.len;
+        bytes += s.unit.buffered_bytes();
+        bytes_in_flight_ += s.unit.buffered_bytes();
         batch.push_back(i);
       }
     }
@@ -114,7 +114,7 @@ void ReadAhead::release(size_t i) {
     std::lock_guard lk(mu_);
     s.ready = false;
     consumed_ = i + 1;
-    bytes_in_flight_ -= s.unit.len;
+    bytes_in_flight_ -= s.unit.buffered_bytes();
     wake = readers_waiting_ > 0 && next_unit_ < total_units_ && room_to_read();
   }
   if (wake) read_cv_.notify_all();

@@ -26,7 +26,11 @@ struct ReadUnit {
   uint32_t file;    // index in Tree::files
   uint64_t offset;  // of the unit in the file
   uint64_t len;
-  bool last;  // the file's last unit
+  bool last;          // the file's last unit
+  bool hole = false;  // known to lie in a hole when planned (a tar member's): nothing to read
+  // What the unit holds in memory once read, for the read-ahead's byte budget: a hole holds
+  // nothing, so a run of them is bounded by the window alone.
+  uint64_t buffered_bytes() const { return hole ? 0 : len; }
 };
 
 struct ReadSlot {

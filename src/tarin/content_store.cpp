@@ -139,6 +139,18 @@ void ContentStore::read_store(uint64_t where, uint8_t* out, size_t len) const {
   if (f->read_at(f, where - memory_limit_, out, len) != 0) throw Error(spill_->last_error());
 }
 
+bool ContentStore::range_is_hole(uint32_t node, uint64_t offset, uint64_t len) const {
+  const uint32_t id = content_of(node);
+  if (id == kNone || len == 0 || offset > contents_[id].size || len > contents_[id].size - offset) return false;
+  const Content& c = contents_[id];
+  if (c.first_extent == kNone) return false;  // contiguous: all data
+  const Extent* first = extents_.data() + c.first_extent;
+  const Extent* last = first + c.extent_count;
+  const Extent* e =
+      std::upper_bound(first, last, offset, [](uint64_t off, const Extent& x) { return off < x.offset + x.len; });
+  return e == last || e->offset >= offset + len;
+}
+
 int ContentStore::read(uint32_t node, uint64_t offset, uint64_t len, uint8_t* out) const {
   const uint32_t id = content_of(node);
   if (id == kNone || offset > contents_[id].size || len > contents_[id].size - offset) return EINVAL;

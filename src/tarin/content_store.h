@@ -45,6 +45,7 @@ class ContentStore final : public ContentSource {
   void seal();
 
   int read(uint32_t node, uint64_t offset, uint64_t len, uint8_t* out) const override;
+  bool range_is_hole(uint32_t node, uint64_t offset, uint64_t len) const override;
   Hash128 hash(uint32_t node) const override { return contents_[content_of(node)].hash; }
 
   uint64_t memory_bytes() const { return std::min(end_, memory_limit_); }

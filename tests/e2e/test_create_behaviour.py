@@ -332,10 +332,13 @@ def test_signals_the_caller_ignores_stay_ignored():
         log("ok: SIGHUP, SIGINT, SIGQUIT and SIGPIPE inherited ignored: the build completed")
 
 
-def make_huge_source(d):
+def make_huge_source(d, files=4):
+    """Holes of 1 TiB a file (8 million sparse blocks, ~2 s each on the CI machine): a build
+    that runs long enough to be interrupted, whose image stays a few hundred KB."""
     os.makedirs(f"{d}/src")
-    with open(f"{d}/src/huge", "wb") as f:  # 64 GiB of holes: reading it takes long enough
-        f.truncate(64 << 30)
+    for i in range(files):
+        with open(f"{d}/src/huge{i}", "wb") as f:
+            f.truncate(1 << 40)
     return f"{d}/src"
 
 
@@ -421,9 +424,7 @@ def test_image_mode_follows_umask_and_the_replaced_image():
 
 def test_image_made_by_someone_else_meanwhile_is_not_replaced():
     with tempdir() as d:
-        os.makedirs(f"{d}/src")
-        with open(f"{d}/src/huge", "wb") as f:  # 16 GiB of holes: several seconds of reading
-            f.truncate(16 << 30)
+        make_huge_source(d, files=1)  # seconds of work
         proc = subprocess.Popen([SQAR, "create", "-q", "--no-dedup", f"{d}/src", f"{d}/img"],
                                 stderr=subprocess.PIPE, text=True)
         try:

@@ -9,13 +9,14 @@ import json
 import lzma
 import os
 import pty
+import re
 import signal
 import subprocess
 import tarfile
 import time
 
 from sqartest import (SQAR, check_sanitizers, compare_trees, kernel_mount, leftovers, log, main, make_full_tree,
-                      need_root, need_tool, pseudo_random, run, tempdir, unsquashfs_extract, write)
+                      need_root, need_tool, pseudo_random, run, skip, tempdir, unsquashfs_extract, write)
 
 # GNU tar compresses through these programs; bsdtar through libarchive's own filters.
 GNU_COMPRESS = {"none": [], "gz": ["-z"], "xz": ["-J"], "zst": ["--zstd"], "bz2": ["-j"], "lz4": ["-I", "lz4"]}
@@ -431,6 +432,56 @@ def test_member_over_4gib_and_sparse_holes():
         log("ok: a 5 GiB sparse member keeps its bytes past 4 GiB, and its holes cost nothing")
 
 
+def test_terabyte_holes_cost_their_block_list_not_their_bytes():
+    """Two sparse members of 4 TiB each, a few bytes of data apiece, in a 20 KB tar. Their holes
+    were once hashed, zero-filled and scanned byte by byte (hours for this archive, all of it on
+    zeros the tar does not hold); each block of a hole now costs its entry in the block list.
+    The timeout is a guard against that regression, not a measurement (bench/ measures)."""
+    size = 4 << 40
+    islands = {"huge0": [(123456789, b"data0"), (size - 5, b"last0")],
+               "huge1": [(3 << 40, b"data1" * 1000), (size - 5, b"last1")]}
+    with tempdir() as d:
+        src = f"{d}/src"
+        os.makedirs(src)
+        for name, spots in islands.items():
+            try:
+                with open(f"{src}/{name}", "wb") as f:
+                    f.truncate(size)
+                    for off, data in spots:
+                        f.seek(off)
+                        f.write(data)
+            except OSError as e:
+                skip(f"{d} cannot hold a 4 TiB sparse file: {e}")
+            if os.stat(f"{src}/{name}").st_blocks * 512 > 1 << 20:
+                skip(f"{d} does not keep holes")
+        run(["tar", "--format=posix", "--sparse", "-C", src, "-cf", f"{d}/t.tar", "."])
+        assert os.path.getsize(f"{d}/t.tar") < 1 << 20
+        sqar_tar(f"{d}/t.tar", f"{d}/img.sqfs", "-b", "1M", timeout=600)
+        run([SQAR, "verify", "-q", f"{d}/img.sqfs"], timeout=600)
+        listing = run(["unsquashfs", "-lls", "-d", "", f"{d}/img.sqfs"]).stdout
+        for name in islands:
+            assert re.search(rf"\s{size}\s.*/{name}$", listing, re.M), f"unsquashfs lists no 4 TiB {name}:\n{listing}"
+        if os.geteuid() == 0:
+            with kernel_mount(f"{d}/img.sqfs", f"{d}/mnt") as mnt:
+                for name, spots in islands.items():
+                    with open(f"{mnt}/{name}", "rb") as f:
+                        assert os.fstat(f.fileno()).st_size == size
+                        for off, data in spots:
+                            assert os.pread(f.fileno(), len(data), off) == data, f"kernel: {name}: wrong bytes at {off}"
+        else:
+            log("note: the kernel mount of this test needs root; unsquashfs and extract check it")
+        out = f"{d}/out"
+        run([SQAR, "extract", "-q", f"{d}/img.sqfs", "-C", out], timeout=600)
+        for name, spots in islands.items():
+            st = os.stat(f"{out}/{name}")
+            assert st.st_size == size, f"extracted {name} has {st.st_size} bytes"
+            assert st.st_blocks * 512 < 64 << 20, f"extracted {name}: holes were written out"
+            with open(f"{out}/{name}", "rb") as f:
+                for off, data in spots:
+                    assert os.pread(f.fileno(), len(data), off) == data, f"{name}: wrong bytes at {off}"
+        log("ok: 8 TiB of holes in a 20 KB tar pack, verify and extract as holes, unsquashfs lists them")
+
+
 # ---------------------------------------------------------------- faults while the stream is read
 
 def slow_tar_feeder(fd):
@@ -498,5 +549,6 @@ if __name__ == "__main__":
           test_image_equals_the_directory_image_for_any_thread_count, test_standard_input_and_options,
           test_names_stay_inside_the_root, test_links_duplicates_and_implicit_directories,
           test_deep_member_with_an_anchored_exclude, test_member_300000_levels_deep, test_damaged_streams,
-          test_member_over_4gib_and_sparse_holes, test_interrupt_while_reading_the_stream,
+          test_member_over_4gib_and_sparse_holes, test_terabyte_holes_cost_their_block_list_not_their_bytes,
+          test_interrupt_while_reading_the_stream,
           test_no_space_left_while_spilling])
