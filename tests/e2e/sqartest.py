@@ -219,6 +219,13 @@ def set_xattr(path, key, value, follow=True):
 
 # ---------------------------------------------------------------- comparing trees
 
+def mtime_seconds(st):
+    """The whole seconds of an mtime, as SquashFS stores it (tv_sec). int(st.st_mtime) goes
+    through a double, which at today's times resolves 0.24 us: an mtime in the last ~120 ns of a
+    second rounds up to the next one, and a file then differs by a second from its copy."""
+    return st.st_mtime_ns // 1_000_000_000
+
+
 def file_digest(path):
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -306,7 +313,7 @@ def snapshot(root, times=True, owners=True, xattrs=True, holes=True):
             if owners:
                 e["uid"], e["gid"] = st.st_uid, st.st_gid
             if times:
-                e["mtime"] = int(st.st_mtime)
+                e["mtime"] = mtime_seconds(st)
             if stat.S_ISREG(st.st_mode):
                 e["size"] = st.st_size
                 e["sha256"] = file_digest(p)

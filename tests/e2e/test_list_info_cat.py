@@ -7,7 +7,7 @@ import stat
 import time
 
 from clitest import expect_fail, sqar, sqar_create_image, tree_files
-from sqartest import SQAR, log, main, make_full_tree, mksquashfs, pseudo_random, run, tempdir, write
+from sqartest import SQAR, log, main, make_full_tree, mksquashfs, mtime_seconds, pseudo_random, run, tempdir, write
 
 
 def test_list():
@@ -32,7 +32,7 @@ def test_list():
         assert [e["path"] for e in entries] == want, entries
         for e in entries:
             st = os.lstat(f"{src}/{e['path']}")
-            assert e["mode"] == stat.S_IMODE(st.st_mode) and e["mtime"] == int(st.st_mtime), (e, st)
+            assert e["mode"] == stat.S_IMODE(st.st_mode) and e["mtime"] == mtime_seconds(st), (e, st)
             assert e["uid"] == st.st_uid and e["gid"] == st.st_gid, (e, st)
             kind = {stat.S_IFDIR: "directory", stat.S_IFREG: "file", stat.S_IFLNK: "symlink", stat.S_IFBLK:
                     "block_device", stat.S_IFCHR: "char_device", stat.S_IFIFO: "fifo", stat.S_IFSOCK: "socket"}
