@@ -202,10 +202,12 @@ int info_main(int argc, char** argv) {
           (unsigned long long)s.sparse_bytes, ratio, (unsigned long long)s.shared_bytes,
           (unsigned long long)s.shared_files, sb.fragment_count);
       std::printf(
-          "\"manifest\":%s,\"manifest_entries\":%llu,\"manifest_fragment_digests\":%llu,\"exportable\":%s,\"xattrs\":%"
+          "\"manifest\":%s,\"manifest_version\":%u,\"manifest_entries\":%llu,\"manifest_fragment_digests\":%llu,"
+          "\"exportable\":%s,\"xattrs\":%"
           "s,\"entries_with_xattrs\":%llu,"
           "\"flags\":%u",
-          manifest ? "true" : "false", (unsigned long long)(manifest ? manifest->files.size() : 0),
+          manifest ? "true" : "false", manifest ? manifest->version : 0u,
+          (unsigned long long)(manifest ? manifest->files.size() : 0),
           (unsigned long long)(manifest ? manifest->fragment_digests.size() : 0),
           image->has_export_table() ? "true" : "false", has_xattrs ? "true" : "false",
           (unsigned long long)s.xattr_entries, sb.flags);

@@ -5,6 +5,7 @@ content against that manifest, and catch damage it reveals; append, merge and --
 them as inputs (their files decoded and hashed the new way) and write version 4, which verify,
 unsquashfs and the kernel agree with. tests/e2e/data/manifest-v3.sqsh was made by the sqar of
 that version from the tree make_v3_source() rebuilds (zstd, 4 KiB blocks)."""
+import json
 import os
 import random
 import shutil
@@ -31,7 +32,11 @@ def make_v3_source(root):
 
 
 def manifest_line(img):
-    return next(line for line in run([SQAR, "info", img]).stdout.splitlines() if line.startswith("Manifest trailer:"))
+    """info's line about the trailer; info --json must name the same version."""
+    line = next(line for line in run([SQAR, "info", img]).stdout.splitlines() if line.startswith("Manifest trailer:"))
+    version = json.loads(run([SQAR, "info", "--json", img]).stdout)["manifest_version"]
+    assert f"(version {version})" in line, (version, line)
+    return line
 
 
 def content_only(src, out, what):
