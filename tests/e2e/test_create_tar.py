@@ -433,13 +433,15 @@ def test_member_over_4gib_and_sparse_holes():
 
 
 def test_terabyte_holes_cost_their_block_list_not_their_bytes():
-    """Two sparse members of 4 TiB each, a few bytes of data apiece, in a 20 KB tar. Their holes
-    were once hashed, zero-filled and scanned byte by byte (hours for this archive, all of it on
-    zeros the tar does not hold); each block of a hole now costs its entry in the block list.
-    The timeout is a guard against that regression, not a measurement (bench/ measures)."""
+    """Three sparse members of 4 TiB each (one a copy of another), a few bytes of data apiece, in
+    a 30 KB tar. Their holes were once hashed, zero-filled and scanned byte by byte, and
+    --verify-dedup compared the copy's zeros a MiB at a time (hours for this archive, all of it
+    on zeros the tar does not hold); each block of a hole now costs its entry in the block
+    list. The timeouts guard against that regression; they are not a measurement (bench/ is)."""
     size = 4 << 40
     islands = {"huge0": [(123456789, b"data0"), (size - 5, b"last0")],
-               "huge1": [(3 << 40, b"data1" * 1000), (size - 5, b"last1")]}
+               "huge1": [(3 << 40, b"data1" * 1000), (size - 5, b"last1")],
+               "same0": [(123456789, b"data0"), (size - 5, b"last0")]}  # huge0's content: a duplicate
     with tempdir() as d:
         src = f"{d}/src"
         os.makedirs(src)
@@ -458,6 +460,12 @@ def test_terabyte_holes_cost_their_block_list_not_their_bytes():
         assert os.path.getsize(f"{d}/t.tar") < 1 << 20
         sqar_tar(f"{d}/t.tar", f"{d}/img.sqfs", "-b", "1M", timeout=600)
         run([SQAR, "verify", "-q", f"{d}/img.sqfs"], timeout=600)
+        # --verify-dedup compares the duplicate's bytes with huge0's before sharing them: only
+        # where either has data.
+        sqar_tar(f"{d}/t.tar", f"{d}/checked.sqfs", "-b", "1M", "--verify-dedup", timeout=600)
+        for img in ("img", "checked"):
+            info = json.loads(run([SQAR, "info", "--json", f"{d}/{img}.sqfs"]).stdout)
+            assert info["dedup_files"] == 1, f"{img}: {info['dedup_files']} files share data, expected same0"
         listing = run(["unsquashfs", "-lls", "-d", "", f"{d}/img.sqfs"]).stdout
         for name in islands:
             assert re.search(rf"\s{size}\s.*/{name}$", listing, re.M), f"unsquashfs lists no 4 TiB {name}:\n{listing}"
@@ -479,7 +487,7 @@ def test_terabyte_holes_cost_their_block_list_not_their_bytes():
             with open(f"{out}/{name}", "rb") as f:
                 for off, data in spots:
                     assert os.pread(f.fileno(), len(data), off) == data, f"{name}: wrong bytes at {off}"
-        log("ok: 8 TiB of holes in a 20 KB tar pack, verify and extract as holes, unsquashfs lists them")
+        log("ok: 12 TiB of holes in a 30 KB tar pack, dedup, verify and extract as holes, unsquashfs lists them")
 
 
 # ---------------------------------------------------------------- faults while the stream is read
