@@ -9,6 +9,7 @@ import json
 import os
 import random
 import shutil
+import subprocess
 
 from sqartest import (SQAR, compare_trees, kernel_mount, log, main, need_tool, run, tempdir, unsquashfs_extract,
                       write)
@@ -54,7 +55,25 @@ def test_version_3_images_are_checked_as_before():
         content_only(src, f"{d}/out", "extract of the version 3 image")
         with open(f"{src}/big.bin", "rb") as f:
             assert run([SQAR, "cat", FIXTURE, "big.bin"], text=False).stdout == f.read()
-        log("ok: a version 3 image verifies, extracts and cats against its manifest")
+        archive = subprocess.run([SQAR, "extract", "--tar", "-", FIXTURE], check=True, capture_output=True).stdout
+        os.makedirs(f"{d}/untar")
+        subprocess.run(["tar", "-x", "-C", f"{d}/untar"], input=archive, check=True)
+        content_only(src, f"{d}/untar", "GNU tar -x of extract --tar of the version 3 image")
+        # diff reads the manifest at a file that differs, to tell a change on disk from damage
+        # in the image: hashed the wrong way, every difference would look like damage (exit 2).
+        for root, dirs, files in os.walk(src):
+            for name in dirs + files:
+                os.utime(os.path.join(root, name), (1700000000, 1700000000))
+        os.utime(src, (1700000000, 1700000000))
+        assert run([SQAR, "diff", FIXTURE, src]).returncode == 0
+        for name in ("big.bin", "small/f0.txt"):
+            with open(f"{src}/{name}", "r+b") as f:
+                f.write(b"X")
+            os.utime(f"{src}/{name}", (1700000000, 1700000000))
+        p = run([SQAR, "diff", FIXTURE, src], check=False)
+        assert p.returncode == 1 and "big.bin" in p.stdout and "small/f0.txt" in p.stdout, (p.returncode, p.stdout,
+                                                                                           p.stderr)
+        log("ok: a version 3 image verifies, extracts (to a tree and as tar), cats and diffs against its manifest")
 
 
 def damaged_copy(d, data):
