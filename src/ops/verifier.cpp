@@ -217,7 +217,7 @@ class Verifier::Impl {
       const uint64_t nblocks = img_.block_count(ino);
       for (uint64_t index = 0; off < ino.size; ++index) {
         // A sparse block has nothing to decode, and the hash takes it as a hole.
-        if (index < nblocks && (img_.block_location(ino, index).size_word & ~fmt::kDataUncompressed) == 0) {
+        if (index < nblocks && fmt::is_hole_word(img_.block_location(ino, index).size_word)) {
           const uint64_t n = std::min<uint64_t>(img_.super().block_size, ino.size - off);
           if (had_manifest_) hasher.update_zeros(n);
           off += n;

@@ -31,7 +31,7 @@ Chunk ImageImpl::read_chunk(const Inode& in, uint64_t offset, size_t max_len) {
 
   if (index < nblocks) {
     const StoredBlock at = block_location(file, index);
-    if ((at.size_word & ~fmt::kDataUncompressed) == 0) return {nullptr, zero_block() + within, len};
+    if (fmt::is_hole_word(at.size_word)) return {nullptr, zero_block() + within, len};
     cache::BlockPtr b;
     try {
       b = data_block(at.position, at.size_word, "data block");
@@ -69,7 +69,7 @@ size_t ImageImpl::read_block(const Inode& in, uint64_t index, uint8_t* out) {
     return c.len;
   }
   const auto [pos, word] = block_location(file, index);
-  if ((word & ~fmt::kDataUncompressed) == 0) {
+  if (fmt::is_hole_word(word)) {
     std::memset(out, 0, expected);
     return expected;
   }
@@ -122,7 +122,7 @@ void ImageImpl::prefetch_block(const Inode& file, uint64_t index) {
   try {
     if (!file.is_regular() || !file.blocks_loaded || index >= block_count(file)) return;
     const StoredBlock at = block_location(file, index);
-    if ((at.size_word & ~fmt::kDataUncompressed) == 0) return;
+    if (fmt::is_hole_word(at.size_word)) return;
     data_block(at.position, at.size_word, "data block");
   } catch (...) {
     // The real read reports the error to whoever asks for this block.
@@ -134,7 +134,7 @@ bool ImageImpl::would_load_first_block(const Inode& file) {
     if (!file.is_regular() || file.size == 0) return false;
     if (file.blocks_loaded && block_count(file) > 0) {
       const StoredBlock at = block_location(file, 0);
-      if ((at.size_word & ~fmt::kDataUncompressed) == 0) return false;  // sparse
+      if (fmt::is_hole_word(at.size_word)) return false;  // sparse
       return !data_cache_.contains(at.position);
     }
     if (file.fragment_index == fmt::kNoFragment) return false;

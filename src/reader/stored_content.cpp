@@ -13,8 +13,7 @@ void hash_stored_content(Image& image, const Inode& ino, uint8_t* buf, std::init
   const uint64_t bs = image.super().block_size;
   const uint64_t full_blocks = image.block_count(ino);
   for (uint64_t off = 0, index = 0; off < ino.size; ++index) {
-    if (index < full_blocks && ino.blocks_loaded &&
-        (image.block_location(ino, index).size_word & ~fmt::kDataUncompressed) == 0) {
+    if (index < full_blocks && ino.blocks_loaded && fmt::is_hole_word(image.block_location(ino, index).size_word)) {
       const uint64_t n = std::min(bs, ino.size - off);
       for (ContentHasher* h : hashers)
         if (h) h->update_zeros(n);
