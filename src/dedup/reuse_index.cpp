@@ -102,8 +102,9 @@ void ReuseIndex::index_files(reader::Image& image) {
     for (const ManifestEntry& e : manifest->files) hash_of.emplace(e.inode_number, e.hash);
     manifest.reset();
   }
-  // Without a manifest (mksquashfs, --no-manifest, earlier versions) each file's content is decoded and hashed
-  // below: files that share their data (same first block and size) are hashed once.
+  // Without a manifest (mksquashfs, --no-manifest, earlier versions) each file's content is
+  // decoded and hashed below: files that share their data (same first block and size) are
+  // hashed once.
   std::vector<reader::Inode> to_hash;
   std::set<std::pair<uint64_t, uint64_t>> owners;  // (blocks_start, size)
 

@@ -258,6 +258,9 @@ class Loader {
     std::vector<Hash128> hashes(leader.size());
     // What the manifest's scheme gives, where it is not kChunked (else `hashes` itself).
     std::vector<Hash128> check_hashes(earlier_scheme ? leader.size() : 0);
+    const auto in_manifest_scheme = [&](uint32_t g) -> const Hash128& {
+      return earlier_scheme ? check_hashes[g] : hashes[g];
+    };
     std::vector<uint32_t> todo;
     for (uint32_t g = 0; g < leader.size(); ++g) {
       if (inodes_[leader[g]].size == 0)
@@ -286,7 +289,7 @@ class Loader {
           hashes[g] = content_hash(content, size_t(small.size));
           if (earlier_scheme) check_hashes[g] = content_hash(content, size_t(small.size), check_scheme);
           decoded += small.size;
-          if (expected[g] && !((earlier_scheme ? check_hashes[g] : hashes[g]) == *expected[g]))
+          if (expected[g] && !(in_manifest_scheme(g) == *expected[g]))
             throw Error("its content does not match the manifest trailer (damaged fragment block " +
                         std::to_string(small.fragment_index) + ")");
           return;
@@ -299,7 +302,7 @@ class Loader {
         hashes[g] = h.digest();
         if (check) check_hashes[g] = check->digest();
         decoded += ino.size;
-        if (expected[g] && !((earlier_scheme ? check_hashes[g] : hashes[g]) == *expected[g]))
+        if (expected[g] && !(in_manifest_scheme(g) == *expected[g]))
           throw Error("its content does not match the manifest trailer (damaged data blocks at " +
                       std::to_string(ino.blocks_start) + ")");
       } catch (const std::exception& e) {
@@ -310,7 +313,7 @@ class Loader {
     if (!error.empty()) throw Error(error);
     in_.decoded_bytes = decoded;
     for (uint32_t f = 0; f < in_.files.size(); ++f) in_.files[f].hash = hashes[group_of[f]];
-    check_fragment_digests([&](uint32_t f) { return earlier_scheme ? check_hashes[group_of[f]] : in_.files[f].hash; });
+    check_fragment_digests([&](uint32_t f) { return in_manifest_scheme(group_of[f]); });
   }
 
   // The small files' hashes just decoded must give the manifest's fragment digests: a damaged
