@@ -23,6 +23,7 @@
 #include "ops/manifest_check.h"
 #include "ops/parallel.h"
 #include "ops/path_table.h"
+#include "reader/stored_content.h"
 
 namespace sqar::ops {
 namespace {
@@ -212,24 +213,9 @@ class Verifier::Impl {
     block.resize(img_.super().block_size);
     Outcome out;
     try {
+      // Without a manifest the content is only decoded: nothing to compare a hash with.
       ContentHasher hasher(scheme_);
-      uint64_t off = 0;
-      const uint64_t nblocks = img_.block_count(ino);
-      for (uint64_t index = 0; off < ino.size; ++index) {
-        // A sparse block has nothing to decode, and the hash takes it as a hole.
-        if (index < nblocks && fmt::is_hole_word(img_.block_location(ino, index).size_word)) {
-          const uint64_t n = std::min<uint64_t>(img_.super().block_size, ino.size - off);
-          if (had_manifest_) hasher.update_zeros(n);
-          off += n;
-          bytes_done_.fetch_add(n, std::memory_order_relaxed);
-          continue;
-        }
-        const size_t n = img_.read_block(ino, index, block.data());
-        if (n == 0) throw Error("content ends at byte " + std::to_string(off) + " of " + std::to_string(ino.size));
-        if (had_manifest_) hasher.update(block.data(), n);
-        off += n;
-        bytes_done_.fetch_add(n, std::memory_order_relaxed);
-      }
+      reader::hash_stored_content(img_, ino, block.data(), {had_manifest_ ? &hasher : nullptr}, &bytes_done_);
       out.digest = hasher.digest();
     } catch (const std::exception& e) {
       out.error = e.what();

@@ -9,7 +9,8 @@
 
 namespace sqar::reader {
 
-void hash_stored_content(Image& image, const Inode& ino, uint8_t* buf, std::initializer_list<ContentHasher*> hashers) {
+void hash_stored_content(Image& image, const Inode& ino, uint8_t* buf, std::initializer_list<ContentHasher*> hashers,
+                         std::atomic<uint64_t>* bytes_done) {
   const uint64_t bs = image.super().block_size;
   const uint64_t full_blocks = image.block_count(ino);
   for (uint64_t off = 0, index = 0; off < ino.size; ++index) {
@@ -18,6 +19,7 @@ void hash_stored_content(Image& image, const Inode& ino, uint8_t* buf, std::init
       for (ContentHasher* h : hashers)
         if (h) h->update_zeros(n);
       off += n;
+      if (bytes_done) bytes_done->fetch_add(n, std::memory_order_relaxed);
       continue;
     }
     const size_t n = image.read_block(ino, index, buf);
@@ -25,6 +27,7 @@ void hash_stored_content(Image& image, const Inode& ino, uint8_t* buf, std::init
     for (ContentHasher* h : hashers)
       if (h) h->update(buf, n);
     off += n;
+    if (bytes_done) bytes_done->fetch_add(n, std::memory_order_relaxed);
   }
 }
 
