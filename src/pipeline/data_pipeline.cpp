@@ -91,9 +91,8 @@ class DataPipeline final : public UnitReader {
  private:
   const Node& node_of(uint32_t file) const { return tree_.nodes[tree_.files[file]]; }
 
-  // A file of more blocks than sqar's reader takes (fmt::kMaxFileBlocks, within the 2^30 an
-  // inode's list can hold as libsquashfs counts it) would make an image sqar cannot read
-  // back: checked before any file is hashed or read.
+  // A file of more blocks than sqar's reader takes (fmt::kMaxFileBlocks) would make an image
+  // sqar cannot read back: checked before any file is hashed or read.
   void refuse_files_of_too_many_blocks() const {
     for (uint32_t i = 0; i < tree_.files.size(); ++i) {
       const Node& n = node_of(i);

@@ -10,12 +10,14 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 
+#include "common/endian.h"
 #include "common/error.h"
-#include "common/large_stack.h"
 #include "format/squashfs.h"
 #include "writer/image_file.h"
 #include "writer/scratch_file.h"
@@ -35,12 +37,9 @@ struct FreeDeleter {
 };
 using InodePtr = std::unique_ptr<sqfs_inode_generic_t, FreeDeleter>;
 
-InodePtr alloc_inode(size_t payload) {
-  // libsquashfs counts an inode's payload in 32 bits: a longer block list (2^30 blocks, 4 TiB
-  // at -b 4K) would wrap and be written short. The data stage refuses such files up front;
-  // this keeps any other way in (an input image's claim) from writing a corrupt image.
-  if (payload > UINT32_MAX)
-    throw Error("a file of more than 2^30 blocks cannot be stored; use a larger block size (-b)");
+// An inode with `payload` bytes after it: a symlink's target (file inodes write their block
+// list themselves, write_block_list).
+InodePtr alloc_inode(uint32_t payload) {
   auto* p = static_cast<sqfs_inode_generic_t*>(std::calloc(1, sizeof(sqfs_inode_generic_t) + payload));
   if (!p) throw std::bad_alloc();
   p->payload_bytes_available = uint32_t(payload);
@@ -227,33 +226,67 @@ class MetadataWriter {
     return ino;
   }
 
-  InodePtr file_inode(const Node& n) {
+  // A file's block list as the inode stores it: the sizes of its full blocks, then one more
+  // word when its tail has no fragment (0 for a sparse tail).
+  struct BlockList {
+    const uint32_t* full = nullptr;  // may be null when there are none
+    size_t full_blocks = 0;
+    std::optional<uint32_t> tail_word;
+    uint64_t sparse_tail_bytes = 0;
+  };
+  BlockList block_list(const Node& n) const {
     const FileLocation& loc = data_.files[n.file_index];
-    const size_t full_blocks = size_t(n.size / super_.block_size);
+    BlockList list;
+    list.full_blocks = size_t(n.size / super_.block_size);
+    list.full = data_.block_sizes.data() + loc.first_block;
     const uint64_t tail = n.size % super_.block_size;
     // A tail without a fragment was all zeros: a sparse last block in the list (size word 0),
     // unless an input image stored it as a short block (PrestoredData::stored_tail_files).
-    const bool tail_block = tail != 0 && loc.fragment == fmt::kNoFragment;
-    const uint32_t data_owner = loc.same_as == kNoNode ? n.file_index : loc.same_as;  // a duplicate has its data
-    const bool stored_tail =
-        tail_block && std::binary_search(data_.stored_tail_files.begin(), data_.stored_tail_files.end(), data_owner);
-    const bool sparse_tail = tail_block && !stored_tail;
-    const size_t nblocks = full_blocks + (tail_block ? 1 : 0);
-    InodePtr ino = alloc_inode(nblocks * sizeof(uint32_t));
+    if (tail != 0 && loc.fragment == fmt::kNoFragment) {
+      const uint32_t data_owner = loc.same_as == kNoNode ? n.file_index : loc.same_as;  // a duplicate has its data
+      const bool stored =
+          std::binary_search(data_.stored_tail_files.begin(), data_.stored_tail_files.end(), data_owner);
+      list.tail_word = stored ? list.full[list.full_blocks] : 0u;
+      if (!stored) list.sparse_tail_bytes = tail;
+    }
+    return list;
+  }
+
+  // The inode without its block list, which write_block_list appends after it: libsquashfs
+  // would take the list as the inode's payload (a copy) and copy it again to the stack on its
+  // way out, two copies of 128 MiB for a list of 2^25 blocks that an input image can claim.
+  InodePtr file_inode(const Node& n) {
+    const FileLocation& loc = data_.files[n.file_index];
+    const BlockList list = block_list(n);
+    InodePtr ino = alloc_inode(0);
     ino->base.type = SQFS_INODE_EXT_FILE;
     auto& f = ino->data.file_ext;
     f.blocks_start = loc.blocks_start;
     f.file_size = n.size;
-    const uint32_t* sizes = data_.block_sizes.data() + loc.first_block;
-    f.sparse = uint64_t(std::count(sizes, sizes + full_blocks, 0u)) * super_.block_size + (sparse_tail ? tail : 0);
+    const uint64_t sparse_blocks = uint64_t(std::count(list.full, list.full + list.full_blocks, 0u));
+    f.sparse = sparse_blocks * super_.block_size + list.sparse_tail_bytes;
     f.nlink = n.link_count;
     f.fragment_idx = loc.fragment;
     f.fragment_offset = loc.fragment == fmt::kNoFragment ? 0 : loc.fragment_offset;
     f.xattr_idx = fmt::kNoXattr;
-    if (full_blocks) std::memcpy(ino->extra, sizes, full_blocks * sizeof(uint32_t));  // sizes may be null
-    if (sparse_tail) ino->extra[full_blocks] = 0;
-    if (stored_tail) ino->extra[full_blocks] = sizes[full_blocks];
     return ino;
+  }
+
+  // The block list follows the file inode's fixed part in the inode table, little-endian.
+  void write_block_list(const Node& n, uint32_t node) {
+    const BlockList list = block_list(n);
+    constexpr size_t kWords = 2048;
+    std::array<uint8_t, kWords * 4> le;
+    for (size_t done = 0; done < list.full_blocks;) {
+      const size_t k = std::min(kWords, list.full_blocks - done);
+      for (size_t j = 0; j < k; ++j) store_le32(le.data() + 4 * j, list.full[done + j]);
+      check(sqfs_meta_writer_append(inode_writer_.get(), le.data(), k * 4), "the inode", node);
+      done += k;
+    }
+    if (list.tail_word) {
+      store_le32(le.data(), *list.tail_word);
+      check(sqfs_meta_writer_append(inode_writer_.get(), le.data(), 4), "the inode", node);
+    }
   }
 
   InodePtr other_inode(uint32_t i) {
@@ -261,7 +294,7 @@ class MetadataWriter {
     InodePtr ino;
     if (S_ISLNK(n.mode)) {
       const std::string& target = tree_.symlink_targets.at(i);
-      ino = alloc_inode(target.size());
+      ino = alloc_inode(uint32_t(target.size()));
       ino->base.type = SQFS_INODE_SLINK;
       ino->data.slink.nlink = n.link_count;
       ino->data.slink.target_size = uint32_t(target.size());
@@ -301,15 +334,8 @@ class MetadataWriter {
     sqfs_u32 offset;
     sqfs_meta_writer_get_position(inode_writer_.get(), &block, &offset);
     ref_[o] = (block << 16) | offset;
-    // libsquashfs copies a file's block list to the stack on its way out (4 bytes a block):
-    // a long list is written from a thread whose stack holds it.
-    constexpr size_t kOnThisStack = 256 << 10;
-    if (ino->payload_bytes_used <= kOnThisStack) {
-      check(sqfs_meta_writer_write_inode(inode_writer_.get(), ino.get()), "the inode", o);
-    } else {
-      run_with_stack(ino->payload_bytes_used,
-                     [&] { check(sqfs_meta_writer_write_inode(inode_writer_.get(), ino.get()), "the inode", o); });
-    }
+    check(sqfs_meta_writer_write_inode(inode_writer_.get(), ino.get()), "the inode", o);
+    if (S_ISREG(n.mode)) write_block_list(n, o);
   }
 
   const Tree& tree_;
