@@ -18,6 +18,7 @@
 
 #include "common/all_zero.h"
 #include "common/error.h"
+#include "common/owner_id.h"
 #include "common/path_pattern.h"
 #include "format/squashfs.h"
 #include "ops/entry_meta.h"
@@ -53,8 +54,8 @@ struct InodeSummary {
       : ref(i.ref),
         size(i.size),
         mode(i.mode),
-        uid(i.uid),
-        gid(i.gid),
+        uid(extracted_owner_id(i.uid, false)),
+        gid(extracted_owner_id(i.gid, true)),
         mtime(i.mtime),
         inode_number(i.inode_number),
         nlink(i.nlink),

@@ -20,6 +20,7 @@
 #include "codec/parallel_gzip.h"
 #include "common/all_zero.h"
 #include "common/error.h"
+#include "common/owner_id.h"
 #include "common/utf8_locale.h"
 #include "format/squashfs.h"
 #include "ops/decode_ahead.h"
@@ -415,8 +416,8 @@ class Exporter {
     if (!e) throw Error("cannot set up a tar entry: out of memory");
     archive_entry_copy_pathname(e.get(), (inode.is_dir() ? path + "/" : path).c_str());
     archive_entry_set_mode(e.get(), inode.mode);
-    archive_entry_set_uid(e.get(), inode.uid);
-    archive_entry_set_gid(e.get(), inode.gid);
+    archive_entry_set_uid(e.get(), extracted_owner_id(inode.uid, false));
+    archive_entry_set_gid(e.get(), extracted_owner_id(inode.gid, true));
     archive_entry_set_mtime(e.get(), inode.mtime, 0);
     ++stats_.entries;
     if (opt_.progress) opt_.progress->entries_done.fetch_add(1, std::memory_order_relaxed);

@@ -18,6 +18,7 @@
 #include <unordered_map>
 
 #include "common/error.h"
+#include "common/owner_id.h"
 #include "format/squashfs.h"
 #include "ops/entry_format.h"
 #include "ops/manifest_check.h"
@@ -412,10 +413,10 @@ class TreeComparer {
     const std::string M = "M " + path + ": ";
     if (!ino.is_symlink() && (ino.mode & 07777) != (n.mode & 07777))
       differ(path, M + "mode " + octal_mode(ino.mode) + " != " + octal_mode(n.mode));
-    if (opt_.owners && ino.uid != n.uid)
-      differ(path, M + "uid " + std::to_string(ino.uid) + " != " + std::to_string(n.uid));
-    if (opt_.owners && ino.gid != n.gid)
-      differ(path, M + "gid " + std::to_string(ino.gid) + " != " + std::to_string(n.gid));
+    // Owners as extract gives them: a stored 2^32-1 is the overflow id (common/owner_id.h).
+    const uint32_t uid = extracted_owner_id(ino.uid, false), gid = extracted_owner_id(ino.gid, true);
+    if (opt_.owners && uid != n.uid) differ(path, M + "uid " + std::to_string(uid) + " != " + std::to_string(n.uid));
+    if (opt_.owners && gid != n.gid) differ(path, M + "gid " + std::to_string(gid) + " != " + std::to_string(n.gid));
     if (opt_.times && ino.mtime != n.mtime)
       differ(path, M + "mtime " + format_mtime_seconds(ino.mtime) + " != " + format_mtime_seconds(n.mtime));
     if (ino.is_regular()) {

@@ -8,11 +8,13 @@ of the same name, as in CVE-2021-40153 / CVE-2021-41072); a directory entry's in
 be pointed at its parent to make a directory loop. ('' cannot be encoded: names store
 length - 1.)"""
 import os
+import stat
 import struct
+import subprocess
 
 from clitest import expect_fail
 from craftfs import Image
-from sqartest import log, main, mksquashfs, tempdir, write
+from sqartest import SQAR, kernel_mount, kernel_supports, log, main, mksquashfs, need_root, need_tool, run, tempdir, write
 
 UNCOMPRESSED = ("-noI", "-noD", "-noF", "-noX", "-no-xattrs")
 # Fixed owner and times make the image the same on every run, so a placeholder cannot also turn up
@@ -146,6 +148,53 @@ def test_directory_with_two_parents():
         assert not os.path.exists(f"{d}/merged.sqfs"), "merge left an image"
 
 
+NO_ONE = 0xFFFFFFFF  # (uid_t)-1: chown(2) reads it as "leave the owner as it is"
+
+
+def test_owner_no_one_is_not_root():
+    """An image naming 2^32-1 as an owner: chown(2) takes that id as "leave the owner alone",
+    so extracting as root once left such a file root's, a set-uid root program from an image
+    that named no one as its owner. The kernel shows the id as the overflow id (65534), and
+    sqar extract, extract --tar through GNU tar, and diff give what the kernel mount shows."""
+    need_root()
+    need_tool("tar")
+    with tempdir() as d:
+        img = Image(block_size=4096)
+        root = img.dir({
+            "suid": img.file(b"#!/bin/sh\n", mode=0o4755, uid=NO_ONE, gid=NO_ONE),
+            "sgid": img.file(b"#!/bin/sh\n", mode=0o2755, uid=1234, gid=NO_ONE),
+            "d": img.dir({"f": img.file(b"f\n", uid=NO_ONE, gid=5678)}, uid=NO_ONE, gid=NO_ONE),
+        })
+        image = f"{d}/no-one.sqfs"
+        with open(image, "wb") as f:
+            f.write(img.build(root))
+        names = ("suid", "sgid", "d", "d/f")
+
+        def owners(top):
+            return {n: (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode))
+                    for n in names for st in [os.lstat(f"{top}/{n}")]}
+
+        if kernel_supports("gzip"):
+            with kernel_mount(image, f"{d}/mnt") as mnt:
+                want, by = owners(mnt), "the kernel mount"
+        else:
+            with open("/proc/sys/fs/overflowuid") as u, open("/proc/sys/fs/overflowgid") as g:
+                ou, og = int(u.read()), int(g.read())
+            want = {"suid": (ou, og, 0o4755), "sgid": (1234, og, 0o2755), "d": (ou, og, 0o755), "d/f": (ou, 5678, 0o644)}
+            by = "/proc/sys/fs/overflow{u,g}id (this kernel cannot mount the crafted image)"
+        assert all(o[0] != 0 and o[1] != 0 for o in want.values()), f"{by} shows root as an owner: {want}"
+
+        run([SQAR, "extract", "-q", "-C", f"{d}/out", image])
+        assert owners(f"{d}/out") == want, f"sqar extract {owners(f'{d}/out')} != {by} {want}"
+        archive = subprocess.run([SQAR, "extract", "-q", "--tar", "-", image], stdout=subprocess.PIPE, check=True).stdout
+        os.makedirs(f"{d}/tar")
+        subprocess.run(["tar", "-C", f"{d}/tar", "-xpf", "-", "--same-owner"], input=archive, check=True)
+        assert owners(f"{d}/tar") == want, f"extract --tar | tar -x {owners(f'{d}/tar')} != {by} {want}"
+        p = run([SQAR, "diff", image, f"{d}/out"], check=False)
+        assert p.returncode == 0, f"diff of the extraction: exit {p.returncode}: {p.stdout}{p.stderr}"
+        log(f"ok: owner 2^32-1 extracts as {by} shows it: {want['suid'][:2]}, not root")
+
+
 if __name__ == "__main__":
     main([test_dotdot_directory, test_name_with_slash, test_dot_and_nul_names, test_symlink_then_same_name,
-          test_directory_loop, test_directory_with_two_parents])
+          test_directory_loop, test_directory_with_two_parents, test_owner_no_one_is_not_root])
