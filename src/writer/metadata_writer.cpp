@@ -42,8 +42,8 @@ using InodePtr = std::unique_ptr<sqfs_inode_generic_t, FreeDeleter>;
 InodePtr alloc_inode(uint32_t payload) {
   auto* p = static_cast<sqfs_inode_generic_t*>(std::calloc(1, sizeof(sqfs_inode_generic_t) + payload));
   if (!p) throw std::bad_alloc();
-  p->payload_bytes_available = uint32_t(payload);
-  p->payload_bytes_used = uint32_t(payload);
+  p->payload_bytes_available = payload;
+  p->payload_bytes_used = payload;
   return InodePtr(p);
 }
 
@@ -227,12 +227,11 @@ class MetadataWriter {
   }
 
   // A file's block list as the inode stores it: the sizes of its full blocks, then one more
-  // word when its tail has no fragment (0 for a sparse tail).
+  // word when its tail has no fragment (0 for a sparse tail; a stored tail is never 0).
   struct BlockList {
     const uint32_t* full = nullptr;  // may be null when there are none
     size_t full_blocks = 0;
     std::optional<uint32_t> tail_word;
-    uint64_t sparse_tail_bytes = 0;
   };
   BlockList block_list(const Node& n) const {
     const FileLocation& loc = data_.files[n.file_index];
@@ -247,7 +246,6 @@ class MetadataWriter {
       const bool stored =
           std::binary_search(data_.stored_tail_files.begin(), data_.stored_tail_files.end(), data_owner);
       list.tail_word = stored ? list.full[list.full_blocks] : 0u;
-      if (!stored) list.sparse_tail_bytes = tail;
     }
     return list;
   }
@@ -255,16 +253,16 @@ class MetadataWriter {
   // The inode without its block list, which write_block_list appends after it: libsquashfs
   // would take the list as the inode's payload (a copy) and copy it again to the stack on its
   // way out, two copies of 128 MiB for a list of 2^25 blocks that an input image can claim.
-  InodePtr file_inode(const Node& n) {
+  InodePtr file_inode(const Node& n, const BlockList& list) {
     const FileLocation& loc = data_.files[n.file_index];
-    const BlockList list = block_list(n);
     InodePtr ino = alloc_inode(0);
     ino->base.type = SQFS_INODE_EXT_FILE;
     auto& f = ino->data.file_ext;
     f.blocks_start = loc.blocks_start;
     f.file_size = n.size;
     const uint64_t sparse_blocks = uint64_t(std::count(list.full, list.full + list.full_blocks, 0u));
-    f.sparse = sparse_blocks * super_.block_size + list.sparse_tail_bytes;
+    const uint64_t sparse_tail = list.tail_word == 0u ? n.size % super_.block_size : 0;
+    f.sparse = sparse_blocks * super_.block_size + sparse_tail;
     f.nlink = n.link_count;
     f.fragment_idx = loc.fragment;
     f.fragment_offset = loc.fragment == fmt::kNoFragment ? 0 : loc.fragment_offset;
@@ -273,8 +271,7 @@ class MetadataWriter {
   }
 
   // The block list follows the file inode's fixed part in the inode table, little-endian.
-  void write_block_list(const Node& n, uint32_t node) {
-    const BlockList list = block_list(n);
+  void write_block_list(const BlockList& list, uint32_t node) {
     constexpr size_t kWords = 2048;
     std::array<uint8_t, kWords * 4> le;
     for (size_t done = 0; done < list.full_blocks;) {
@@ -315,7 +312,9 @@ class MetadataWriter {
   void serialize(uint32_t i) {
     const uint32_t o = owner(i);
     const Node& n = tree_.nodes[o];
-    InodePtr ino = S_ISDIR(n.mode) ? directory_inode(o) : S_ISREG(n.mode) ? file_inode(n) : other_inode(o);
+    std::optional<BlockList> blocks;
+    if (S_ISREG(n.mode)) blocks = block_list(n);
+    InodePtr ino = S_ISDIR(n.mode) ? directory_inode(o) : blocks ? file_inode(n, *blocks) : other_inode(o);
     ino->base.mode = uint16_t(n.mode);
     ino->base.mod_time = inode_time(n);
     ino->base.inode_number = number_[o];
@@ -335,7 +334,7 @@ class MetadataWriter {
     sqfs_meta_writer_get_position(inode_writer_.get(), &block, &offset);
     ref_[o] = (block << 16) | offset;
     check(sqfs_meta_writer_write_inode(inode_writer_.get(), ino.get()), "the inode", o);
-    if (S_ISREG(n.mode)) write_block_list(n, o);
+    if (blocks) write_block_list(*blocks, o);
   }
 
   const Tree& tree_;
