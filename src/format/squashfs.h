@@ -12,9 +12,9 @@ constexpr uint32_t kSuperblockSize = 96;
 constexpr uint32_t kMetadataBlockSize = 8192;
 constexpr uint16_t kMetadataUncompressed = 0x8000;  // bit in the 16-bit metadata block header
 constexpr uint32_t kDataUncompressed = 1u << 24;    // bit in a data block / fragment size word
-// A data block whose size word gives no stored bytes is a hole (a sparse block): it reads as
-// zeros, with or without the uncompressed bit.
-constexpr bool is_hole_word(uint32_t size_word) { return (size_word & ~kDataUncompressed) == 0; }
+// A data block whose size word is 0 is a hole (a sparse block): it reads as zeros. A word of
+// just the uncompressed bit is damage, refused where block lists are read.
+constexpr bool is_hole_word(uint32_t size_word) { return size_word == 0; }
 constexpr uint32_t kMinBlockSize = 4096;
 constexpr uint32_t kMaxBlockSize = 1u << 20;
 constexpr uint32_t kNoFragment = 0xFFFFFFFF;

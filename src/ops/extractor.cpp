@@ -978,7 +978,7 @@ class Extractor::Impl {
     for (uint64_t index = from / bs, off = index * bs; off < to; ++index, off += bs) {
       // Looked at before every block: a big file would keep a stop waiting.
       if (stop_requested()) throw Stopped();
-      if (index < nblocks && img_.block_location(ino, index).size_word == 0) {  // a hole already
+      if (index < nblocks && fmt::is_hole_word(img_.block_location(ino, index).size_word)) {  // a hole already
         const uint64_t n = std::min(bs, ino.size - off);
         if (hasher) hasher->update_zeros(n);  // the content check takes the hole's zeros
         if (opt_.progress) opt_.progress->bytes_done.fetch_add(n, std::memory_order_relaxed);

@@ -160,12 +160,20 @@ class Loader {
     loc.first_block = uint32_t(in_.words.size());
     const uint64_t full = ino.size / bs;
     uint64_t count = 0;
-    in_.image->for_each_block_slice(ino, [&](const uint32_t* words, const uint64_t* starts, size_t n) {
-      for (size_t k = 0; k < n; ++k, ++count) {
-        if (words[k]) check_extent(starts[k], words[k], [&] { return path() + " block " + std::to_string(count); });
-        in_.words.push_back(words[k]);
-      }
-    });
+    bool checking_extent = false;  // check_extent's errors name the file already
+    try {
+      in_.image->for_each_block_slice(ino, [&](const uint32_t* words, const uint64_t* starts, size_t n) {
+        for (size_t k = 0; k < n; ++k, ++count) {
+          checking_extent = true;
+          if (words[k]) check_extent(starts[k], words[k], [&] { return path() + " block " + std::to_string(count); });
+          checking_extent = false;
+          in_.words.push_back(words[k]);
+        }
+      });
+    } catch (const Error& e) {  // the reader's, for a damaged list: name the file it belongs to
+      if (checking_extent) throw;
+      throw Error(in_.path + ": " + path() + ": " + without_path_prefix(e.what(), in_.path));
+    }
     bool stored_tail = false;
     if (count == full + 1 && ino.size % bs && ino.fragment_index == fmt::kNoFragment) {
       stored_tail = in_.words.back() != 0;  // 0: a sparse tail, which the writer adds back itself

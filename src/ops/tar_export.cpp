@@ -477,7 +477,7 @@ class Exporter {
 
   // Whether full block `index` of the file is a hole (size word 0); the tail is never one.
   bool is_sparse(const Inode& file, uint64_t index, uint64_t blocks) {
-    return index < blocks && img_.block_location(file, index).size_word == 0;
+    return index < blocks && fmt::is_hole_word(img_.block_location(file, index).size_word);
   }
 
   size_t read_block_of(const std::string& path, const Inode& file, uint64_t index) {

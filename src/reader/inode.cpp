@@ -196,6 +196,10 @@ void ImageImpl::stream_block_words(MetaReader& r, uint64_t first, uint64_t data_
     for (size_t j = 0; j < n; ++j) {
       const uint32_t w = load_le32(raw + j * 4);
       const uint32_t stored = w & ~fmt::kDataUncompressed;
+      // The kernel reads such a block with EIO and unsquashfs as a block of no bytes, which
+      // shifts the rest of the file: there is no content all readers agree on.
+      if (w == fmt::kDataUncompressed)
+        r.fail("block " + std::to_string(first + done + j) + " is flagged stored uncompressed but has no bytes");
       if (stored > sb_.block_size)
         r.fail("block " + std::to_string(first + done + j) + " has size " + std::to_string(stored) + " > block size");
       words[j] = w;

@@ -4,7 +4,9 @@ bound are refused or streamed within a fixed budget, one damaged inode does not 
 siblings, and a hard-link group mixing inode types is read by each inode's own type.
 
 unsquashfs reads the well-formed images to prove the writer itself right; the hostile ones go to
-sqar only (never to the kernel's driver)."""
+sqar only (never to the kernel's driver), except one whose only damage is a block size word,
+which the kernel is shown to refuse as sqar does."""
+import errno
 import io
 import json
 import os
@@ -16,7 +18,7 @@ from boundslib import (MIB, READ_BOUND, SANITIZED, XATTR_BOMB_VALUE, bad_sibling
                        overlapping_block_lists_image, sparse_bomb_image, suffix_listings_image, write_image,
                        xattr_bomb_image)
 from craftfs import CHRDEV, FILE, SYMLINK, Image
-from sqartest import SQAR, compare_trees, log, main, need_tool, run, tempdir
+from sqartest import SQAR, compare_trees, kernel_mount, kernel_supports, log, main, need_tool, run, skip, tempdir
 
 
 def craftfs_is_read_by_unsquashfs_as_by_sqar():
@@ -668,6 +670,55 @@ def file_size_near_2_64_is_refused():
         log(f"ok: a file of {size} bytes is refused by list, verify, cat and extract, naming it")
 
 
+FLAGGED_CONTENT = b"a" * 4096 + bytes(4096) + b"b" * 4096 + b"tail"
+FLAGGED_WHY = "flagged stored uncompressed but has no bytes"
+
+
+def flagged_empty_block_image(path):
+    """a-flagged: a block size word of just the uncompressed bit (0x01000000), a block stored
+    raw in no bytes; b-sparse: the same file with a real hole there."""
+    img = Image(block_size=4096)
+    root = img.dir({"a-flagged": img.file(blocks=[b"a" * 4096, b"", b"b" * 4096], tail=b"tail", extended=True),
+                    "b-sparse": img.file(blocks=[b"a" * 4096, None, b"b" * 4096], tail=b"tail", extended=True)})
+    return write_image(path, img, root)
+
+
+def flagged_empty_block_is_damage():
+    """The kernel reads a file with a flagged empty block with EIO (next test) and unsquashfs
+    writes the block as nothing, shifting the rest of the file; sqar read it as a hole, so verify
+    passed an image the kernel cannot read and merge copied the word on. Every command now
+    refuses the file naming it and the cause, and its sibling with a real hole still reads."""
+    with tempdir() as tmp:
+        image = flagged_empty_block_image(f"{tmp}/flagged.sqfs")
+        for cmd in (["cat", image, "a-flagged"], ["verify", image], ["extract", image, "-C", f"{tmp}/out"],
+                    ["extract", "--tar", f"{tmp}/out.tar", image], ["merge", image, f"{tmp}/merged.sqfs"]):
+            p = run([SQAR, *cmd], check=False, timeout=60)
+            assert p.returncode == 1 and "a-flagged" in p.stderr and FLAGGED_WHY in p.stderr, \
+                (cmd, p.returncode, p.stderr)
+        assert not os.path.exists(f"{tmp}/merged.sqfs")
+        assert run([SQAR, "cat", image, "b-sparse"], text=False).stdout == FLAGGED_CONTENT
+        with open(f"{tmp}/out/b-sparse", "rb") as f:
+            assert f.read() == FLAGGED_CONTENT
+
+
+def kernel_refuses_a_flagged_empty_block():
+    """The reader sqar agrees with: the kernel's driver reads the flagged block with EIO, and
+    the real hole beside it as zeros."""
+    if not kernel_supports("gzip"):
+        skip("this kernel cannot mount squashfs images (loop device or module missing)")
+    with tempdir() as tmp:
+        image = flagged_empty_block_image(f"{tmp}/flagged.sqfs")
+        with kernel_mount(image, f"{tmp}/mnt") as mnt:
+            with open(f"{mnt}/b-sparse", "rb") as f:
+                assert f.read() == FLAGGED_CONTENT
+            try:
+                with open(f"{mnt}/a-flagged", "rb") as f:
+                    f.read()
+            except OSError as e:
+                assert e.errno == errno.EIO, e
+            else:
+                raise AssertionError("the kernel read a flagged empty block, which sqar refuses")
+
 def mixed_hard_link_group():
     """One symlink inode named by an entry typed 'symlink' and one typed 'file', one file inode
     named by entries typed 'file' and 'symlink': each inode's own type decides, as in the kernel
@@ -764,4 +815,5 @@ if __name__ == "__main__":
           deep_checked_files_export_in_bounded_memory, deep_chain_patterns_match_in_linear_time,
           symlink_paths_stay_bounded_in_cat, overlapping_listings_are_refused, overlapping_block_lists_are_refused,
           long_block_lists_merge_holding_each_word_once, bad_inode_does_not_hide_siblings,
-          other_claimed_counts_are_bounded, file_size_near_2_64_is_refused, mixed_hard_link_group, one_number_for_two_inodes])
+          other_claimed_counts_are_bounded, file_size_near_2_64_is_refused, flagged_empty_block_is_damage,
+          kernel_refuses_a_flagged_empty_block, mixed_hard_link_group, one_number_for_two_inodes])
