@@ -1034,13 +1034,31 @@ class Extractor::Impl {
   static bool mode_at_create(const InodeSummary& ino) { return !(ino.mode & 07000); }
   static mode_t create_mode(const InodeSummary& ino) { return mode_at_create(ino) ? mode_t(ino.mode & 0777) : 0600; }
 
+  // The image's permission bits without a set-uid (set-gid) bit whose file is not owned by
+  // the image's user (group): without the owner restored (--no-same-owner, or not root) a
+  // set-uid program of uid 1234 would become one of ours, root's when root extracts.
+  // bsdtar and unsquashfs drop the bits the same way. A directory keeps its set-gid bit, as
+  // bsdtar keeps it: there it only passes the directory's group on to new entries.
+  static mode_t mode_for_owner(const InodeSummary& ino, uid_t uid, gid_t gid) {
+    mode_t mode = ino.mode & 07777;
+    if (uid != ino.uid) mode &= ~mode_t(S_ISUID);
+    if (gid != ino.gid) mode &= ~mode_t(S_ISGID);
+    return mode;
+  }
+
   // Owner first (chown clears set-id bits), then xattrs, mode, and the mtime last.
   void set_meta_fd(int fd, const Item& it, bool owned, bool mode_set) {
     const InodeSummary& ino = it.inode;
     if (opt_.same_owner && !owned && ::fchown(fd, ino.uid, ino.gid) != 0) sys_fail("chown");
     if (has_xattrs(it))
       set_xattrs(it, [&](const char* k, const std::string& v) { return ::fsetxattr(fd, k, v.data(), v.size(), 0); });
-    if (!mode_set && ::fchmod(fd, ino.mode & 07777) != 0) sys_fail("chmod");
+    mode_t mode = ino.mode & 07777;
+    if (!opt_.same_owner && !S_ISDIR(ino.mode) && (mode & (S_ISUID | S_ISGID))) {
+      struct stat st;
+      if (::fstat(fd, &st) != 0) sys_fail("stat");
+      mode = mode_for_owner(ino, st.st_uid, st.st_gid);
+    }
+    if (!mode_set && ::fchmod(fd, mode) != 0) sys_fail("chmod");
     struct timespec ts[2] = {{time_t(ino.mtime), 0}, {time_t(ino.mtime), 0}};
     if (::futimens(fd, ts) != 0) sys_fail("set mtime");
   }
@@ -1053,7 +1071,9 @@ class Extractor::Impl {
     PinnedEntry entry(dfd, name, mode_t(ino.mode & S_IFMT));
     if (opt_.same_owner && !owned) entry.chown(ino.uid, ino.gid);
     if (has_xattrs(it)) set_xattrs(it, [&](const char* k, const std::string& v) { return entry.set_xattr(k, v); });
-    if (!entry.is_symlink()) entry.chmod(ino.mode & 07777);
+    // Set-id bits do nothing on these entries; without their owner they simply go.
+    const mode_t mode = ino.mode & (opt_.same_owner || owned ? 07777 : 01777);
+    if (!entry.is_symlink()) entry.chmod(mode);
     entry.set_mtime(ino.mtime);
   }
 

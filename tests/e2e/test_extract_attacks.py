@@ -14,7 +14,7 @@ import subprocess
 
 from clitest import expect_fail
 from craftfs import Image
-from sqartest import SQAR, kernel_mount, kernel_supports, log, main, mksquashfs, need_root, need_tool, run, tempdir, write
+from sqartest import AS_NOBODY, SQAR, kernel_mount, kernel_supports, log, main, mksquashfs, need_root, need_tool, run, tempdir, write
 
 UNCOMPRESSED = ("-noI", "-noD", "-noF", "-noX", "-no-xattrs")
 # Fixed owner and times make the image the same on every run, so a placeholder cannot also turn up
@@ -195,6 +195,65 @@ def test_owner_no_one_is_not_root():
         log(f"ok: owner 2^32-1 extracts as {by} shows it: {want['suid'][:2]}, not root")
 
 
+def set_id_image(path):
+    """Set-uid and set-gid files and a set-gid directory of owners 1234:1234 and root's, and
+    a fifo and a device with set-id bits."""
+    img = Image(block_size=4096)
+    root = img.dir({
+        "suid-1234": img.file(b"#!/bin/sh\n", mode=0o4755, uid=1234, gid=1234),
+        "suid-root": img.file(b"#!/bin/sh\n", mode=0o4755, uid=0, gid=0),
+        "sgid-1234": img.file(b"#!/bin/sh\n", mode=0o2755, uid=0, gid=1234),
+        "both-nobody": img.file(b"#!/bin/sh\n", mode=0o6755, uid=65534, gid=65534),
+        "sgid-dir": img.dir({"f": img.file(b"f\n", uid=1234, gid=1234)}, mode=0o2775, uid=1234, gid=1234),
+        "fifo": img.fifo(mode=0o6644, uid=1234, gid=1234),
+    })
+    with open(path, "wb") as f:
+        f.write(img.build(root))
+    return path
+
+
+def set_id_bits(top, names):
+    return {n: (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) for n in names for st in [os.lstat(f"{top}/{n}")]}
+
+
+def test_set_id_bits_need_their_owner():
+    """Without the owner restored (--no-same-owner as root, or extracting as a user) a set-uid
+    program of uid 1234 became one of the extracting user's: root's, when root extracts. The
+    set-uid (set-gid) bit now stays only where the entry ends up owned by the image's user
+    (group), as bsdtar --no-same-owner -p and unsquashfs as a user give them; a directory keeps
+    its set-gid bit (it only passes the group on), as bsdtar keeps it."""
+    need_root()
+    need_tool("bsdtar")
+    need_tool("unsquashfs")
+    names = ("suid-1234", "suid-root", "sgid-1234", "both-nobody", "sgid-dir", "sgid-dir/f", "fifo")
+    with tempdir() as d:
+        image = set_id_image(f"{d}/set-id.sqfs")
+        run([SQAR, "extract", "-q", "--no-same-owner", "-C", f"{d}/out", image])
+        ours = set_id_bits(f"{d}/out", names)
+        archive = subprocess.run([SQAR, "extract", "-q", "--tar", "-", image], stdout=subprocess.PIPE, check=True).stdout
+        os.makedirs(f"{d}/bsdtar")
+        subprocess.run(["bsdtar", "-C", f"{d}/bsdtar", "-xpf", "-", "--no-same-owner"], input=archive, check=True)
+        theirs = set_id_bits(f"{d}/bsdtar", names)
+        assert ours == theirs, f"sqar extract --no-same-owner {ours} != bsdtar --no-same-owner -p {theirs}"
+        assert ours["suid-1234"] == (0, 0, 0o755) and ours["suid-root"] == (0, 0, 0o4755), ours
+        assert ours["sgid-1234"] == (0, 0, 0o755) and ours["sgid-dir"][2] == 0o2775, ours
+
+        # As nobody: unsquashfs, which cannot restore owners either, is the reader to agree with.
+        os.makedirs(f"{d}/user")
+        os.chmod(f"{d}/user", 0o777)
+        os.chmod(d, 0o755)
+        run([*AS_NOBODY, SQAR, "extract", "-q", "-C", f"{d}/user/sqar", image])
+        run([*AS_NOBODY, "unsquashfs", "-no-progress", "-q", "-d", f"{d}/user/unsquashfs", image])
+        ours = set_id_bits(f"{d}/user/sqar", names)
+        theirs = set_id_bits(f"{d}/user/unsquashfs", names)
+        assert all(o[2] & 0o6000 == 0 for n, o in ours.items() if n not in ("both-nobody", "sgid-dir")), ours
+        assert ours["both-nobody"] == (65534, 65534, 0o6755), ours
+        for n in names:  # unsquashfs drops every set-id bit as a user, also where the owner matches
+            assert ours[n][2] & ~0o6000 == theirs[n][2] & ~0o6000 and ours[n][2] & 0o6000 >= theirs[n][2] & 0o6000, \
+                (n, ours[n], theirs[n])
+        log(f"ok: set-id bits kept only with their owner: {ours}")
+
 if __name__ == "__main__":
     main([test_dotdot_directory, test_name_with_slash, test_dot_and_nul_names, test_symlink_then_same_name,
-          test_directory_loop, test_directory_with_two_parents, test_owner_no_one_is_not_root])
+          test_directory_loop, test_directory_with_two_parents, test_owner_no_one_is_not_root,
+          test_set_id_bits_need_their_owner])
