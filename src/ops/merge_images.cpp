@@ -303,8 +303,8 @@ class Merger {
     return ingest_tar(t);
   }
 
-  // --uid, --gid, --mtime: the new entries' owner and time. (The union's root is IMAGE's, so
-  // restamping the new tree's root changes nothing.)
+  // --uid, --gid, --mtime: the new entries' owner and time (the root's too, which the union
+  // takes only with --replace and a SOURCE that names it).
   void restamp(Tree& tree) const {
     for (uint32_t i = 0; i < tree.nodes.size(); ++i) {
       Node& n = tree.nodes[i];

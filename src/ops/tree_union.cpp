@@ -25,8 +25,7 @@ class Union {
   TreeUnion run() {
     std::vector<Origin> roots;
     for (uint32_t k = 0; k < in_.size(); ++k) roots.push_back({k, 0});
-    const Origin attrs = replace_ ? roots.back() : roots.front();
-    add_node(attrs, "", kNoNode);
+    add_node(attributes_of(roots), "", kNoNode);
     std::deque<std::pair<uint32_t, std::vector<Origin>>> todo{{0, roots}};
     while (!todo.empty()) {
       auto [dir, parts] = std::move(todo.front());
@@ -46,6 +45,20 @@ class Union {
   }
   bool is_dir(Origin o) const { return S_ISDIR(node(owner(o)).mode); }
   bool present(Origin o) const { return !node(o).omitted && !node(owner(o)).omitted; }
+
+  // Whose attributes the output entry takes: the last of `take` with --replace, else the
+  // first; but never a directory only implied by a tar's members (0755, the owner and time
+  // of a member below) where another input names it: appending a tar with dir/new must not
+  // open up IMAGE's dir of mode 0700.
+  Origin attributes_of(const std::vector<Origin>& take) const {
+    auto named = [&](Origin o) { return !node(o).implied; };
+    if (replace_) {
+      auto it = std::find_if(take.rbegin(), take.rend(), named);
+      return it != take.rend() ? *it : take.back();
+    }
+    auto it = std::find_if(take.begin(), take.end(), named);
+    return it != take.end() ? *it : take.front();
+  }
 
   uint32_t add_node(Origin from, std::string_view name, uint32_t parent) {
     const Origin o = owner(from);
@@ -85,7 +98,7 @@ class Union {
     std::vector<std::pair<uint32_t, std::vector<Origin>>> subdirs;
     for (auto& [name, list] : names) {
       std::vector<Origin> take = resolve(dir, name, list);
-      const uint32_t i = add_node(replace_ ? take.back() : take.front(), name, dir);
+      const uint32_t i = add_node(attributes_of(take), name, dir);
       if (is_dir(take.front())) subdirs.emplace_back(i, std::move(take));
     }
     out_.tree.nodes[dir].first_child = first;

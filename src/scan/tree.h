@@ -67,6 +67,10 @@ struct Node {
   uint32_t link_count = 1;         // owner of a hard-linked inode: entries that name it
   uint32_t file_index = kNoNode;   // regular-file inode owners: index into Tree::files
   bool omitted = false;            // dropped after the scan (unreadable with --skip-unreadable)
+  // A directory no source named, only implied by entries below it (a tar's parent with no
+  // member of its own, or its root without "./"): its attributes are made up, so a union
+  // takes another source's where one names the directory.
+  bool implied = false;
 };
 static_assert(sizeof(Node) == 56, "Node grew: it is multiplied by 10^5..10^7 entries");
 

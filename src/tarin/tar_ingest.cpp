@@ -492,6 +492,7 @@ class Ingest {
     };
     t.nodes.emplace_back();
     fill(t.nodes[0], 0, 0);
+    t.nodes[0].implied = !root_named_;
     std::deque<std::pair<uint32_t, uint32_t>> queue{{kRoot, 0}};  // (name, node)
     std::vector<uint32_t> node_inode{0};
     while (!queue.empty()) {
@@ -508,6 +509,7 @@ class Ingest {
         t.set_name(n, name_of(c));
         n.parent = node;
         fill(n, idx, c.inode);
+        n.implied = c.implicit;
         node_inode.push_back(c.inode);
         if (S_ISDIR(n.mode) && n.link_target == kNoNode) queue.emplace_back(order[k], idx);
       }

@@ -440,8 +440,52 @@ def test_symlinked_and_read_only_images():
         log("ok: symlinked images are written through; a read-only image is not appended to; xattrs kept")
 
 
+def listed_dirs(img):
+    """unsquashfs -lln's mode, owner and time of each directory: {path: (mode, owner, time)}."""
+    out = run(["unsquashfs", "-lln", img]).stdout
+    return {f[5]: (f[0], f[1], f[3] + " " + f[4]) for f in (line.split() for line in out.splitlines())
+            if f and f[0].startswith("d")}
+
+
+def test_replace_keeps_directories_a_tar_only_implies():
+    """A tar whose only member is private/new implies private/ and the root: made-up
+    directories (0755, the owner and time of the member). append --replace took their
+    attributes over IMAGE's, so a private directory of mode 0700 became readable by anyone.
+    Directories the tar never names keep IMAGE's attributes, with --replace or without; one it
+    names is the new entry, and with --replace it wins."""
+    need_root()
+    need_tool("tar")
+    need_tool("unsquashfs")
+    with tempdir() as d:
+        write(f"{d}/A/private/secret", b"secret\n")
+        for p in (f"{d}/A/private", f"{d}/A"):
+            os.chmod(p, 0o700)
+            os.chown(p, 1234, 1234)
+            os.utime(p, (1600000000, 1600000000))
+        run([SQAR, "create", "-q", f"{d}/A", f"{d}/img"])
+        before = listed_dirs(f"{d}/img")
+        assert before["squashfs-root/private"][:2] == ("drwx------", "1234/1234"), before
+        write(f"{d}/B/private/new", b"new\n")
+        os.chmod(f"{d}/B/private", 0o750)
+        run(["tar", "-cf", f"{d}/implied.tar", "-C", f"{d}/B", "--owner=42", "--group=43", "private/new"])
+        assert run(["tar", "-tf", f"{d}/implied.tar"]).stdout.split() == ["private/new"]
+        for args in ([], ["--replace"]):
+            shutil.copy(f"{d}/img", f"{d}/img2")
+            run([SQAR, "append", "-q", *args, "--tar", f"{d}/implied.tar", f"{d}/img2"])
+            after = listed_dirs(f"{d}/img2")
+            assert after == before, f"append {args}: {before} became {after}"
+            assert run([SQAR, "cat", f"{d}/img2", "private/new"]).stdout == "new\n"
+        run(["tar", "-cf", f"{d}/named.tar", "-C", f"{d}/B", "--owner=42", "--group=43", "--mtime=@1700000000",
+             "private", "private/new"])
+        run([SQAR, "append", "-q", "--replace", "--tar", f"{d}/named.tar", f"{d}/img"])
+        after = listed_dirs(f"{d}/img")
+        assert after["squashfs-root/private"][:2] == ("drwxr-x---", "42/43"), after
+        assert after["squashfs-root"] == before["squashfs-root"], after
+        log(f"ok: directories a tar only implies keep IMAGE's attributes: {after}")
+
 if __name__ == "__main__":
-    main([test_append_chain, test_append_tar_chain, test_old_mount_reads_during_append, test_conflict_and_replace, test_damaged_image,
+    main([test_append_chain, test_append_tar_chain, test_old_mount_reads_during_append, test_conflict_and_replace,
+          test_replace_keeps_directories_a_tar_only_implies, test_damaged_image,
           test_owner_and_time_of_new_entries,
           test_verify_checks_data_digests, test_other_compressor_refused, test_new_data_takes_the_images_level,
           test_mksquashfs_image, test_signals_leave_image_unchanged, test_enospc,
