@@ -98,6 +98,14 @@ def xattr_bomb_image(path):
     return write_image(path, img, img.dir({"bomb": bomb, "good": img.file(b"good\n")}))
 
 
+def shared_xattr_set_image(path, names):
+    """`names` names f000000... of one file whose 64 xattrs all point at one 64 KiB value: a set
+    of 4 MiB decoded (the most the reader takes) in an image of a few dozen KB."""
+    img = Image(block_size=4096, compress_meta=True)
+    f = img.file(b"x", extended=True).set_xattrs([(f"user.k{i:02d}", XATTR_BOMB_VALUE) for i in range(64)])
+    return write_image(path, img, img.dir({f"f{i:06d}": f for i in range(names)}, extended=True))
+
+
 def sparse_bomb_image(path, block_size=1 << 20):
     """`huge`: 2^25 sparse 1 MiB blocks (32 TiB, 128 MiB of block list in ~0.5 MB of image).
     block_size=4096 makes it 128 GiB, which ext4 (16 TiB at most per file) can hold extracted."""
