@@ -48,11 +48,24 @@ size_t ArchiveInput::fill() {
   }
 }
 
+size_t ArchiveInput::fill_at_least(size_t want) {
+  size_t got = 0;
+  while (got < want) {
+    const ssize_t n = ::read(fd_, in_.data() + got, in_.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw_errno(name_, errno);
+    if (n == 0) break;
+    got += size_t(n);
+  }
+  in_len_ = got;
+  return in_len_;
+}
+
 ssize_t ArchiveInput::read(struct archive* a, const void** buf) {
   try {
     if (!started_) {
       started_ = true;
-      if (fill() >= 2 && in_[0] == 0x1f && in_[1] == 0x8b) {
+      if (fill_at_least(2) >= 2 && in_[0] == 0x1f && in_[1] == 0x8b) {
         gzip_ = true;
         if (inflateInit2(&z_, 15 + 16) != Z_OK) throw Error(name_ + ": cannot start the gzip decoder");
         in_member_ = true;

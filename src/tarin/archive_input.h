@@ -28,6 +28,9 @@ class ArchiveInput {
   static ssize_t read_cb(struct archive* a, void* self, const void** buf);
   ssize_t read(struct archive* a, const void** buf);
   size_t fill();  // reads more raw input; 0 at its end
+  // The first read: at least `want` bytes unless the input ends first, since a pipe may hand
+  // over one byte at a time and the gzip test needs two.
+  size_t fill_at_least(size_t want);
 
   int fd_ = -1;
   bool own_fd_ = false;
