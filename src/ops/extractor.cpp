@@ -1130,16 +1130,39 @@ class Extractor::Impl {
       if (items == fragment_items_.end()) continue;
       for (size_t i : items->second) {
         const Item& it = items_[i];
-        try {
-          ::unlinkat(open_dir(dirs, it.parent), std::string(name_of(it)).c_str(), 0);
-        } catch (const std::exception&) {
-          // named below either way
-        }
         fail(path_of(it), "content differs from the manifest: the digest of fragment block " +
                               std::to_string(fragment) +
-                              " over its small files does not match (this file or another of them is damaged); the "
-                              "file was removed");
+                              " over its small files does not match (this file or another of them is damaged); " +
+                              remove_damaged(dirs, it));
       }
+    }
+  }
+
+  // Removes a file found damaged after its directory may have been finished: a directory of
+  // ours without write permission (0555) is opened up for the unlink, and one that already
+  // has the image's mtime gets it back. Returns how it went, for the message.
+  std::string remove_damaged(DirStack& dirs, const Item& it) {
+    try {
+      const int dfd = open_dir(dirs, it.parent);
+      const std::string name(name_of(it));
+      int r = ::unlinkat(dfd, name.c_str(), 0);
+      struct stat st;
+      if (r != 0 && errno == EACCES && ::fstat(dfd, &st) == 0 && st.st_uid == euid_ &&
+          ::fchmod(dfd, (st.st_mode & 07777) | S_IWUSR) == 0) {
+        r = ::unlinkat(dfd, name.c_str(), 0);
+        const int e = errno;
+        (void)::fchmod(dfd, st.st_mode & 07777);
+        errno = e;
+      }
+      if (r != 0) return std::string("the file could not be removed (") + strerror(errno) + ")";
+      const Item& dir = items_[size_t(it.parent)];
+      if (!dir_state_[size_t(dir.dir_slot)].finish_at_end && (it.parent != 0 || created_root_)) {
+        struct timespec ts[2] = {{time_t(dir.inode.mtime), 0}, {time_t(dir.inode.mtime), 0}};
+        (void)::futimens(dfd, ts);
+      }
+      return "the file was removed";
+    } catch (const std::exception& e) {
+      return std::string("the file could not be removed (") + e.what() + ")";
     }
   }
 

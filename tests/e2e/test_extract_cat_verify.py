@@ -13,7 +13,7 @@ import struct
 import subprocess
 
 from clitest import expect_fail, sqar
-from sqartest import SQAR, log, main, mksquashfs, need_root, need_tool, pseudo_random, run, snapshot, tempdir, write
+from sqartest import AS_NOBODY, SQAR, log, main, mksquashfs, need_root, need_tool, pseudo_random, run, snapshot, tempdir, write
 
 BIG = pseudo_random(600 * 1024, "big")  # > 64 blocks of 4 KiB: split into ranges at -j2
 SMALL_A = pseudo_random(1500, "small-a")
@@ -114,6 +114,36 @@ def test_flipped_bit_in_a_fragment_block():
         cat_fails(img, "small/a.bin")
         sqar("extract", "--no-verify", img, "-C", f"{d}/raw")
         log("ok: a damaged fragment block is caught by extract and cat")
+
+
+def test_damaged_small_files_leave_a_finished_directory():
+    """Small files are checked by their fragment block's digest once all are written, when
+    their directory may already have the image's mode and mtime. In a directory of mode 0555
+    extracted as a user the unlink failed while the message said the files were removed (a
+    second run with --skip-old-files then kept the damaged file), and as root the directory
+    was left with the time of the removal. Both now remove the files and keep the image's
+    mode and mtime."""
+    need_root()
+    with tempdir() as d:
+        src = f"{d}/src"
+        write(f"{src}/small/a.bin", SMALL_A)
+        write(f"{src}/small/b.bin", SMALL_B)
+        os.chmod(f"{src}/small", 0o555)
+        os.utime(f"{src}/small", (1600000000, 1600000000))
+        img = f"{d}/img.sqfs"
+        run([SQAR, "create", "-q", "-b", "4K", src, img])
+        flip_inside(img, SMALL_A, 700)
+        os.chmod(d, 0o755)
+        os.makedirs(f"{d}/out")
+        os.chmod(f"{d}/out", 0o777)
+        for who, prefix in (("a user", AS_NOBODY), ("root", [])):
+            out = f"{d}/out/{'user' if prefix else 'root'}"
+            p = run([*prefix, SQAR, "extract", img, "-C", out], check=False)
+            assert p.returncode == 1 and p.stderr.count("the file was removed") == 2, (who, p.stderr)
+            st = os.stat(f"{out}/small")
+            assert os.listdir(f"{out}/small") == [], (who, os.listdir(f"{out}/small"))
+            assert (st.st_mode & 0o7777, st.st_mtime) == (0o555, 1600000000), (who, oct(st.st_mode), st.st_mtime)
+        log("ok: damaged small files are removed from a directory of mode 0555, which keeps its mode and mtime")
 
 
 @contextlib.contextmanager
@@ -262,5 +292,6 @@ def test_damaged_inode_block_spares_the_rest():
 
 if __name__ == "__main__":
     main([test_clean_image_passes, test_flipped_bit_in_a_block, test_flipped_bit_in_a_fragment_block,
+          test_damaged_small_files_leave_a_finished_directory,
           test_a_file_not_written_whole_is_removed, test_a_full_disk_stops_extraction_with_one_message, test_damaged_manifest_trailer,
           test_damaged_inode_block_spares_the_rest])
