@@ -144,7 +144,8 @@ class Ingest {
     pool_ += name;
     if (names_.size() >= UINT32_MAX - 1 || pool_.size() > UINT32_MAX) throw Error(name_ + ": too many members");
     const uint32_t idx = uint32_t(names_.size());
-    if (parent != kNoNode) names_[parent].has_children = true;
+    // An excluded member is not in the image: it keeps no directory from being replaced.
+    if (parent != kNoNode && !excluded) names_[parent].has_children = true;
     names_.push_back(n);
     lookup_[key(parent, name)] = idx;
     return idx;
@@ -293,7 +294,8 @@ class Ingest {
       if (is_dir(t)) fail(member, "hard link to the directory " + std::string(hardlink));
       if (names_[t].excluded) {
         warn(name_ + ": member " + member + ": a hard link to the excluded " + std::string(hardlink) + ", left out");
-        place(parent, base, path, member, names_[t].inode, true);
+        // Left out as tar -x --exclude leaves it: an earlier member of its name stays.
+        if (lookup_.find(key(parent, base)) == lookup_.end()) place(parent, base, path, member, names_[t].inode, true);
         return;
       }
       inode = names_[t].inode;
@@ -413,7 +415,10 @@ class Ingest {
       else
         list.unstorable.emplace_back(k);
     }
-    // A name given twice: the last value wins, as tar -x sets them in order.
+    // A name given twice: the last value wins, as tar -x sets them in order. libarchive lists
+    // an entry's xattrs last first (it prepends each as it reads the header): archive order is
+    // the reverse.
+    std::reverse(list.stored.begin(), list.stored.end());
     std::stable_sort(list.stored.begin(), list.stored.end(),
                      [](const auto& x, const auto& y) { return x.first < y.first; });
     std::reverse(list.stored.begin(), list.stored.end());  // the last of equal names first
