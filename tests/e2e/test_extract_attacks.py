@@ -62,6 +62,30 @@ def test_dotdot_directory():
         refuse(d, img, '".."')
 
 
+def test_dotdot_below_the_root():
+    """'..' in a subdirectory's listing: that directory is named and the rest of its listing
+    left out (a listing is damaged from the bad name on), the other entries extract, and
+    nothing lands outside the target. (In the root's listing the whole extraction fails, as
+    test_dotdot_directory shows.)"""
+    with tempdir() as d:
+        def populate(s):
+            write(f"{s}/sub/AAA", b"first\n")
+            write(f"{s}/sub/QZ/escaped.txt", b"outside")
+            write(f"{s}/sub/zzz", b"last\n")
+            write(f"{s}/other", b"o\n")
+
+        img = build(d, populate)
+        patch(img, b"QZ", b"..")
+        box = f"{d}/box"
+        os.makedirs(box)
+        p = expect_fail(["extract", img, "-C", f"{box}/out"], 1, img, 'sub: ', '".."')
+        assert os.listdir(box) == ["out"], os.listdir(box)
+        assert sorted(os.listdir(f"{box}/out")) == ["other", "sub"], os.listdir(f"{box}/out")
+        assert os.listdir(f"{box}/out/sub") == ["AAA"], os.listdir(f"{box}/out/sub")
+        assert not os.path.exists(f"{d}/escaped.txt") and not os.path.exists(f"{box}/escaped.txt")
+        log(f"ok: refused below the root: {p.stderr.strip().splitlines()[0]}")
+
+
 def test_name_with_slash():
     with tempdir() as d:
         img = build(d, lambda s: write(f"{s}/QZQZ", b"outside"))
@@ -254,6 +278,6 @@ def test_set_id_bits_need_their_owner():
         log(f"ok: set-id bits kept only with their owner: {ours}")
 
 if __name__ == "__main__":
-    main([test_dotdot_directory, test_name_with_slash, test_dot_and_nul_names, test_symlink_then_same_name,
+    main([test_dotdot_directory, test_dotdot_below_the_root, test_name_with_slash, test_dot_and_nul_names, test_symlink_then_same_name,
           test_directory_loop, test_directory_with_two_parents, test_owner_no_one_is_not_root,
           test_set_id_bits_need_their_owner])
