@@ -1,7 +1,9 @@
 #include "ops/entry_meta.h"
 
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -15,7 +17,20 @@ namespace {
 
 [[noreturn]] void sys_fail(const std::string& what) { throw Error(what + ": " + strerror(errno)); }
 
-std::string proc_path(int fd) { return "/proc/self/fd/" + std::to_string(fd); }
+// The path of our descriptor fd in procfs. Anything else mounted on /proc (or nothing, in a
+// bare chroot) would turn these paths into names chosen by whoever made it, and a chmod
+// through them could land outside the target: checked once per process.
+std::string proc_path(int fd) {
+  static const bool is_procfs = [] {
+    struct statfs st;
+    return ::statfs("/proc/self/fd", &st) == 0 && st.f_type == PROC_SUPER_MAGIC;
+  }();
+  if (!is_procfs)
+    throw Error(
+        "/proc is not procfs (not mounted here?): modes, times and xattrs of symlinks, devices, FIFOs "
+        "and sockets cannot be set without following names");
+  return "/proc/self/fd/" + std::to_string(fd);
+}
 
 }  // namespace
 

@@ -14,7 +14,7 @@ import subprocess
 
 from clitest import expect_fail
 from craftfs import Image
-from sqartest import AS_NOBODY, SQAR, kernel_mount, kernel_supports, log, main, mksquashfs, need_root, need_tool, run, tempdir, write
+from sqartest import AS_NOBODY, SQAR, kernel_mount, kernel_supports, log, main, mksquashfs, need_root, need_tool, run, skip, tempdir, write
 
 UNCOMPRESSED = ("-noI", "-noD", "-noF", "-noX", "-no-xattrs")
 # Fixed owner and times make the image the same on every run, so a placeholder cannot also turn up
@@ -277,7 +277,35 @@ def test_set_id_bits_need_their_owner():
                 (n, ours[n], theirs[n])
         log(f"ok: set-id bits kept only with their owner: {ours}")
 
+def test_proc_that_is_not_procfs():
+    """Modes of fifos, devices and symlinks are set through /proc/self/fd/N of a descriptor
+    pinned to the entry. With something else mounted on /proc (here a tmpfs whose
+    /proc/self/fd/N are symlinks to a file outside, in a mount namespace of the test's own),
+    the chmod followed them and changed that file. sqar now checks /proc is procfs first,
+    names the entry and the cause, and nothing outside changes."""
+    need_root()
+    need_tool("unshare")
+    with tempdir() as d:
+        victim = f"{d}/victim"
+        write(victim, b"secret\n")
+        os.chmod(victim, 0o600)
+        img = Image(block_size=4096)
+        image = f"{d}/fifo.sqfs"
+        with open(image, "wb") as f:
+            f.write(img.build(img.dir({"fifo": img.fifo(mode=0o644), "file": img.file(b"f\n")})))
+        script = ("mount -t tmpfs none /proc && mkdir -p /proc/self/fd && "
+                  f"for i in $(seq 0 255); do ln -s {victim} /proc/self/fd/$i; done && "
+                  f"exec {SQAR} extract {image} -C {d}/out")
+        p = run(["unshare", "-m", "--propagation", "private", "sh", "-c", script], check=False)
+        if p.returncode != 1 and "mount" in p.stderr and not os.path.exists(f"{d}/out"):
+            skip(f"cannot mount a tmpfs on /proc in a new mount namespace: {p.stderr.strip()}")
+        assert p.returncode == 1 and "fifo: /proc is not procfs" in p.stderr, (p.returncode, p.stderr)
+        assert stat.S_IMODE(os.stat(victim).st_mode) == 0o600, oct(os.stat(victim).st_mode)
+        with open(f"{d}/out/file", "rb") as f:
+            assert f.read() == b"f\n"
+        log("ok: " + next(line for line in p.stderr.splitlines() if "procfs" in line))
+
 if __name__ == "__main__":
     main([test_dotdot_directory, test_dotdot_below_the_root, test_name_with_slash, test_dot_and_nul_names, test_symlink_then_same_name,
           test_directory_loop, test_directory_with_two_parents, test_owner_no_one_is_not_root,
-          test_set_id_bits_need_their_owner])
+          test_set_id_bits_need_their_owner, test_proc_that_is_not_procfs])
