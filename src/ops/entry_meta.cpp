@@ -1,9 +1,7 @@
 #include "ops/entry_meta.h"
 
 #include <fcntl.h>
-#include <linux/magic.h>
 #include <sys/stat.h>
-#include <sys/vfs.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -11,25 +9,24 @@
 #include <cstring>
 
 #include "common/error.h"
+#include "common/proc_fd.h"
 
 namespace sqar::ops {
 namespace {
 
 [[noreturn]] void sys_fail(const std::string& what) { throw Error(what + ": " + strerror(errno)); }
 
-// The path of our descriptor fd in procfs. Anything else mounted on /proc (or nothing, in a
-// bare chroot) would turn these paths into names chosen by whoever made it, and a chmod
-// through them could land outside the target: checked once per process.
+// Modes, times and xattrs of what has no descriptor to write through (symlinks, devices,
+// FIFOs, sockets) are set through /proc/self/fd of the pinned entry, and refused with the
+// cause when /proc is not procfs.
 std::string proc_path(int fd) {
-  static const bool is_procfs = [] {
-    struct statfs st;
-    return ::statfs("/proc/self/fd", &st) == 0 && st.f_type == PROC_SUPER_MAGIC;
-  }();
-  if (!is_procfs)
+  try {
+    return proc_fd_path(fd);
+  } catch (const Error&) {
     throw Error(
         "/proc is not procfs (not mounted here?): modes, times and xattrs of symlinks, devices, FIFOs "
         "and sockets cannot be set without following names");
-  return "/proc/self/fd/" + std::to_string(fd);
+  }
 }
 
 }  // namespace

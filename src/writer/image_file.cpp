@@ -17,6 +17,7 @@
 
 #include "common/error.h"
 #include "common/file_type_name.h"
+#include "common/proc_fd.h"
 #include "common/temp_file.h"
 
 namespace sqar {
@@ -383,11 +384,12 @@ sqfs_file_t* ImageFile::as_sqfs_file() {
 namespace {
 // Gives the unnamed (O_TMPFILE) file open as fd the name dir_fd/name; fails with EEXIST when the
 // name is taken. /proc/self/fd works for any caller; AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH.
+// Without procfs on /proc, /proc/self/fd/N could name another file: only AT_EMPTY_PATH then.
 int link_unnamed(int fd, int dir_fd, const char* name) {
-  char proc_path[64];
-  std::snprintf(proc_path, sizeof proc_path, "/proc/self/fd/%d", fd);
-  if (linkat(AT_FDCWD, proc_path, dir_fd, name, AT_SYMLINK_FOLLOW) == 0) return 0;
-  if (errno != ENOENT) return -1;
+  if (proc_is_procfs()) {
+    if (linkat(AT_FDCWD, proc_fd_path(fd).c_str(), dir_fd, name, AT_SYMLINK_FOLLOW) == 0) return 0;
+    if (errno != ENOENT) return -1;
+  }
   return linkat(fd, "", dir_fd, name, AT_EMPTY_PATH);
 }
 
