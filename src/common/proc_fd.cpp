@@ -17,8 +17,9 @@ bool proc_is_procfs() {
 
 std::string proc_fd_path(int fd, const char* name) {
   if (!proc_is_procfs())
-    throw Error("/proc is not procfs (not mounted here?): entries reached through /proc/self/fd cannot be "
-                "trusted there");
+    throw Error(
+        "/proc is not procfs (not mounted here?): entries reached through /proc/self/fd cannot be "
+        "trusted there");
   std::string path = "/proc/self/fd/" + std::to_string(fd);
   if (name) (path += '/') += name;
   return path;

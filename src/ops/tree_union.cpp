@@ -115,7 +115,9 @@ class Union {
     if (last_other == SIZE_MAX) return list;
     if (!replace_) {
       // Every clash is found before the error, so that one run names them all.
-      const Origin a = list[last_other == 0 ? 1 : 0], b = list[last_other];
+      // Named in the inputs' order: the directory may come from the later one.
+      const Origin x = list[last_other == 0 ? 1 : 0], y = list[last_other];
+      const Origin a = x.input < y.input ? x : y, b = x.input < y.input ? y : x;
       if (conflicts_.size() < kConflictsNamed)
         conflicts_.push_back({where(dir, name), "in both " + in_[a.input].name + " and " + in_[b.input].name});
       ++conflict_count_;

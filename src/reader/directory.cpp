@@ -46,11 +46,12 @@ class ListingCursor {
       uint8_t h[12];
       r_.read(h, 12);
       spend(12);
-      remaining_ = load_le32(h) + 1;
+      const uint64_t count = uint64_t(load_le32(h)) + 1;  // stored less one: 2^32-1 must not wrap to 0
       start_ = load_le32(h + 4);
       base_ = load_le32(h + 8);
-      if (remaining_ > kMaxEntriesPerHeader)
-        r_.fail("directory header lists " + std::to_string(remaining_) + " entries (max 256)");
+      if (count > kMaxEntriesPerHeader)
+        r_.fail("directory header lists " + std::to_string(count) + " entries (max 256)");
+      remaining_ = uint32_t(count);
     }
     need(8);
     uint8_t b[8];

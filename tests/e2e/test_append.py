@@ -447,6 +447,15 @@ def listed_dirs(img):
             if f and f[0].startswith("d")}
 
 
+def test_conflict_names_the_inputs_in_order():
+    """A file of IMAGE where a SOURCE has a directory: the message names IMAGE first, as for
+    any other clash (it named the SOURCE first when the directory came from it)."""
+    with tempdir() as d:
+        write(f"{d}/A/x", b"a file\n")
+        run([SQAR, "create", "-q", f"{d}/A", f"{d}/img"])
+        write(f"{d}/B/x/y", b"below a directory\n")
+        expect_refused(f"{d}/img", [f"{d}/B"], f"x: in both {d}/img and the SOURCEs")
+
 def test_replace_keeps_directories_a_tar_only_implies():
     """A tar whose only member is private/new implies private/ and the root: made-up
     directories (0755, the owner and time of the member). append --replace took their
@@ -484,7 +493,7 @@ def test_replace_keeps_directories_a_tar_only_implies():
         log(f"ok: directories a tar only implies keep IMAGE's attributes: {after}")
 
 if __name__ == "__main__":
-    main([test_append_chain, test_append_tar_chain, test_old_mount_reads_during_append, test_conflict_and_replace,
+    main([test_append_chain, test_append_tar_chain, test_old_mount_reads_during_append, test_conflict_and_replace, test_conflict_names_the_inputs_in_order,
           test_replace_keeps_directories_a_tar_only_implies, test_damaged_image,
           test_owner_and_time_of_new_entries,
           test_verify_checks_data_digests, test_other_compressor_refused, test_new_data_takes_the_images_level,

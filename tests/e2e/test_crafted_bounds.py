@@ -622,6 +622,26 @@ def other_claimed_counts_are_bounded():
         assert p.returncode == 1 and not os.path.exists(f"{tmp}/merged.sqfs"), p.stderr
 
 
+def header_count_that_wraps_is_refused():
+    """A listing header stores its entry count less one: 0xFFFFFFFF made the count wrap to 0,
+    pass the bound of 256, and read the rest of the listing as one header. It is refused with
+    the count it claims."""
+    img = Image(block_size=4096)
+    f = img.file(b"x\n")
+    root = img.dir({f"e{i:03d}": f for i in range(300)})
+    root.per_header = 1000  # one header for all 300 (the writer does not check)
+    data = bytearray(img.build(root))
+    at = struct.unpack_from("<Q", data, 72)[0] + 2  # the directory table's first header
+    assert struct.unpack_from("<I", data, at)[0] == 299
+    struct.pack_into("<I", data, at, 0xFFFFFFFF)
+    with tempdir() as tmp:
+        image = f"{tmp}/wrap.sqfs"
+        with open(image, "wb") as out:
+            out.write(data)
+        for cmd in (["list", image], ["verify", image], ["extract", image, "-C", f"{tmp}/out"]):
+            p = run([SQAR, *cmd], check=False, timeout=60)
+            assert p.returncode == 1 and "lists 4294967296 entries (max 256)" in p.stderr, (cmd, p.returncode, p.stderr)
+
 def fragment_count_beyond_the_data_region_is_refused():
     """A superblock claiming 2^30 fragment blocks for an image of a few KB: every fragment
     block takes at least a byte of the data region, so the claim is refused when the image is
@@ -835,5 +855,5 @@ if __name__ == "__main__":
           deep_checked_files_export_in_bounded_memory, deep_chain_patterns_match_in_linear_time,
           symlink_paths_stay_bounded_in_cat, overlapping_listings_are_refused, overlapping_block_lists_are_refused,
           long_block_lists_merge_holding_each_word_once, bad_inode_does_not_hide_siblings,
-          other_claimed_counts_are_bounded, file_size_near_2_64_is_refused, flagged_empty_block_is_damage,
+          other_claimed_counts_are_bounded, header_count_that_wraps_is_refused, file_size_near_2_64_is_refused, flagged_empty_block_is_damage,
           kernel_refuses_a_flagged_empty_block, mixed_hard_link_group, one_number_for_two_inodes])
