@@ -598,13 +598,11 @@ void Filesystem::op_getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, s
   Filesystem& fs = self(req);
   try {
     reader::Inode inode = fs.inode_of(ino);
-    for (const auto& [k, v] : fs.image_->xattrs(inode)) {
-      if (k != name) continue;
-      if (size == 0) return (void)fuse_reply_xattr(req, v.size());
-      if (size < v.size()) return (void)fuse_reply_err(req, ERANGE);
-      return (void)fuse_reply_buf(req, v.data(), v.size());
-    }
-    fuse_reply_err(req, ENODATA);
+    const std::optional<std::string> v = fs.image_->xattr_value(inode, name);
+    if (!v) return (void)fuse_reply_err(req, ENODATA);
+    if (size == 0) return (void)fuse_reply_xattr(req, v->size());
+    if (size < v->size()) return (void)fuse_reply_err(req, ERANGE);
+    fuse_reply_buf(req, v->data(), v->size());
   } catch (...) {
     fs.report(req, "getxattr", ino);
   }
@@ -615,8 +613,8 @@ void Filesystem::op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
   try {
     reader::Inode inode = fs.inode_of(ino);
     std::string names;
-    for (const auto& kv : fs.image_->xattrs(inode)) {
-      names += kv.first;
+    for (const std::string& n : fs.image_->xattr_names(inode)) {
+      names += n;
       names += '\0';
     }
     if (size == 0) return (void)fuse_reply_xattr(req, names.size());

@@ -71,6 +71,8 @@ class ImageImpl final : public Image {
   void for_each_block_slice(const Inode& file, const BlockSlice& fn) override;
   std::string read_symlink(const Inode& link) override;
   std::vector<std::pair<std::string, std::string>> xattrs(const Inode& inode) override;
+  std::vector<std::string> xattr_names(const Inode& inode) override;
+  std::optional<std::string> xattr_value(const Inode& inode, std::string_view name) override;
   uint32_t id_at(uint16_t index) override;
 
   bool has_export_table() const override { return sb_.export_table_start != ~0ull; }
@@ -123,6 +125,10 @@ class ImageImpl final : public Image {
   // With kernel_limits_: fails when the kernel would refuse the compressed block src.
   void check_kernel_limits(const uint8_t* src, size_t len, uint64_t pos, const char* what) const;
   void load_superblock();
+  // Decodes the inode's xattr set, checking all of it, and calls fn(name, value) for each;
+  // value is null unless want_value(name) asked for it (reader/xattr.cpp).
+  void visit_xattrs(const Inode& inode, const std::function<bool(const std::string&)>& want_value,
+                    const std::function<void(std::string&, std::string*)>& fn);
   std::string embedded_image_hint() const;
   void load_ids();
   // Walks the trailers' headers once, at open (reader/trailers.cpp), filling trailers_.

@@ -25,7 +25,32 @@ const char* prefix_for(uint16_t type) {
 
 std::vector<std::pair<std::string, std::string>> ImageImpl::xattrs(const Inode& inode) {
   std::vector<std::pair<std::string, std::string>> out;
-  if (inode.xattr_index == fmt::kNoXattr || sb_.xattr_table_start == fmt::kTableAbsent) return out;
+  visit_xattrs(
+      inode, [](const std::string&) { return true; },
+      [&](std::string& name, std::string* value) { out.emplace_back(std::move(name), std::move(*value)); });
+  return out;
+}
+
+std::vector<std::string> ImageImpl::xattr_names(const Inode& inode) {
+  std::vector<std::string> out;
+  visit_xattrs(
+      inode, [](const std::string&) { return false; }, [&](std::string& name, std::string*) { out.push_back(name); });
+  return out;
+}
+
+std::optional<std::string> ImageImpl::xattr_value(const Inode& inode, std::string_view name) {
+  std::optional<std::string> out;
+  visit_xattrs(
+      inode, [&](const std::string& n) { return !out && n == name; },
+      [&](std::string&, std::string* value) {
+        if (value) out = std::move(*value);
+      });
+  return out;
+}
+
+void ImageImpl::visit_xattrs(const Inode& inode, const std::function<bool(const std::string&)>& want_value,
+                             const std::function<void(std::string&, std::string*)>& fn) {
+  if (inode.xattr_index == fmt::kNoXattr || sb_.xattr_table_start == fmt::kTableAbsent) return;
   xattr_once_([&] {
     uint8_t h[16];
     read_exact(sb_.xattr_table_start, h, sizeof h, "xattr id table header");
@@ -73,6 +98,7 @@ std::vector<std::pair<std::string, std::string>> ImageImpl::xattrs(const Inode& 
       r.fail("inode " + std::to_string(inode.inode_number) + ": xattr name " + escape_name(name) +
              " contains a NUL byte");
     uint32_t vlen = r.u32();
+    const bool wanted = want_value(name);
     std::string value;
     if (type & kValueOutOfLine) {
       if (vlen != 8) r.fail("out-of-line xattr value reference has size " + std::to_string(vlen));
@@ -84,17 +110,22 @@ std::vector<std::pair<std::string, std::string>> ImageImpl::xattrs(const Inode& 
       uint32_t len = v.u32();
       if (len > kMaxXattrValue) v.fail("xattr value of " + std::to_string(len) + " bytes is too large");
       if ((value_bytes += len) > kMaxXattrValueBytes) too_large("values", kMaxXattrValueBytes);
-      value.resize(len);
-      v.read(value.data(), len);
+      if (wanted) {
+        value.resize(len);
+        v.read(value.data(), len);
+      }
     } else {
       if (vlen > kMaxXattrValue) r.fail("xattr value of " + std::to_string(vlen) + " bytes is too large");
       if ((value_bytes += vlen) > kMaxXattrValueBytes) too_large("values", kMaxXattrValueBytes);
-      value.resize(vlen);
-      r.read(value.data(), vlen);
+      if (wanted) {
+        value.resize(vlen);
+        r.read(value.data(), vlen);
+      } else {
+        r.skip(vlen);
+      }
     }
-    out.emplace_back(std::move(name), std::move(value));
+    fn(name, wanted ? &value : nullptr);
   }
-  return out;
 }
 
 }  // namespace sqar::reader
