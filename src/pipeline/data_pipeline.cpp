@@ -185,14 +185,17 @@ class DataPipeline final : public UnitReader {
     std::vector<XattrList> xattrs(opt_.read_file_xattrs ? todo.size() : 0);
     std::vector<std::string> xattr_keys(todo.size());
     std::vector<OpenedFile> opened(todo.size());
+    std::vector<DirectoryHandle> dirs(threads_);
     // Hashed on all cores; the decisions below are taken in image order.
-    ThreadPool(threads_).parallel_for(todo.size(), [&](size_t k, unsigned) {
+    ThreadPool(threads_).parallel_for(todo.size(), [&](size_t k, unsigned w) {
       const Node& n = node_of(todo[k]);
       if (opt_.content) {  // hashed as it came in
         prehash_[todo[k]] = opt_.content->hash(tree_.files[todo[k]]);
         hashed[k] = n.size;
+      } else if (const int dirfd = directory_of(dirs[w], n); dirfd < 0) {
+        errs[k] = errno;
       } else {
-        errs[k] = hash_source_file(tree_.path_of(n), n.size, prehash_[todo[k]], changed[k], hashed[k],
+        errs[k] = hash_source_file(dirfd, tree_.name_cstr(n), n.size, prehash_[todo[k]], changed[k], hashed[k],
                                    opt_.read_file_xattrs ? &xattrs[k] : nullptr, &xattr_keys[k], &opened[k]);
       }
       if (opt_.bytes_done) opt_.bytes_done->fetch_add(n.size, std::memory_order_relaxed);
@@ -236,9 +239,8 @@ class DataPipeline final : public UnitReader {
     if (!opt_.dedup) return false;  // hashed only for --reuse
     auto orig = dedup_.find_or_add_file(size, hash, file);
     if (!orig) return false;
-    if (opt_.verify_dedup &&
-        !(opt_.content ? opt_.content->identical(tree_.files[*orig], tree_.files[file], size)
-                       : source_files_identical(tree_.path_of(node_of(*orig)), tree_.path_of(node_of(file)), size))) {
+    if (opt_.verify_dedup && !(opt_.content ? opt_.content->identical(tree_.files[*orig], tree_.files[file], size)
+                                            : source_files_identical(*orig, file, size))) {
       if (opt_.warn)
         opt_.warn(tree_.path_of(node_of(file)) + ": XXH3-128 collision with " + tree_.path_of(node_of(*orig)) +
                   ", stored separately");
@@ -299,6 +301,26 @@ class DataPipeline final : public UnitReader {
     return u;
   }
 
+  // The directory holding n, opened one name at a time from its SOURCE without following a
+  // symlink (the handle keeps it open for the next file there); -1 with errno set. A directory
+  // on the way replaced by a file or a symlink since the scan is gone (ENOENT), as the scan
+  // takes it.
+  int directory_of(DirectoryHandle& dir, const Node& n) const {
+    // Entries of the root come from several SOURCE directories: the source is part of the key.
+    const uint64_t key = n.parent == 0 ? uint64_t(n.source) << 32 : n.parent;
+    const int fd = dir.open(key, tree_.source_dirs[n.source],
+                            [&] { return n.parent == 0 ? std::string() : tree_.rel_path_of(tree_.nodes[n.parent]); });
+    if (fd < 0 && (errno == ENOTDIR || errno == ELOOP)) errno = ENOENT;
+    return fd;
+  }
+
+  bool source_files_identical(uint32_t a, uint32_t b, uint64_t size) {
+    const Node &na = node_of(a), &nb = node_of(b);
+    const int dir_a = directory_of(compare_dirs_[0], na), dir_b = directory_of(compare_dirs_[1], nb);
+    return dir_a >= 0 && dir_b >= 0 &&
+           sqar::source_files_identical(dir_a, tree_.name_cstr(na), dir_b, tree_.name_cstr(nb), size);
+  }
+
   // Returns 0, an errno value, or SourceRead::kReadPending (then `read` holds the open file).
   int start_read(DirectoryHandle& dir, ReadSlot& s, SourceRead& read) override {
     const ReadUnit& u = s.unit;
@@ -313,11 +335,7 @@ class DataPipeline final : public UnitReader {
       return opt_.content->read(tree_.files[u.file], u.offset, u.len, s.data.data());
     }
     const Node& n = node_of(u.file);
-    // Entries of the root come from several SOURCE directories: the source is part of the key.
-    const uint64_t key = n.parent == 0 ? uint64_t(n.source) << 32 : n.parent;
-    const int dirfd = dir.open(key, tree_.source_dirs[n.source], [&] {
-      return n.parent == 0 ? std::string() : tree_.rel_path_of(tree_.nodes[n.parent]);
-    });
+    const int dirfd = directory_of(dir, n);
     if (dirfd < 0) return errno;
     s.xattr_key.clear();
     return start_unit(read, dirfd, tree_.name_cstr(n), s, reads_xattrs(u));
@@ -591,13 +609,13 @@ class DataPipeline final : public UnitReader {
         throw Error("more than 2^32 data blocks in one image; use a larger block size (-b)");
       locs_[f].first_block = uint32_t(late_blocks_);
       late_blocks_ += n.size / block_size_;
-      const std::string path = tree_.path_of(n);
       ReadSlot s;
       SourceRead read;
       for (uint64_t off = 0; off < n.size && !skip_[f] && !ended_before(f, off); off += chunk_) {
         s.unit = ReadUnit{f, off, std::min(chunk_, n.size - off), off + chunk_ >= n.size};
         s.changed.clear();
-        s.err = start_unit(read, AT_FDCWD, path.c_str(), s, /*with_xattrs=*/false);
+        const int dirfd = directory_of(orphan_dir_, n);
+        s.err = dirfd < 0 ? errno : start_unit(read, dirfd, tree_.name_cstr(n), s, /*with_xattrs=*/false);
         if (s.err == SourceRead::kReadPending) s.err = read.finish(s.data, s.changed);
         process_unit(s.unit, s);
       }
@@ -702,6 +720,8 @@ class DataPipeline final : public UnitReader {
   std::unordered_set<uint32_t> warned_;  // files already reported as changed
   std::deque<uint32_t> orphans_;         // files to read again (orphan_duplicates_of)
   uint64_t late_blocks_ = 0;             // next block slot for them
+  DirectoryHandle orphan_dir_;           // where they are read again
+  DirectoryHandle compare_dirs_[2];      // --verify-dedup's two files (sequencer thread)
   BlockBuffer frag_buf_;
   uint32_t fragment_count_ = 0;
   uint64_t sparse_tails_ = 0;  // zero tails stored as sparse blocks (sequencer thread)

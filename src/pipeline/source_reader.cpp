@@ -45,7 +45,6 @@ int open_source(int dirfd, const char* name, struct stat& st) {
   }
   return fd;
 }
-int open_source(const std::string& path, struct stat& st) { return open_source(AT_FDCWD, path.c_str(), st); }
 // The errno value or kNotRegularFile for a failed open_source.
 int open_failure(int fd) { return fd == kNotRegularFile ? kNotRegularFile : errno; }
 
@@ -215,10 +214,10 @@ void SourceRead::close_after_read() {
   fd_ = -1;
 }
 
-int hash_source_file(const std::string& path, uint64_t expected_size, Hash128& out, std::string& changed,
+int hash_source_file(int dirfd, const char* name, uint64_t expected_size, Hash128& out, std::string& changed,
                      uint64_t& hashed, XattrList* xattrs, std::string* xattrs_failed_key, OpenedFile* opened) {
   struct stat st;
-  Fd f{open_source(path, st)};
+  Fd f{open_source(dirfd, name, st)};
   if (f.fd < 0) return open_failure(f.fd);
   if (opened) *opened = opened_file(st);
   if (xattrs) {
@@ -259,9 +258,9 @@ int hash_source_file(const std::string& path, uint64_t expected_size, Hash128& o
   return 0;
 }
 
-bool source_files_identical(const std::string& a, const std::string& b, uint64_t size) {
+bool source_files_identical(int dir_a, const char* a, int dir_b, const char* b, uint64_t size) {
   struct stat sa, sb;
-  Fd fa{open_source(a, sa)}, fb{open_source(b, sb)};
+  Fd fa{open_source(dir_a, a, sa)}, fb{open_source(dir_b, b, sb)};
   if (fa.fd < 0 || fb.fd < 0) return false;
   std::vector<uint8_t> ba(kStreamChunk), bb(kStreamChunk);
   for (uint64_t off = 0; off < size;) {

@@ -111,11 +111,14 @@ class DirectoryHandle {
 // With `xattrs`, also reads the file's attributes (as SourceRead::start does).
 // `hashed` receives the number of bytes hashed (less than expected_size when the file shrank).
 // Returns kNotRegularFile when the name is no longer a regular file.
-int hash_source_file(const std::string& path, uint64_t expected_size, Hash128& out, std::string& changed,
+// The file is `name` in the directory open as dirfd (DirectoryHandle): no name on the way to
+// it follows a symlink.
+int hash_source_file(int dirfd, const char* name, uint64_t expected_size, Hash128& out, std::string& changed,
                      uint64_t& hashed, XattrList* xattrs = nullptr, std::string* xattrs_failed_key = nullptr,
                      OpenedFile* opened = nullptr);
 
-// Byte comparison of two source files (for --verify-dedup). Returns true when identical.
-bool source_files_identical(const std::string& a, const std::string& b, uint64_t size);
+// Byte comparison of two source files, each a name in a directory fd (for --verify-dedup).
+// Returns true when identical.
+bool source_files_identical(int dir_a, const char* a, int dir_b, const char* b, uint64_t size);
 
 }  // namespace sqar

@@ -346,6 +346,59 @@ def test_directory_vanishing_during_the_scan():
         log(f"ok: {err.strip()}")
 
 
+def test_directory_swapped_for_a_symlink_after_the_scan():
+    """z/, scanned as a directory, is renamed away and a symlink to a directory outside the
+    tree put at its name (with a file big there of the same content as a/big, another mode,
+    owner and xattr). When this happens as the hashing pass starts (-j1, at a/big), that pass
+    opened z/big by its full path and followed the symlink: the image took the outside file's
+    mode, owner and xattr. When it happens as the data pass starts, z replaced by a plain file
+    stopped the build ("Not a directory"). Both passes now open each name below its SOURCE
+    without following a symlink: z/big and z/f are left out as vanished, and the build ends
+    with 0."""
+    with tempdir(prefix=os.path.join(os.getcwd(), "sqar-live-")) as d:
+        big = os.urandom(16 * MIB + 3)  # read for a while before z/big's turn
+
+        def hashing_attempt(n):
+            src, img, outside = f"{d}/src{n}", f"{d}/img{n}.sqfs", f"{d}/outside{n}"
+            write(f"{src}/a/big", big)
+            write(f"{src}/z/big", big)
+            write(f"{outside}/big", big)
+            os.chmod(f"{outside}/big", 0o600)
+            os.chown(f"{outside}/big", 4242, 4343)
+            os.setxattr(f"{outside}/big", "user.outside", b"not in the tree")
+
+            def swap():
+                os.rename(f"{src}/z", f"{src}/z.scanned")
+                os.symlink(outside, f"{src}/z")
+
+            cmd = [SQAR, "create", "-q", "-j", "1", src, img]
+            p, valid = run_changing(cmd, src, swap, trigger_at=("a", "big"), changed=("big",))
+            return (p, src, img), valid
+
+        p, src, img = until_valid(3, hashing_attempt, "sqar had opened z/big before it stopped")
+        assert p.returncode == 0, f"exit {p.returncode}: {p.stderr}"
+        assert f"{src}/z/big: vanished before it was read; left out" in p.stderr, p.stderr
+        listing = run(["unsquashfs", "-lln", img]).stdout
+        assert "4242" not in listing and "squashfs-root/z/big" not in listing, listing
+        assert "squashfs-root/a/big" in listing, listing
+
+        def data_attempt(n):
+            src, img = f"{d}/data{n}", f"{d}/data{n}.sqfs"
+            write(f"{src}/a/first", os.urandom(64 * MIB))  # read ahead for a while before z/f's turn
+            write(f"{src}/z/f", b"in z\n")
+
+            def swap():
+                os.rename(f"{src}/z", f"{src}/z.scanned")
+                write(f"{src}/z", b"a file where z/ was\n")
+
+            p, valid = run_changing([SQAR, "create", "-q", "-j", "1", src, img], src, swap, changed=("f",))
+            return (p, src, img), valid
+
+        p, src, img = until_valid(3, data_attempt, "sqar had opened z/f before it stopped")
+        assert p.returncode == 0, f"exit {p.returncode}: {p.stderr}"
+        assert f"{src}/z/f: vanished before it was read; left out" in p.stderr, p.stderr
+        log("ok: a directory swapped for a symlink or a file after the scan: its files are left out as vanished")
+
 def test_written_to_between_its_reads():
     """A large file is read in 1 MiB units, each through its own open; one written to in place
     between two of them (same size, same inode: only its ctime tells) may mix two versions. The
@@ -495,6 +548,6 @@ if __name__ == "__main__":
         skip("no posix_fadvise")
     main([test_warm, test_cold, test_reuse, test_during_hashing_pass, test_duplicate_written_to_during_the_hashing_pass,
           test_sparse_duplicate_whose_owner_vanishes,
-          test_directory_vanishing_during_the_scan,
+          test_directory_vanishing_during_the_scan, test_directory_swapped_for_a_symlink_after_the_scan,
           test_written_to_between_its_reads, test_mode_changed_between_its_reads,
           test_written_to_during_its_one_read, test_strict])

@@ -13,6 +13,7 @@ from sqartest import SQAR, kernel_mount, log, main, need_root, need_tool, run, t
 DEPTH = 80
 NAME = "d{:03d}_" + "n" * 56  # 61 characters: 80 levels make ~4.9 KB paths
 LEAF_CONTENT = b"at the bottom of a deep tree\n" * 100
+TWIN_CONTENT = bytes(range(256)) * 6000 + b"twin\n"
 
 
 def build_deep_tree(root):
@@ -33,6 +34,11 @@ def build_deep_tree(root):
         os.write(f, LEAF_CONTENT)
         os.close(f)
         os.symlink("leaf.txt", "link", dir_fd=fd)
+        # Two equal files of over 1 MiB: hashed in a pass of their own before the data pass.
+        for twin in ("twin-a.bin", "twin-b.bin"):
+            f = os.open(twin, os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd)
+            os.write(f, TWIN_CONTENT)
+            os.close(f)
         os.setxattr(f"/proc/self/fd/{fd}/leaf.txt", "user.depth", b"deep", follow_symlinks=False)
         os.setxattr(f"/proc/self/fd/{fd}", "user.dir", b"bottom")
     finally:
@@ -112,6 +118,10 @@ def test_deep_tree_round_trip():
             if a.read() != b.read():
                 raise AssertionError("the image differs when xattrs are read without listxattrat")
         log("ok: the same image with and without listxattrat")
+        # The hashing pass and --verify-dedup open the twins below their SOURCE too, not by a
+        # path longer than PATH_MAX.
+        p = run([SQAR, "create", "-q", "--verify-dedup", src, f"{d}/c.sqfs"], env=env)
+        assert "collision" not in p.stderr and p.stderr == "", p.stderr
 
         with kernel_mount(f"{d}/a.sqfs", f"{d}/mnt") as mnt:
             compare(expected, snapshot_fd(mnt), "kernel mount of sqar's image")

@@ -228,7 +228,7 @@ struct Hashed {
 };
 Hashed hash_file(const std::string& path, uint64_t expected_size) {
   Hashed r{};
-  r.rc = hash_source_file(path, expected_size, r.hash, r.changed, r.bytes);
+  r.rc = hash_source_file(AT_FDCWD, path.c_str(), expected_size, r.hash, r.changed, r.bytes);
   return r;
 }
 
