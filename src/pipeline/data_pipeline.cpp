@@ -556,7 +556,16 @@ class DataPipeline final : public UnitReader {
   // A file whose first open found it gone (ENOENT), or found something else at its name
   // (kNotRegularFile: a FIFO, a directory, a symlink, a device, a socket, which is not read).
   void left_out_before_read(uint32_t f, int err) {
-    file_changed(f, err == ENOENT ? "vanished before it was read" : "is no longer a regular file", "left out");
+    std::string stored = "left out";
+    // Its other names are entries of the same inode, which is read through this one: they go
+    // too, and are named (rare, so the search of the tree for them costs nothing in general).
+    if (const uint32_t owner = tree_.files[f]; tree_.nodes[owner].link_count > 1) {
+      std::string names;
+      for (uint32_t i = 0; i < tree_.nodes.size(); ++i)
+        if (tree_.nodes[i].link_target == owner) names += (names.empty() ? "" : ", ") + tree_.path_of(i);
+      if (!names.empty()) stored += ", and with it its hard links " + names;
+    }
+    file_changed(f, err == ENOENT ? "vanished before it was read" : "is no longer a regular file", stored);
     skip_[f] = true;
     tree_.nodes[tree_.files[f]].omitted = true;
     if (kinds_[f] == FileKind::kPrehashed) orphan_duplicates_of(f);

@@ -399,6 +399,26 @@ def test_directory_swapped_for_a_symlink_after_the_scan():
         assert f"{src}/z/f: vanished before it was read; left out" in p.stderr, p.stderr
         log("ok: a directory swapped for a symlink or a file after the scan: its files are left out as vanished")
 
+def test_hard_link_whose_first_name_vanishes():
+    """z/a and z/b are one file; z/a, the name it is read through, is removed after the scan.
+    The file is left out with both names, and the warning names z/b too (it named z/a only,
+    so z/b went missing without a word)."""
+    with tempdir(prefix=os.path.join(os.getcwd(), "sqar-live-")) as d:
+        def attempt(n):
+            src, img = f"{d}/src{n}", f"{d}/img{n}.sqfs"
+            write(f"{src}/a/first", os.urandom(64 * MIB))  # read ahead for a while before z's turn
+            write(f"{src}/z/a", b"one file, two names\n")
+            os.link(f"{src}/z/a", f"{src}/z/b")
+            p, valid = run_changing([SQAR, "create", "-q", "-j", "1", src, img], src, lambda: os.unlink(f"{src}/z/a"),
+                                    changed=("a",))
+            return (p, src, img), valid
+
+        p, src, img = until_valid(3, attempt, "sqar had opened z/a before it stopped")
+        assert p.returncode == 0, f"exit {p.returncode}: {p.stderr}"
+        assert f"{src}/z/a: vanished before it was read; left out, and with it its hard links {src}/z/b" in p.stderr, \
+            p.stderr
+        assert "squashfs-root/z/b" not in run(["unsquashfs", "-lln", img]).stdout
+
 def test_written_to_between_its_reads():
     """A large file is read in 1 MiB units, each through its own open; one written to in place
     between two of them (same size, same inode: only its ctime tells) may mix two versions. The
@@ -549,5 +569,6 @@ if __name__ == "__main__":
     main([test_warm, test_cold, test_reuse, test_during_hashing_pass, test_duplicate_written_to_during_the_hashing_pass,
           test_sparse_duplicate_whose_owner_vanishes,
           test_directory_vanishing_during_the_scan, test_directory_swapped_for_a_symlink_after_the_scan,
+          test_hard_link_whose_first_name_vanishes,
           test_written_to_between_its_reads, test_mode_changed_between_its_reads,
           test_written_to_during_its_one_read, test_strict])
