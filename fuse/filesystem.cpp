@@ -286,6 +286,8 @@ void Filesystem::op_init(void* userdata, fuse_conn_info* conn) {
   conn->want &= ~uint64_t(FUSE_CAP_AUTO_INVAL_DATA);
   fs.no_open_ = want(FUSE_CAP_NO_OPEN_SUPPORT);
   fs.no_opendir_ = want(FUSE_CAP_NO_OPENDIR_SUPPORT);
+  // libfuse ends the session unless init() asks for the max_read the mount was given.
+  if (fs.options_.max_read) conn->max_read = *fs.options_.max_read;
 }
 
 void Filesystem::op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {

@@ -17,7 +17,7 @@ const char* const kForwarded[] = {"allow_other", "allow_root", "auto_unmount", "
                                   "nosuid",      "exec",       "noexec",       "atime",
                                   "noatime",     "sync",       "async",        "dirsync"};
 const char* const kForwardedPrefixes[] = {
-    "fsname=", "subtype=", "max_read=", "context=", "fscontext=", "defcontext=", "rootcontext="};
+    "fsname=", "subtype=", "context=", "fscontext=", "defcontext=", "rootcontext="};
 // Options only mount(8), mount.fuse3 or fstab care about, and flags that mean nothing on a
 // read-only mount but that mount.fuse3 forwards and libfuse would refuse (the atime
 // variants, iversion, nosymfollow): accepted and ignored.
@@ -76,6 +76,11 @@ void apply_option(Options& o, const std::string& opt) {
       o.handoff = Options::Handoff::slow;
     else
       throw Error("option handoff=" + value + ": expected auto, queued or slow");
+  } else if (key == "max_read") {
+    const uint64_t n = parse_number(key, value);
+    if (n > UINT32_MAX) throw Error("option max_read=" + value + ": number out of range");
+    o.max_read = uint32_t(n);
+    o.fuse_mount_options.push_back(opt);
   } else if (key == "readahead") {
     uint64_t n = parse_number(key, value);
     if (n > 64) throw Error("option readahead=" + value + ": expected 0..64 blocks");

@@ -32,6 +32,9 @@ struct Options {
   // slow one); auto = only with more than 2 CPUs (see request_loop.h).
   enum class Handoff { automatic, queued, slow } handoff = Handoff::automatic;
   std::optional<uint32_t> uid, gid;
+  // -o max_read=N: the largest read the kernel sends. libfuse forwards it to the mount and
+  // refuses the session unless init() asks for the same (so it is kept here too).
+  std::optional<uint32_t> max_read;
   bool foreground = false;
   bool debug = false;
   bool single_thread = false;

@@ -105,6 +105,13 @@ def main():
             flags = mount_flags(mnt)
             if "nosuid" not in flags or "nodev" not in flags:
                 failures.append(f"a direct mount has the flags {flags}, not nosuid,nodev")
+        # -o max_read=N mounts (libfuse ended the session at FUSE_INIT: sqarfs exited 0 with
+        # nothing mounted, and an fstab line with nofail failed silently).
+        with Mount(img, mnt, "max_read=65536"):
+            problems, _ = tree_differences(src, mnt, "max_read mount", ignore=MKSQUASHFS_IGNORE, holes=4096)
+            failures += [f"max_read=65536: {p}" for p in problems]
+            if "max_read=65536" not in mount_flags(mnt):
+                failures.append(f"-o max_read=65536 gave the flags {mount_flags(mnt)}")
         # Owners by name, as fstab lines give them; dev,suid on request.
         nobody, nogroup = pwd.getpwnam("nobody").pw_uid, grp.getgrnam("nogroup").gr_gid
         with Mount(img, mnt, "uid=nobody,gid=nogroup,dev,suid"):
