@@ -255,9 +255,9 @@ class Image {
   // (full name with prefix such as "user.", value) pairs; empty without xattrs.
   virtual std::vector<std::pair<std::string, std::string>> xattrs(const Inode& inode) = 0;
   // The names alone, and the value of one name (nullopt: the inode has no such xattr). The
-  // set's names and the sizes of its values are checked as xattrs() checks them, but no other
+  // set's names and the size of each value are checked as xattrs() checks them, but no other
   // value is copied: a set may decode to 4 MiB, which sqarfs would otherwise decode for each
-  // listxattr and getxattr, as the kernel does not.
+  // listxattr and getxattr, as the kernel does not (nor does it refuse a set of more).
   virtual std::vector<std::string> xattr_names(const Inode& inode) = 0;
   virtual std::optional<std::string> xattr_value(const Inode& inode, std::string_view name) = 0;
 

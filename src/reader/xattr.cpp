@@ -10,7 +10,9 @@ constexpr uint32_t kMaxXattrsPerInode = 65536;
 constexpr uint32_t kMaxXattrValue = 65536;      // Linux XATTR_SIZE_MAX
 constexpr uint64_t kMaxXattrNameBytes = 65536;  // Linux XATTR_LIST_MAX: names + NULs of one inode
 // Out-of-line values let one stored value stand for any number of keys, so the bytes an inode
-// decodes to are not bounded by the image size: cap them (64 values of the largest size).
+// decodes to are not bounded by the image size: cap the values copied (64 of the largest
+// size). xattr_names and xattr_value copy at most one value, so a set the kernel serves
+// (71 values of 64 KiB, which XFS holds) they serve too.
 constexpr uint64_t kMaxXattrValueBytes = 4u << 20;
 constexpr uint16_t kValueOutOfLine = 0x100;
 const char* prefix_for(uint16_t type) {
@@ -109,14 +111,14 @@ void ImageImpl::visit_xattrs(const Inode& inode, const std::function<bool(const 
       MetaReader v(*this, xattr_kv_start_ + (vref >> 16), voff, "xattr value");
       uint32_t len = v.u32();
       if (len > kMaxXattrValue) v.fail("xattr value of " + std::to_string(len) + " bytes is too large");
-      if ((value_bytes += len) > kMaxXattrValueBytes) too_large("values", kMaxXattrValueBytes);
+      if (wanted && (value_bytes += len) > kMaxXattrValueBytes) too_large("values", kMaxXattrValueBytes);
       if (wanted) {
         value.resize(len);
         v.read(value.data(), len);
       }
     } else {
       if (vlen > kMaxXattrValue) r.fail("xattr value of " + std::to_string(vlen) + " bytes is too large");
-      if ((value_bytes += vlen) > kMaxXattrValueBytes) too_large("values", kMaxXattrValueBytes);
+      if (wanted && (value_bytes += vlen) > kMaxXattrValueBytes) too_large("values", kMaxXattrValueBytes);
       if (wanted) {
         value.resize(vlen);
         r.read(value.data(), vlen);
