@@ -140,7 +140,7 @@ void Filesystem::cache_file(fuse_ino_t ino, std::shared_ptr<FileNode> f) {
                        (windowed ? size_t(reader::BlockIndex::kWindow * 12 + windowed / reader::BlockIndex::kWindow *
                                                                                  sizeof(reader::BlockIndex::Checkpoint))
                                  : 0);
-  if (!files_.insert(ino, f, bytes)) big_files_.put(ino, std::move(f));
+  if (!files_.insert(ino, f, bytes)) big_files_.put(ino, std::move(f), bytes);
 }
 
 std::shared_ptr<Filesystem::FileNode> Filesystem::file_node(fuse_ino_t ino) {
@@ -165,7 +165,7 @@ std::shared_ptr<Filesystem::DirNode> Filesystem::dir_node(fuse_ino_t ino, std::o
   d->entries = image_->read_dir(d->inode);
   size_t bytes = sizeof(DirNode);
   for (const auto& e : d->entries) bytes += sizeof e + (e.name.size() > 15 ? e.name.size() + 1 : 0);
-  if (!dirs_.insert(ino, d, bytes)) big_dirs_.put(ino, d);
+  if (!dirs_.insert(ino, d, bytes)) big_dirs_.put(ino, d, bytes);
   return d;
 }
 
@@ -292,6 +292,9 @@ void Filesystem::op_init(void* userdata, fuse_conn_info* conn) {
 
 void Filesystem::op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   Filesystem& fs = self(req);
+  // No SquashFS name is longer than 256 bytes: the kernel's driver answers so, without a
+  // search (and without a negative entry for the kernel to cache).
+  if (std::strlen(name) > 256) return (void)fuse_reply_err(req, ENAMETOOLONG);
   try {
     // The parent's whole listing, cached: a burst of lookups in one directory (a build, a
     // backup) costs one parse and a binary search each, instead of a scan of up to a whole

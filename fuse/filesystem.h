@@ -27,6 +27,7 @@
 #include <mutex>
 #include <optional>
 #include <unordered_map>
+#include <vector>
 
 #include "options.h"
 #include "prefetcher.h"
@@ -122,32 +123,50 @@ class Filesystem {
   NodeCache<DirNode> dirs_{32u << 20};
   void cache_file(fuse_ino_t ino, std::shared_ptr<FileNode> f);
   std::shared_ptr<DirNode> cached_dir(fuse_ino_t ino);
-  // Nodes too large for their NodeCache (over 1 MiB): the last two of each kind.
+  // Nodes too large for their NodeCache (over 1 MiB): the most recently used of each kind, up
+  // to kMaxBig of them within kBigBytes (the last two are kept whatever their size). Two were
+  // too few: four large directories listed at once missed on every 4 KiB readdir chunk and
+  // parsed their whole listing again each time (8-20 s against 0.3 s for one).
   template <class T>
-  class LastTwo {
+  class RecentBig {
    public:
+    static constexpr size_t kMaxBig = 8, kKeepAlways = 2;
+    static constexpr size_t kBigBytes = size_t(128) << 20;
     std::shared_ptr<T> find(fuse_ino_t ino) {
       std::lock_guard lock(mu_);
-      for (const auto& [n, node] : slots_)
-        if (node && n == ino) return node;
+      for (size_t i = 0; i < slots_.size(); ++i) {
+        if (slots_[i].ino != ino) continue;
+        std::rotate(slots_.begin(), slots_.begin() + std::ptrdiff_t(i), slots_.begin() + std::ptrdiff_t(i) + 1);
+        return slots_.front().node;
+      }
       return nullptr;
     }
-    void put(fuse_ino_t ino, std::shared_ptr<T> node) {
+    void put(fuse_ino_t ino, std::shared_ptr<T> node, size_t bytes) {
       std::lock_guard lock(mu_);
-      slots_[1] = std::move(slots_[0]);
-      slots_[0] = {ino, std::move(node)};
+      slots_.insert(slots_.begin(), Slot{ino, std::move(node), bytes});
+      total_ += bytes;
+      while (slots_.size() > kKeepAlways && (slots_.size() > kMaxBig || total_ > kBigBytes)) {
+        total_ -= slots_.back().bytes;
+        slots_.pop_back();
+      }
     }
 
    private:
+    struct Slot {
+      fuse_ino_t ino;
+      std::shared_ptr<T> node;
+      size_t bytes;
+    };
     std::mutex mu_;
-    std::pair<fuse_ino_t, std::shared_ptr<T>> slots_[2];
+    std::vector<Slot> slots_;  // most recently used first
+    size_t total_ = 0;
   };
   // Listings of ~20k+ entries: the kernel's 4 KiB readdir chunks of a huge directory do not
   // each parse the whole listing again.
-  LastTwo<DirNode> big_dirs_;
+  RecentBig<DirNode> big_dirs_;
   // Files of ~87k+ blocks (11 GiB at 128 KiB blocks, 340 MiB at 4 KiB): each read would
   // otherwise parse the whole block list again (docs/architecture.md, "Large files and holes").
-  LastTwo<FileNode> big_files_;
+  RecentBig<FileNode> big_files_;
   Prefetcher prefetcher_;
   Prefetcher pusher_{256};
   fuse_session* fuse_session_ = nullptr;

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """sqarfs shows exactly the source tree: content, lstat fields, symlinks, devices, xattrs,
 hard links; for mksquashfs images of several compressors and for `sqar create` images."""
+import errno
 import grp
 import os
 import pwd
@@ -112,6 +113,13 @@ def main():
             failures += [f"max_read=65536: {p}" for p in problems]
             if "max_read=65536" not in mount_flags(mnt):
                 failures.append(f"-o max_read=65536 gave the flags {mount_flags(mnt)}")
+            # A name longer than any SquashFS name: ENAMETOOLONG, as the kernel's driver answers.
+            try:
+                os.stat(f"{mnt}/{'n' * 257}")
+                failures.append("a 257-byte name was found")
+            except OSError as e:
+                if e.errno != errno.ENAMETOOLONG:
+                    failures.append(f"a 257-byte name: {e}, not ENAMETOOLONG")
         # Owners by name, as fstab lines give them; dev,suid on request.
         nobody, nogroup = pwd.getpwnam("nobody").pw_uid, grp.getgrnam("nogroup").gr_gid
         with Mount(img, mnt, "uid=nobody,gid=nogroup,dev,suid"):
