@@ -215,7 +215,7 @@ int info_main(int argc, char** argv) {
       std::printf("}\n");
       return status();
     }
-    std::printf("Image:            %s%s\n", image_path.c_str(),
+    std::printf("Image:            %s%s\n", printable(image_path).c_str(),
                 offset ? (" (at offset " + std::to_string(offset) + ")").c_str() : "");
     time_t made = time_t(sb.mod_time);
     struct tm tm {};

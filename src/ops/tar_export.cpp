@@ -242,7 +242,9 @@ class Exporter {
           return true;
         },
         wo);
-    for (const std::string& p : filter.unmatched()) throw Error(img_.path() + ": " + p + ": not found in the image");
+    std::string unmatched;  // all of them named, as tar -x names them
+    for (const std::string& p : filter.unmatched()) unmatched += (unmatched.empty() ? "" : ", ") + p;
+    if (!unmatched.empty()) throw Error(img_.path() + ": " + unmatched + ": not found in the image");
   }
 
   // The walk runs on its own thread and queues the entries in walk order; the workers decode
@@ -410,6 +412,14 @@ class Exporter {
     const Inode& inode = it.inode;
     if (inode.kind == FileKind::socket) {
       if (opt_.problems) opt_.problems(Severity::warning, path, "socket not archived (tar has no socket type)");
+      return;
+    }
+    // Two names of one file that --strip-components gives one name (x/f and y/f): a link of
+    // the name to itself adds nothing, and bsdtar refuses to extract one.
+    if (it.link_to && *it.link_to == path) {
+      if (opt_.problems)
+        opt_.problems(Severity::warning, path,
+                      "a further name of the same file gets this name too after --strip-components: archived once");
       return;
     }
     std::unique_ptr<archive_entry, ArchiveFree> e(archive_entry_new2(a_.get()));

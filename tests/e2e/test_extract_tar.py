@@ -239,10 +239,33 @@ def test_patterns():
         # dup/hard-2's other names are not selected: there it is a plain file.
         compare_trees(src, out, "tar -x of a selection", owners=OWNERS, ignore=ignore, ignore_keys=("links", "nlink"))
         expect_fail(["extract", "--tar", f"{d}/none.tar", img, "no/such/*"], 1, "not found")
+        # Every PATTERN that matches nothing is named, as tar -x and extract -C name them.
+        expect_fail(["extract", "--tar", f"{d}/none.tar", img, "dup", "no/such/*", "nor-this"], 1,
+                    "no/such/*, nor-this: not found in the image")
         expect_fail(["extract", "--tar", f"{d}/c.tar", "-C", d, img], 2, "-C does not apply")
         if os.path.exists(f"{d}/none.tar") or os.path.exists(f"{d}/c.tar"):
             raise AssertionError("a pattern that matches nothing left an archive behind")
 
+
+def test_names_of_one_file_stripped_to_one():
+    """x/f and y/f, two names of one file, both become f with --strip-components 1: the second
+    was archived as a hard link of f to f, which bsdtar refuses to extract ("hardlink pointing
+    to itself"). It is left out with a warning, and both tars extract f."""
+    need_tool("bsdtar")
+    need_tool("tar")
+    with tempdir() as d:
+        write(f"{d}/src/x/f", b"one file\n")
+        os.makedirs(f"{d}/src/y")
+        os.link(f"{d}/src/x/f", f"{d}/src/y/f")
+        run([SQAR, "create", "-q", f"{d}/src", f"{d}/img.sqfs"])
+        p = run([SQAR, "extract", "--tar", f"{d}/s.tar", "--strip-components", "1", f"{d}/img.sqfs"])
+        assert "f: a further name of the same file" in p.stderr, p.stderr
+        assert run(["tar", "-tf", f"{d}/s.tar"]).stdout.split() == ["f"]
+        for tool in ("bsdtar", "tar"):
+            os.makedirs(f"{d}/{tool}")
+            run([tool, "-xf", f"{d}/s.tar", "-C", f"{d}/{tool}"])
+            with open(f"{d}/{tool}/f", "rb") as f:
+                assert f.read() == b"one file\n", tool
 
 def test_threads_give_the_same_archive():
     """Blocks are decoded ahead on worker threads while one thread writes: the archive must be
@@ -391,6 +414,6 @@ def test_archive_into_a_device_or_fifo():
 
 if __name__ == "__main__":
     main([test_full_tree_gnu_tar_and_bsdtar, test_non_utf8_name, test_pipe_to_tar, test_compressed_archives,
-          test_gzip_archive_in_members, test_patterns,
+          test_gzip_archive_in_members, test_patterns, test_names_of_one_file_stripped_to_one,
           test_threads_give_the_same_archive, test_damaged_image, test_content_checked_against_the_manifest,
           test_archive_into_a_device_or_fifo])

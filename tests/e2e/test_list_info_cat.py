@@ -292,7 +292,12 @@ def test_hostile_names_are_escaped_everywhere():
         assert p.returncode == 1 and b": e\\033[2Jgone\\302\\233: " in p.stderr, p.stderr
         for out in (p.stderr, run([SQAR, "list", img, "new\nmissing"], check=False, text=False).stderr):
             assert not any(c < 0x20 and c != 0x0A for c in out) and out.count(b"\n") == 1, out
-        log("ok: list and diff print names as ls -b does; error messages escape them as well")
+        # The image's own name, as info shows it.
+        hostile = f"{d}/im\x1b[2Jage.sqfs"
+        shutil.copy(img, hostile)
+        out = run([SQAR, "info", hostile], text=False).stdout
+        assert b"im\\033[2Jage.sqfs" in out and b"\x1b" not in out, out[:200]
+        log("ok: list and diff print names as ls -b does; error messages and info escape them as well")
 
 
 def test_large_directories():
