@@ -19,6 +19,7 @@
 
 #include "codec/parallel_gzip.h"
 #include "common/all_zero.h"
+#include "common/display_name.h"
 #include "common/error.h"
 #include "common/owner_id.h"
 #include "common/utf8_locale.h"
@@ -437,8 +438,10 @@ class Exporter {
       check(archive_write_header(a_.get(), e.get()), path);
       return;
     }
-    for (const auto& [key, value] : it.xattrs)
+    for (const auto& [key, value] : it.xattrs) {
       archive_entry_xattr_add_entry(e.get(), key.c_str(), value.data(), value.size());
+      warn_if_name_encoded(path, key);
+    }
     switch (inode.kind) {
       case FileKind::symlink: archive_entry_copy_symlink(e.get(), it.symlink.c_str()); break;
       case FileKind::block_device:
@@ -450,6 +453,22 @@ class Exporter {
     }
     if (it.content) return file(it, e.get(), q);
     check(archive_write_header(a_.get(), e.get()), path);
+  }
+
+  // libarchive's pax writer %-encodes the bytes of an xattr name outside '!'..'~', and '%'
+  // and '=', in its SCHILY.xattr keyword; GNU tar decodes only %3D and %25 and bsdtar none, so
+  // such a name comes back changed ("user.caf%C3%A9"). No libarchive option writes it raw:
+  // the user is told, naming the entry and the xattr (extract without --tar keeps the name).
+  void warn_if_name_encoded(const std::string& path, const std::string& key) {
+    const bool encoded = std::any_of(key.begin(), key.end(), [](char c) {
+      const auto b = static_cast<unsigned char>(c);
+      return b < 33 || b > 126 || b == '%' || b == '=';
+    });
+    if (encoded && opt_.problems)
+      opt_.problems(Severity::warning, path,
+                    "xattr " + printable(key) +
+                        ": libarchive writes this name %-encoded, and tar -x may restore it so (bsdtar decodes "
+                        "none, GNU tar only %3D and %25); sqar extract without --tar keeps it");
   }
 
   // Holes: the image's sparse blocks, and the 4 KiB-aligned all-zero runs inside the other

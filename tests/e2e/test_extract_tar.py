@@ -267,6 +267,26 @@ def test_names_of_one_file_stripped_to_one():
             with open(f"{d}/{tool}/f", "rb") as f:
                 assert f.read() == b"one file\n", tool
 
+def test_xattr_names_libarchive_encodes_are_named():
+    """libarchive's pax writer %-encodes an xattr name with a space, '%', '=' or a byte outside
+    ASCII, and GNU tar and bsdtar restore such a name changed ("user.my%20key"). No option of
+    libarchive writes it raw, so extract --tar says so, naming the entry and the xattr; a plain
+    name passes without a word."""
+    need_tool("bsdtar")
+    with tempdir() as d:
+        write(f"{d}/src/f", b"x\n")
+        write(f"{d}/src/g", b"y\n")
+        os.setxattr(f"{d}/src/f", "user.my key", b"1")
+        os.setxattr(f"{d}/src/g", "user.plain", b"2")
+        run([SQAR, "create", "-q", f"{d}/src", f"{d}/img.sqfs"])
+        p = run([SQAR, "extract", "--tar", f"{d}/x.tar", f"{d}/img.sqfs"])
+        assert p.stderr.count("warning") == 1 and "f: xattr user.my key: libarchive writes this name %-encoded" in p.stderr, \
+            p.stderr
+        os.makedirs(f"{d}/b")
+        run(["bsdtar", "-xpf", f"{d}/x.tar", "-C", f"{d}/b"])
+        assert os.listxattr(f"{d}/b/g") == ["user.plain"]
+        assert os.listxattr(f"{d}/b/f") == ["user.my%20key"], os.listxattr(f"{d}/b/f")  # what the warning says
+
 def test_threads_give_the_same_archive():
     """Blocks are decoded ahead on worker threads while one thread writes: the archive must be
     byte for byte the one -j1 writes, for any thread count, and GNU tar must give back the tree.
@@ -415,5 +435,6 @@ def test_archive_into_a_device_or_fifo():
 if __name__ == "__main__":
     main([test_full_tree_gnu_tar_and_bsdtar, test_non_utf8_name, test_pipe_to_tar, test_compressed_archives,
           test_gzip_archive_in_members, test_patterns, test_names_of_one_file_stripped_to_one,
+          test_xattr_names_libarchive_encodes_are_named,
           test_threads_give_the_same_archive, test_damaged_image, test_content_checked_against_the_manifest,
           test_archive_into_a_device_or_fifo])
