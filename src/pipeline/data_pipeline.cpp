@@ -185,9 +185,10 @@ class DataPipeline final : public UnitReader {
     std::vector<XattrList> xattrs(opt_.read_file_xattrs ? todo.size() : 0);
     std::vector<std::string> xattr_keys(todo.size());
     std::vector<OpenedFile> opened(todo.size());
-    std::vector<DirectoryHandle> dirs(threads_);
+    ThreadPool pool(threads_);
+    std::vector<DirectoryHandle> dirs(pool.threads());  // one a worker: the last directory it opened
     // Hashed on all cores; the decisions below are taken in image order.
-    ThreadPool(threads_).parallel_for(todo.size(), [&](size_t k, unsigned w) {
+    pool.parallel_for(todo.size(), [&](size_t k, unsigned w) {
       const Node& n = node_of(todo[k]);
       if (opt_.content) {  // hashed as it came in
         prehash_[todo[k]] = opt_.content->hash(tree_.files[todo[k]]);
