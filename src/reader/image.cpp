@@ -379,7 +379,7 @@ CacheStats ImageImpl::cache_stats() const {
   return {d.hits, d.misses, d.bytes, m.hits, m.misses, m.bytes};
 }
 
-void fill_stat(const Image& image, const Inode& inode, struct stat* st) {
+void fill_stat(Image& image, const Inode& inode, struct stat* st) {
   std::memset(st, 0, sizeof *st);
   st->st_ino = inode.inode_number;
   st->st_mode = inode.mode;
@@ -393,7 +393,13 @@ void fill_stat(const Image& image, const Inode& inode, struct stat* st) {
   if (inode.kind == FileKind::regular && inode.size > inode.sparse_bytes)
     st->st_blocks = blkcnt_t(((inode.size - inode.sparse_bytes - 1) >> 9) + 1);
   st->st_atim.tv_sec = st->st_mtim.tv_sec = st->st_ctim.tv_sec = time_t(inode.mtime);
-  (void)image;
+  // As the kernel counts them (du shows the same). A damaged xattr table only costs the
+  // blocks here: getxattr and listxattr report it.
+  try {
+    if (const uint32_t xattr_size = image.xattr_stored_size(inode))
+      st->st_blocks += blkcnt_t(((xattr_size - 1) >> 9) + 1);
+  } catch (const Error&) {
+  }
 }
 
 const char* kind_name(FileKind kind) {

@@ -260,6 +260,9 @@ class Image {
   // listxattr and getxattr, as the kernel does not (nor does it refuse a set of more).
   virtual std::vector<std::string> xattr_names(const Inode& inode) = 0;
   virtual std::optional<std::string> xattr_value(const Inode& inode, std::string_view name) = 0;
+  // The stored size of the inode's xattr set as its id-table entry gives it (0 without one),
+  // which the kernel counts in the inode's blocks.
+  virtual uint32_t xattr_stored_size(const Inode& inode) = 0;
 
   // Id table lookup (uid/gid are already resolved in Inode).
   virtual uint32_t id_at(uint16_t index) = 0;
@@ -292,8 +295,9 @@ class Image {
   virtual CacheStats cache_stats() const = 0;
 };
 
-// Fills a struct stat the way the kernel's squashfs driver reports the inode.
-void fill_stat(const Image& image, const Inode& inode, struct stat* st);
+// Fills a struct stat the way the kernel's squashfs driver reports the inode (its blocks
+// include those of its xattr set, read from the image).
+void fill_stat(Image& image, const Inode& inode, struct stat* st);
 
 const char* kind_name(FileKind kind);
 

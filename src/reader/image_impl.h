@@ -73,6 +73,7 @@ class ImageImpl final : public Image {
   std::vector<std::pair<std::string, std::string>> xattrs(const Inode& inode) override;
   std::vector<std::string> xattr_names(const Inode& inode) override;
   std::optional<std::string> xattr_value(const Inode& inode, std::string_view name) override;
+  uint32_t xattr_stored_size(const Inode& inode) override;
   uint32_t id_at(uint16_t index) override;
 
   bool has_export_table() const override { return sb_.export_table_start != ~0ull; }
@@ -129,6 +130,8 @@ class ImageImpl final : public Image {
   // value is null unless want_value(name) asked for it (reader/xattr.cpp).
   void visit_xattrs(const Inode& inode, const std::function<bool(const std::string&)>& want_value,
                     const std::function<void(std::string&, std::string*)>& fn);
+  // The inode's 16-byte xattr id-table entry (reference, count, size); false without xattrs.
+  bool xattr_id_entry(const Inode& inode, uint8_t entry[16]);
   std::string embedded_image_hint() const;
   void load_ids();
   // Walks the trailers' headers once, at open (reader/trailers.cpp), filling trailers_.

@@ -50,9 +50,13 @@ std::optional<std::string> ImageImpl::xattr_value(const Inode& inode, std::strin
   return out;
 }
 
-void ImageImpl::visit_xattrs(const Inode& inode, const std::function<bool(const std::string&)>& want_value,
-                             const std::function<void(std::string&, std::string*)>& fn) {
-  if (inode.xattr_index == fmt::kNoXattr || sb_.xattr_table_start == fmt::kTableAbsent) return;
+uint32_t ImageImpl::xattr_stored_size(const Inode& inode) {
+  uint8_t e[16];
+  return xattr_id_entry(inode, e) ? load_le32(e + 12) : 0;
+}
+
+bool ImageImpl::xattr_id_entry(const Inode& inode, uint8_t e[16]) {
+  if (inode.xattr_index == fmt::kNoXattr || sb_.xattr_table_start == fmt::kTableAbsent) return false;
   xattr_once_([&] {
     uint8_t h[16];
     read_exact(sb_.xattr_table_start, h, sizeof h, "xattr id table header");
@@ -67,8 +71,14 @@ void ImageImpl::visit_xattrs(const Inode& inode, const std::function<bool(const 
   if (inode.xattr_index >= xattr_id_count_)
     fail("inode " + std::to_string(inode.inode_number) + " has xattr index " + std::to_string(inode.xattr_index) +
          " outside the xattr id table");
-  uint8_t e[16];
   read_table_entry(xattr_ptrs_, inode.xattr_index, 16, e, "xattr id table");
+  return true;
+}
+
+void ImageImpl::visit_xattrs(const Inode& inode, const std::function<bool(const std::string&)>& want_value,
+                             const std::function<void(std::string&, std::string*)>& fn) {
+  uint8_t e[16];
+  if (!xattr_id_entry(inode, e)) return;
   const uint64_t ref = load_le64(e);
   const uint32_t count = load_le32(e + 8);
   if (count > kMaxXattrsPerInode)
