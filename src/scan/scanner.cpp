@@ -549,7 +549,12 @@ std::pair<std::string, std::string> split_source(const std::string& src) {
   while (path.size() > 1 && path.back() == '/') path.pop_back();
   auto slash = path.find_last_of('/');
   std::string last = slash == std::string::npos ? path : path.substr(slash + 1);
-  if (last == "." || last == "..") {
+  // "link/" names the directory a symlink points to (as lstat reads it, and rsync): that
+  // directory is the entry, under its own name. Without the resolution the parent of "link"
+  // was searched for "link" and the symlink stored.
+  struct stat st;
+  const bool through_symlink = path.size() != src.size() && lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode);
+  if (last == "." || last == ".." || through_symlink) {
     char* real = realpath(path.c_str(), nullptr);
     if (!real) throw_errno(src, errno);
     path = real;

@@ -56,7 +56,8 @@ Tree scan_sources(const ScanOptions& options);
 bool sources_form_root(const std::vector<std::string>& sources, bool keep_as_directory);
 
 // A SOURCE's directory and its name in the image: "a/b/" -> ("a", "b"); "." and ".." are
-// resolved first, since they name no entry. Its trailing '/' does not change what is packed.
+// resolved first, since they name no entry, and so is "link/", a symlink written with a
+// trailing '/': the directory it points to is packed, under that directory's own name.
 std::pair<std::string, std::string> split_source(const std::string& src);
 
 }  // namespace sqar

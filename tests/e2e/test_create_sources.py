@@ -2,7 +2,8 @@
 """How `sqar create` reads its SOURCE arguments, as users write them: an unreadable directory
 met by a non-root user stops the build with an error that names it and suggests
 --skip-unreadable; a SOURCE that is a symlink to a directory is stored as the symlink with a
-warning, and `SRC/` packs the directory it points to (as rsync reads it); --keep-as-directory
+warning, and `SRC/` packs the directory it points to (as rsync reads it; beside other SOURCEs
+under its own name); --keep-as-directory
 stores a single SOURCE directory under its own name (compared with mksquashfs
 -keep-as-directory); an --exclude written as a source path ('/var/log/journal' for SOURCE
 /var/log) leaves out that path. Images are read back with unsquashfs."""
@@ -68,6 +69,16 @@ def test_symlink_to_a_directory_as_source():
         unsquashfs_extract(f"{d}/followed.sqfs", f"{d}/out2")
         assert listing(f"{d}/out2") == listing(f"{d}/real"), listing(f"{d}/out2")
         log("ok: SRC/ packs the directory the symlink points to, without a warning")
+        # Beside another SOURCE (or with --keep-as-directory) too: it was stored as the symlink
+        # then, without a word. The directory keeps its own name.
+        os.makedirs(f"{d}/other")
+        write(f"{d}/other/g", b"g\n")
+        for args, name in (([f"{d}/link/", f"{d}/other"], "several"), (["--keep-as-directory", f"{d}/link/"], "kept")):
+            p = run([SQAR, "create", "-q", *args, f"{d}/{name}.sqfs"])
+            assert "warning" not in p.stderr, p.stderr
+            unsquashfs_extract(f"{d}/{name}.sqfs", f"{d}/out-{name}")
+            assert os.path.isdir(f"{d}/out-{name}/real") and not os.path.islink(f"{d}/out-{name}/real")
+            assert listing(f"{d}/out-{name}/real") == listing(f"{d}/real"), listing(f"{d}/out-{name}")
 
 
 def test_keep_as_directory():
