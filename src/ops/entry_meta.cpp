@@ -20,13 +20,11 @@ namespace {
 // FIFOs, sockets) are set through /proc/self/fd of the pinned entry, and refused with the
 // cause when /proc is not procfs.
 std::string proc_path(int fd) {
-  try {
-    return proc_fd_path(fd);
-  } catch (const Error&) {
+  if (!proc_is_procfs())
     throw Error(
         "/proc is not procfs (not mounted here?): modes, times and xattrs of symlinks, devices, FIFOs "
         "and sockets cannot be set without following names");
-  }
+  return proc_fd_path(fd);
 }
 
 }  // namespace

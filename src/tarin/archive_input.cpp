@@ -38,15 +38,7 @@ ssize_t ArchiveInput::read_cb(struct archive* a, void* self, const void** buf) {
   return static_cast<ArchiveInput*>(self)->read(a, buf);
 }
 
-size_t ArchiveInput::fill() {
-  for (;;) {
-    const ssize_t n = ::read(fd_, in_.data(), in_.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw_errno(name_, errno);
-    in_len_ = size_t(n);
-    return in_len_;
-  }
-}
+size_t ArchiveInput::fill() { return fill_at_least(1); }
 
 size_t ArchiveInput::fill_at_least(size_t want) {
   size_t got = 0;
