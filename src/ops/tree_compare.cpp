@@ -16,6 +16,7 @@
 #include <optional>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "common/error.h"
 #include "common/owner_id.h"
@@ -531,13 +532,14 @@ class TreeComparer {
     const XattrMap& a = image ? image->values : kNone;
     // Each further name of a hard link compares the same set with the same file on disk.
     const uint64_t pair = uint64_t(ino.xattr_index) << 32 | owner;
-    if (auto same = xattrs_same_.find(pair); same != xattrs_same_.end() && same->second) return;
+    if (xattrs_same_.count(pair)) return;
     XattrMap b;
     if (disk_has)
       for (const auto& [k, v] : *it->second) b[k] = v;
-    const bool same = a == b;
-    xattrs_same_[pair] = same;
-    if (same) return;
+    if (a == b) {
+      xattrs_same_.insert(pair);
+      return;
+    }
     std::string names;
     for (const auto& [k, v] : a)
       if (!b.count(k) || b.at(k) != v) names += (names.empty() ? "" : ",") + k;
@@ -565,7 +567,7 @@ class TreeComparer {
   std::unordered_map<uint32_t, bool> fragment_damaged_;  // fragment block -> its digest does not match
   std::unordered_map<uint32_t, std::shared_ptr<const ImageXattrs>> xattr_sets_;  // by xattr index
   size_t xattr_cache_bytes_ = 0;
-  std::unordered_map<uint64_t, bool> xattrs_same_;  // (xattr index, disk node) -> the sets are equal
+  std::unordered_set<uint64_t> xattrs_same_;  // (xattr index, disk node) pairs whose sets are equal
 };
 
 }  // namespace
