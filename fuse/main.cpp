@@ -57,8 +57,10 @@ int main(int argc, char** argv) {
   std::string image_path = realpath(o.image.c_str(), resolved) ? std::string(resolved) : o.image;
   std::unique_ptr<Filesystem> fs;
   try {
-    auto image = reader::Image::open(
-        image_path, {.offset = o.offset, .cache_bytes = o.cache_bytes, .before_block_load = yield_listener_role});
+    auto image = reader::Image::open(image_path, {.offset = o.offset,
+                                                  .cache_bytes = o.cache_bytes,
+                                                  .before_block_load = yield_listener_role,
+                                                  .before_metadata_load = yield_listener_role_if_slow});
     fs = std::make_unique<Filesystem>(std::move(image), o);
   } catch (const Error& e) {
     fprintf(stderr, "sqarfs: %s\n", e.what());

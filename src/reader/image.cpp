@@ -36,6 +36,7 @@ ImageImpl::ImageImpl(std::string path, const ImageOptions& options)
       offset_(options.offset),
       serial_(g_next_serial.fetch_add(1)),
       before_block_load_(options.before_block_load),
+      before_metadata_load_(options.before_metadata_load),
       kernel_limits_(options.kernel_limits),
       data_cache_(options.cache_bytes),
       meta_cache_(options.metadata_cache_bytes) {
@@ -282,6 +283,7 @@ size_t ImageImpl::decode_meta_block(uint64_t pos, uint8_t* out, uint64_t& next) 
 
 cache::BlockPtr ImageImpl::meta_block(uint64_t pos) {
   return meta_cache_.get_or_load(pos, [&]() -> cache::BlockPtr {
+    if (before_metadata_load_) before_metadata_load_();
     auto block = std::make_shared<cache::Block>();
     block->bytes = std::make_unique_for_overwrite<uint8_t[]>(fmt::kMetadataBlockSize);
     block->size = decode_meta_block(pos, block->bytes.get(), block->next);

@@ -37,6 +37,10 @@ struct ImageOptions {
   // Called on the reading thread before a data block or fragment that is not cached is
   // read and decompressed (sqarfs hands request listening to another thread meanwhile).
   void (*before_block_load)() = nullptr;
+  // The same before a metadata block that is not cached: one request may read thousands of
+  // them (a huge block list), though most read one or two (sqarfs hands listening on only
+  // once the request has run for a while).
+  void (*before_metadata_load)() = nullptr;
   // >= 0: read this already open file (the image keeps a duplicate; the caller still owns fd)
   // and use the path only to name the image in messages: standard input spooled to an
   // unlinked temporary file has no path to open.

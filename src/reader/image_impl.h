@@ -141,9 +141,10 @@ class ImageImpl final : public Image {
   uint64_t offset_;
   int fd_ = -1;
   uint64_t file_size_ = 0;
-  uint64_t serial_;              // distinguishes images for thread-local codecs
-  void (*before_block_load_)();  // ImageOptions::before_block_load
-  bool kernel_limits_;           // ImageOptions::kernel_limits
+  uint64_t serial_;                 // distinguishes images for thread-local codecs
+  void (*before_block_load_)();     // ImageOptions::before_block_load
+  void (*before_metadata_load_)();  // ImageOptions::before_metadata_load
+  bool kernel_limits_;              // ImageOptions::kernel_limits
   Superblock sb_;
   CodecConfig codec_cfg_;
   // Where each trailer starts (file positions) and its decoded header, as locate_trailers()
