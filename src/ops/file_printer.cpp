@@ -17,11 +17,9 @@ namespace sqar::ops {
 
 namespace {
 
-// `target` (a symlink's) read from the directory `base`, with '.' and '..' resolved
-// lexically: an absolute target starts at the image root, and '..' stops at the root, whichever
-// form the target has (the image has no other root to escape to).
-std::string lexical_target(const std::string& base, const std::string& target) {
-  const std::string joined = (!target.empty() && target[0] == '/') || base.empty() ? target : base + "/" + target;
+// `path` with '.' and '..' resolved lexically; '..' stops at the root (the image has no other
+// root to escape to). Right only where every component before a '..' is a directory.
+std::string lexical_path(const std::string& joined) {
   std::string out;
   for (size_t i = 0; i <= joined.size();) {
     size_t j = joined.find('/', i);
@@ -33,6 +31,19 @@ std::string lexical_target(const std::string& base, const std::string& target) {
     } else if (!comp.empty() && comp != ".") {
       out += (out.empty() ? "" : "/") + comp;
     }
+    i = j + 1;
+  }
+  return out;
+}
+
+// `path` without its empty components (leading, trailing and repeated slashes); '.' and
+// '..' stay for the walk to resolve.
+std::string without_empty_components(const std::string& path) {
+  std::string out;
+  for (size_t i = 0; i <= path.size();) {
+    size_t j = path.find('/', i);
+    if (j == std::string::npos) j = path.size();
+    if (j > i) out.append(out.empty() ? "" : "/").append(path, i, j - i);
     i = j + 1;
   }
   return out;
@@ -66,7 +77,7 @@ reader::Inode resolve_regular_file(reader::Image& image, std::string path) {
         // the walk), so resolving the prefix lexically resolves it as the kernel would:
         // "link/../x" goes through link's target first. The path only gets shorter here.
         const std::string rest = last ? "" : path.substr(j + 1);
-        const std::string here = lexical_target("", path.substr(0, j));
+        const std::string here = lexical_path(path.substr(0, j));
         path = here.empty() ? rest : rest.empty() ? here : here + "/" + rest;
         break;
       }
@@ -83,8 +94,12 @@ reader::Inode resolve_regular_file(reader::Image& image, std::string path) {
         followed_symlink = true;
         const std::string walked = i ? path.substr(0, i - 1) : "";  // the directories before it
         const std::string rest = last ? "" : path.substr(j + 1);
-        const std::string target = lexical_target(walked, image.read_symlink(ino));
-        path = rest.empty() ? target : target.empty() ? rest : target + "/" + rest;
+        // The target's own '..' are walked in turn like any component: "l/../x" with l ->
+        // p/q is p/x, as the kernel reads it, not the x beside l.
+        const std::string target = image.read_symlink(ino);
+        const bool absolute = !target.empty() && target[0] == '/';
+        path = without_empty_components(absolute || walked.empty() ? target : walked + "/" + target);
+        if (!rest.empty()) path = path.empty() ? rest : path + "/" + rest;
         // Bounded as the kernel bounds a path (PATH_MAX): a hostile image's symlinks could
         // otherwise grow it by a 4 KiB target per hop, each hop walked from the root again.
         if (path.size() > kMaxPath)

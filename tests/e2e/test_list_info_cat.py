@@ -207,6 +207,13 @@ def test_cat_clamps_escaping_symlinks_at_the_root():
         # Symlinks to directories in the middle of the path, chained, relative and absolute.
         os.symlink("../../etc", f"{src}/a/b/etc-dir")
         os.symlink("/../a", f"{src}/a-dir")
+        # '..' inside a target climbs from where the symlinks before it led: c is p/x.
+        write(f"{src}/x", b"top x\n")
+        write(f"{src}/p/x", b"p's x\n")
+        os.makedirs(f"{src}/p/q")
+        os.symlink("p/q", f"{src}/l")
+        os.symlink("l/../x", f"{src}/c")
+        os.symlink("nosub/../x", f"{src}/no-sub")
         img = f"{d}/img.sqfs"
         run([SQAR, "create", "-q", src, img])
         for name in ("abs-up", "a/abs-mid", "a/b/rel-up", "a/b/etc-dir/passwd", "a-dir/b/etc-dir/passwd"):
@@ -220,6 +227,14 @@ def test_cat_clamps_escaping_symlinks_at_the_root():
             if p.returncode != 0 or p.stdout != b"the image's passwd\n":
                 raise AssertionError(f"cat {name}: exit {p.returncode}, {p.stdout!r} {p.stderr!r}")
         expect_fail(["cat", img, "a/b/etc-dir/../passwd"], 1, "a/b/etc-dir/../passwd: not found in the image")
+        # The same as the kernel reading the tree the image was made of.
+        with open(f"{src}/c", "rb") as f:
+            assert f.read() == b"p's x\n"
+        p = run([SQAR, "cat", img, "c"], check=False, text=False)
+        if p.returncode != 0 or p.stdout != b"p's x\n":
+            raise AssertionError(f"cat c (l/../x, l -> p/q): exit {p.returncode}, {p.stdout!r} {p.stderr!r}")
+        assert not os.path.exists(f"{src}/no-sub")
+        expect_fail(["cat", img, "no-sub"], 1, "no-sub: not found in the image")
         expect_fail(["cat", img, "a/.."], 1, "a/..: is a directory")
         expect_fail(["cat", img, "a-dir/b/etc-dir"], 1, "a-dir/b/etc-dir: is a directory (its symlinks lead to etc)")
         expect_fail(["cat", img, "etc/passwd/x"], 1, "etc/passwd/x: etc/passwd is not a directory")
