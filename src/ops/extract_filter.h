@@ -38,7 +38,10 @@ class ExtractFilter {
     Mark m;
     m.excluded = parent.excluded ||
                  (!excludes_.empty() && excludes_.excluded(exclude_walk_.enter_in_walk_order(path), name, is_dir));
-    m.selected = !m.excluded && (patterns_.empty() || parent.selected || match(path));
+    // Matched even below a selected or excluded directory: a PATTERN naming such an entry
+    // has found it ("d d/f" is no error, as extract --tar's check of the patterns finds).
+    const bool matched = !patterns_.empty() && match(path);
+    m.selected = !m.excluded && (patterns_.empty() || parent.selected || matched);
     return m;
   }
   // Marks each pattern that selects `path`; true when any does. The literal comparison lets a

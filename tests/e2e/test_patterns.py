@@ -79,6 +79,16 @@ def test_extract():
         assert files == {q for q in reference(src, glob) if os.path.isfile(f"{src}/{q}")}, sorted(files)
         expect_fail(["extract", "-C", f"{d}/none", img, "no/such/entry"], 1, img, "no/such/entry: not found")
         assert not os.path.exists(f"{d}/none"), "extract of nothing made its directory"
+        # A PATTERN below another one, or below an excluded directory, has found its entry:
+        # no error, in a directory as in --tar.
+        for args in (["etc/a", "etc/a/x.conf", "etc/a/**/x.conf"], ["--exclude", "etc/a", "etc/a/x.conf", "top.conf"]):
+            p = run([SQAR, "extract", "-q", "-C", f"{d}/nested{len(args)}", img] + args, check=False)
+            assert p.returncode == 0 and p.stderr == "", f"extract {args}: exit {p.returncode}, {p.stderr}"
+            p = run([SQAR, "extract", "--tar", "-", img] + args, check=False, text=False)
+            assert p.returncode == 0, f"extract --tar {args}: exit {p.returncode}, {p.stderr}"
+        got = {q.relative_to(f"{d}/nested3").as_posix() for q in pathlib.Path(f"{d}/nested3").rglob("*") if q.is_file()}
+        assert got == {q for q in reference(src, "etc/a") if os.path.isfile(f"{src}/{q}")}, sorted(got)
+        assert os.listdir(f"{d}/nested4") == ["top.conf"], os.listdir(f"{d}/nested4")
 
 
 def test_extract_exclude():
