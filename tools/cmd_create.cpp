@@ -3,6 +3,7 @@
 #include <malloc.h>
 #include <unistd.h>
 
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -298,7 +299,8 @@ int run_create(int argc, char** argv) {
       }
       case 'l': {
         auto v = parse_int(arg);
-        if (!v || *v < 0) throw UsageError("invalid level '" + arg + "'");
+        // Out of int's range is out of every codec's: never wrapped into one (2^32 + 9 is not 9).
+        if (!v || *v < 0 || *v > INT_MAX) throw UsageError("invalid level '" + arg + "'");
         opt.data.codec.level = int(*v);
         level_given = true;
         break;

@@ -1,6 +1,7 @@
 // `sqar append` and `sqar merge`: images from images, their stored blocks copied as they are.
 #include <getopt.h>
 
+#include <climits>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -236,7 +237,8 @@ int run(int argc, char** argv, bool append) {
       }
       case 'l': {
         auto v = parse_int(arg);
-        if (!v || *v < 0) throw UsageError("invalid level '" + arg + "'");
+        // Out of int's range is out of every codec's: never wrapped into one (2^32 + 9 is not 9).
+        if (!v || *v < 0 || *v > INT_MAX) throw UsageError("invalid level '" + arg + "'");
         opt.level = int(*v);
         break;
       }

@@ -156,6 +156,7 @@ def test_bad_usage_is_explained():
         for args, needle in ((["-b", "3000"], "block size"), (["-c", "brotli"], "compressor"),
                              (["-c", "gzip", "-l", "13"], "level 13 is out of range for gzip (1-12)"),
                              (["-l", "99"], "out of range for zstd"), (["-c", "xz", "-l", "10"], "(0-9)"),
+                             (["-l", "4294967305"], "invalid level '4294967305'"),  # not 2^32 + 9 as 9
                              (["--no-such-option"], "unknown option '--no-such-option'"), ([], "SOURCE")):
             p = run([SQAR, "create", *args, f"{d}/src", f"{d}/img"] if args else [SQAR, "create", f"{d}/src"],
                     check=False)

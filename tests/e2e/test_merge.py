@@ -283,6 +283,9 @@ def test_output_settings_are_chosen():
                 pass
             log(f"ok: merge {' '.join(args)}: {', '.join(recoded)} recoded, {s['copied_bytes']} bytes copied")
         expect_refused(["-c", "gzip", "-l", "13", *shards], f"{d}/bad.sqfs", "level")
+        p = run([SQAR, "merge", "-c", "gzip", "-l", "4294967297", *shards, f"{d}/bad.sqfs"], check=False)
+        assert p.returncode == 2 and "invalid level '4294967297'" in p.stderr, (p.returncode, p.stderr)  # not 1
+        assert not os.path.exists(f"{d}/bad.sqfs")
         p = run([SQAR, "append", "-c", "gzip", shards[0], t], check=False)
         assert p.returncode == 1 and "recompressing the image is not supported" in p.stderr, p.stderr
 
