@@ -92,12 +92,14 @@ const char kHelp[] =
     "                          image with the same compressor, level and block size) holds, and\n"
     "                          fragment blocks it has, instead of compressing them again. Each\n"
     "                          copied block is checked against the source first; with an OLD made\n"
-    "                          by sqar the image is the same as without it. OLD may be IMAGE\n"
-    "                          itself (with --force), or made by mksquashfs or with --no-manifest\n"
-    "                          (its files are then decoded and hashed first). -c, -l and -b\n"
-    "                          default to OLD's. An OLD that does not exist or cannot be read\n"
-    "                          gives a fresh build and a one-line note (a nightly job's first\n"
-    "                          night)\n"
+    "                          by sqar create (with its trailers, of one level) the image is the\n"
+    "                          same as without it. OLD may be IMAGE itself (with --force), or made\n"
+    "                          by mksquashfs or with --no-manifest (its files are then decoded and\n"
+    "                          hashed first). Blocks copied from an OLD whose level is unknown\n"
+    "                          (those two) or mixed (append -l, merge) mark the image as of mixed\n"
+    "                          levels. -c, -l and -b default to OLD's. An OLD that does not exist\n"
+    "                          or cannot be read gives a fresh build and a one-line note (a\n"
+    "                          nightly job's first night)\n"
     "      --reuse-strict      with --reuse: an OLD that does not exist or cannot be read is an\n"
     "                          error\n"
     "      --no-manifest       omit the trailer of content XXH3-128 hashes (used by sqar verify)\n"
@@ -222,6 +224,16 @@ void take_open_settings_from(const std::string& old_image, CodecConfig& codec, b
   // lz4's options block says only "high compression", not its level: take lz4hc's default.
   if (codec.id == CodecId::lz4 && codec.lz4_hc && codec.level <= 0) codec.level = 9;
   level_given = true;
+  // Only sqar's settings trailer records xz's and lz4's level, and gzip's 10-12 (stored as 9).
+  bool has_trailer = false;
+  try {
+    has_trailer = old->settings_trailer().has_value();
+  } catch (const std::exception&) {
+  }
+  if (!has_trailer && !options_block_tells_level(codec))
+    print_message("sqar create: note: " + old_image + " does not record its " + codec_name(codec.id) +
+                  " level (no settings trailer: --no-manifest, or another tool's image); using level " +
+                  std::to_string(resolved_level(codec)) + ", which -l changes");
 }
 
 int run_create(int argc, char** argv) {

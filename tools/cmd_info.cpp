@@ -115,7 +115,7 @@ std::string bcj_filter_names(uint32_t flags) {
   return out;
 }
 
-std::string codec_options(const reader::Image& image, std::optional<int> level) {
+std::string codec_options(reader::Image& image, std::optional<int> level) {
   const CodecConfig& c = image.codec_config();
   bool stored = image.super().flags & fmt::kFlagCompressorOptions;
   const std::string level_text = level ? "level " + std::to_string(*level) + ", " : "";
@@ -127,13 +127,24 @@ std::string codec_options(const reader::Image& image, std::optional<int> level) 
       out = level_text + "dictionary " + std::to_string(c.xz_dict_size ? c.xz_dict_size : c.block_size) +
             (c.xz_filters ? ", BCJ filters " + bcj_filter_names(c.xz_filters) : "");
       break;
-    case CodecId::lzo:
-      out = "algorithm " + std::to_string(c.lzo_algorithm) + ", level " + std::to_string(c.level);
+    case CodecId::lzo: {
+      // squashfs-tools' numbering; only lzo1x_999 has levels.
+      static const char* const kAlgorithms[] = {"lzo1x_1", "lzo1x_1_11", "lzo1x_1_12", "lzo1x_1_15", "lzo1x_999"};
+      out = c.lzo_algorithm < std::size(kAlgorithms) ? kAlgorithms[c.lzo_algorithm]
+                                                     : "algorithm " + std::to_string(c.lzo_algorithm);
+      if (c.lzo_algorithm == 4) out += ", level " + std::to_string(c.level);
       break;
+    }
     case CodecId::lz4: out = c.lz4_hc ? level_text + "high compression" : "default"; break;
     default: out = "";
   }
-  return out + (stored ? "" : (out.empty() ? "defaults" : "; defaults: no options block"));
+  out += stored ? "" : (out.empty() ? "defaults" : "; defaults: no options block");
+  try {
+    const auto settings = image.settings_trailer();
+    if (settings && settings->mixed) out += "; some blocks at other levels, from append -l, merge or --reuse";
+  } catch (const std::exception&) {
+  }
+  return out;
 }
 
 int info_main(int argc, char** argv) {

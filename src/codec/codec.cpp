@@ -22,6 +22,18 @@ constexpr uint32_t kLz4FlagHC = 1;
 
 int resolved_level(const CodecConfig& cfg) { return cfg.level < 0 ? default_level(cfg.id) : cfg.level; }
 
+bool options_block_tells_level(const CodecConfig& cfg) {
+  switch (cfg.id) {
+    case CodecId::zstd:
+    case CodecId::lzo: return true;
+    case CodecId::gzip: return resolved_level(cfg) < 9;
+    case CodecId::lz4: return !cfg.lz4_hc;
+    case CodecId::xz:
+    case CodecId::lzma: return false;
+  }
+  return false;
+}
+
 std::unique_ptr<Codec> make_codec(const CodecConfig& in) {
   CodecConfig cfg = in;
   cfg.level = resolved_level(in);

@@ -50,6 +50,10 @@ int default_level(CodecId id);
 int resolved_level(const CodecConfig& cfg);
 // The level sqar writes at when the user gives none: the format's default, but zstd 9.
 int preferred_level(CodecId id);
+// Whether the options block (or its absence) tells the level cfg was read as: zstd's and lzo's
+// do, and gzip's up to 8 and plain lz4's; xz and lz4hc store none, and gzip's 9 stands for
+// sqar's 10-12 too. Otherwise only sqar's settings trailer knows it (docs/format.md).
+bool options_block_tells_level(const CodecConfig& cfg);
 // Valid level range for --level; {0,0} means the codec has no levels.
 std::pair<int, int> level_range(CodecId id);
 bool codec_can_write(CodecId id);

@@ -28,6 +28,7 @@ ReuseIndex& ReuseIndex::operator=(ReuseIndex&& o) noexcept {
     fragments_ = std::move(o.fragments_);
     sizes_ = std::move(o.sizes_);
     blocks_ = std::move(o.blocks_);
+    levels_unknown_ = o.levels_unknown_;
   }
   return *this;
 }
@@ -66,6 +67,7 @@ ReuseIndex ReuseIndex::open(const std::string& old_image, const CodecConfig& cod
     // damaged: as without one, the options block decides (and verify reports it)
   }
   const bool other_level = settings && !settings->mixed && resolved_level(old) != resolved_level(codec);
+  index.levels_unknown_ = settings ? settings->mixed : !options_block_tells_level(old);
   if (old.id != codec.id || old.block_size != codec.block_size ||
       encode_codec_options(old) != encode_codec_options(codec) || other_level) {
     why_unusable = "it was made with " + settings_of(old) + ", this build uses " + settings_of(codec);

@@ -47,6 +47,11 @@ class ReuseIndex {
   ~ReuseIndex();
 
   const std::string& path() const { return path_; }
+  // Whether OLD's blocks may be of a level other than this build's: OLD calls itself mixed
+  // (append -l, merge), or has no settings trailer (mksquashfs, --no-manifest) and an options
+  // block that does not tell the level (xz, say). An image that copies any of them is not a
+  // fresh build's bytes and says so in its own trailer.
+  bool levels_unknown() const { return levels_unknown_; }
   bool empty() const { return files_.empty() && fragments_.empty(); }
 
   size_t file_count() const { return files_.size(); }
@@ -79,6 +84,7 @@ class ReuseIndex {
 
   std::string path_;
   int fd_ = -1;
+  bool levels_unknown_ = false;
   std::unordered_map<ContentKey, uint32_t, ContentKeyHasher> files_;      // -> index of its first block
   std::unordered_map<ContentKey, uint32_t, ContentKeyHasher> fragments_;  // decoded content -> block
   std::unordered_set<uint64_t> sizes_;

@@ -222,6 +222,9 @@ CreateStats create_image(CreateOptions opt, CreateProgress* progress) {
   fin.flags = flags;
   fin.dedup = data_opt.dedup;
   fin.xattrs = scan.xattrs;
+  // Blocks copied from an OLD whose level is unknown may be of another level than the rest:
+  // the trailer says so, so a later --reuse, append or merge does not take them for this one.
+  fin.mixed_levels = reuse && reuse->levels_unknown() && (data.stats.blocks_reused || data.stats.fragments_reused);
   const FinishResult fr = finish_image(tree, data, out, fin);
   const MetadataResult& meta = fr.meta;
   stats.metadata_seconds = since(t_meta);

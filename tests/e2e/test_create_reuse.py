@@ -192,6 +192,39 @@ def test_old_at_another_level_the_options_block_cannot_tell_is_not_reused():
             log(f"ok: {' '.join(new_opts)} --reuse a {why} image: nothing copied, the fresh build's bytes")
 
 
+def test_old_of_mixed_or_unknown_levels_marks_the_image_mixed():
+    # An OLD whose blocks are of several levels (append -l) or of a level nothing records (xz
+    # with --no-manifest) is still reused, but the image is then no fresh build: its settings
+    # trailer says mixed (info shows it), so a rebuild from it is not taken for one either.
+    def compressor_line(img):
+        return next(line for line in run([SQAR, "info", img]).stdout.splitlines() if line.startswith("Compressor:"))
+
+    with tempdir() as d:
+        src = f"{d}/src"
+        write(f"{src}/one/a.log", log_text(5 * BLOCK + 100, 1))
+        write(f"{src}/two/b.log", log_text(4 * BLOCK + 7, 2))
+        sqar_create(f"{src}/one", f"{d}/old.sqfs", "-c", "zstd", "-l", "3", "-b", "16K", env=ENV)
+        assert "other levels" not in compressor_line(f"{d}/old.sqfs")
+        run([SQAR, "append", "-q", "-l", "19", f"{d}/old.sqfs", f"{src}/two/b.log"], env=ENV)
+        assert "some blocks at other levels" in compressor_line(f"{d}/old.sqfs"), compressor_line(f"{d}/old.sqfs")
+        shutil.copy(f"{src}/two/b.log", f"{src}/one/b.log")
+        reused = sqar_create(f"{src}/one", f"{d}/new.sqfs", "--reuse", f"{d}/old.sqfs", env=ENV)
+        assert reused["blocks_reused"] > 0, reused
+        assert "some blocks at other levels" in compressor_line(f"{d}/new.sqfs"), compressor_line(f"{d}/new.sqfs")
+        log("ok: --reuse of an append -l image copies its blocks and marks the image as of mixed levels")
+
+        sqar_create(src, f"{d}/bare.sqfs", "-c", "xz", "-l", "1", "-b", "16K", "--no-manifest", env=ENV)
+        p = run([SQAR, "create", "--json", "--reuse", f"{d}/bare.sqfs", src, f"{d}/from-bare.sqfs"], env=ENV)
+        assert "does not record its xz level" in p.stderr and "using level 6" in p.stderr, p.stderr
+        assert json.loads(p.stdout)["blocks_reused"] > 0, p.stdout
+        assert "some blocks at other levels" in compressor_line(f"{d}/from-bare.sqfs")
+        # Nothing copied, nothing mixed: a fresh build's bytes.
+        sqar_create(src, f"{d}/fresh.sqfs", "-c", "xz", "-b", "16K", env=ENV)
+        sqar_create(src, f"{d}/again.sqfs", "--reuse", f"{d}/fresh.sqfs", env=ENV)
+        assert open(f"{d}/fresh.sqfs", "rb").read() == open(f"{d}/again.sqfs", "rb").read()
+        log("ok: --reuse of an xz --no-manifest image names the level it takes and marks the image mixed")
+
+
 def test_damaged_old_blocks_are_compressed_instead():
     with tempdir() as d:
         src = f"{d}/src"
@@ -282,6 +315,7 @@ if __name__ == "__main__":
           test_small_file_tree_reuses_fragment_blocks_after_an_edit,
           test_every_compressor_takes_olds_settings,
           test_old_at_another_level_the_options_block_cannot_tell_is_not_reused,
+          test_old_of_mixed_or_unknown_levels_marks_the_image_mixed,
           test_damaged_old_blocks_are_compressed_instead,
           test_unusable_or_missing_old,
           test_old_without_manifest_is_hashed_by_decoding])

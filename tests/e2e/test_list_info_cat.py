@@ -372,6 +372,12 @@ def test_info_names_what_it_finds():
         line = [l for l in sqar("info", img).stdout.splitlines() if l.startswith("Compressor:")][0]
         assert line.endswith("BCJ filters x86+arm)"), line
         log(f"ok: {line}")
+        # lzo's algorithm by the name mksquashfs takes; a level only where it has one.
+        for algorithm, want in (("lzo1x_1", "lzo (lzo1x_1)"), ("lzo1x_999", "lzo (lzo1x_999, level 8)")):
+            mksquashfs(f"{d}/src", f"{d}/lzo.sqfs", "-comp", "lzo", "-Xalgorithm", algorithm)
+            line = [l for l in sqar("info", f"{d}/lzo.sqfs").stdout.splitlines() if l.startswith("Compressor:")][0]
+            assert line.split(None, 1)[1].replace("; defaults: no options block", "") == want, (algorithm, line)
+        log("ok: lzo algorithms named as mksquashfs names them")
 
 
 if __name__ == "__main__":
