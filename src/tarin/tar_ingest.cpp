@@ -23,8 +23,10 @@
 namespace sqar {
 namespace {
 
-constexpr size_t kMaxNameLength = 255;      // SquashFS's and Linux's NAME_MAX
-constexpr size_t kMaxSymlinkLength = 4096;  // the kernel refuses longer targets (PAGE_SIZE)
+constexpr size_t kMaxNameLength = 255;  // SquashFS's and Linux's NAME_MAX
+// symlink(2) takes at most PATH_MAX - 1 bytes; the kernel's squashfs mounts a 4096-byte
+// target but readlink() gives 4095 of them, another path.
+constexpr size_t kMaxSymlinkLength = 4095;
 // The kernel's limits for one inode's attributes (XATTR_SIZE_MAX, XATTR_LIST_MAX); the image
 // reader bounds them the same way (docs/architecture.md).
 constexpr size_t kMaxXattrValue = 65536;

@@ -252,6 +252,18 @@ def test_names_stay_inside_the_root():
         expect_failure(d, tar_bytes([reg("d/" + "n" * 256)]), "n" * 256, "longer than 255",
                        what="a 256-byte name")
         expect_failure(d, tar_bytes([reg("f"), reg("f/g")]), "f/g", "not a directory", what="a file used as a directory")
+        # The longest target symlink(2) takes is 4095 bytes; one of 4096 would be read back
+        # from the kernel's mount cut to 4095, another path.
+        def symlink_member(name, target):
+            i = tarfile.TarInfo(name)
+            i.type, i.linkname = tarfile.SYMTYPE, target
+            return i, None
+        longest = "a/" * 2046 + "bcd"
+        assert len(longest) == 4095
+        out, _ = unpack(d, tar_bytes([symlink_member("s", longest)]))
+        assert os.readlink(f"{out}/s") == longest
+        expect_failure(d, tar_bytes([symlink_member("s", longest + "e")]), "s", "longer than 4095",
+                       what="a 4096-byte symlink target")
         # An empty directory is replaced by a file: the next member below that name must not be
         # placed in the replaced directory.
         expect_failure(d, tar_bytes([reg("p/x"), dir_("p/q"), reg("p/q"), reg("p/q/y")]), "p/q/y", "not a directory",
