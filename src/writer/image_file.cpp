@@ -10,6 +10,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -45,6 +46,14 @@ std::string directory_of(const std::string& path) {
   if (slash == std::string::npos) return ".";
   if (slash == 0) return "/";
   return path.substr(0, slash);
+}
+
+// A temporary name beside `path` ending in `suffix`: IMAGE's name cut short where the suffix
+// would take the whole past NAME_MAX (255 bytes), so a long IMAGE name can still be replaced.
+std::string temp_name_beside(const std::string& path, const std::string& suffix) {
+  const size_t start = path.find_last_of('/') + 1;  // npos + 1 == 0
+  const size_t keep = std::min(path.size() - start, size_t(NAME_MAX) - suffix.size());
+  return path.substr(0, start + keep) + suffix;
 }
 
 // The file a symlink at PATH leads to (PATH itself when it is none), as mksquashfs and
@@ -173,7 +182,7 @@ ImageFile::ImageFile(std::string final_path, bool overwrite)
   if (fd_ < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL)) {
     // Filesystems (or kernels) without O_TMPFILE: a named file beside IMAGE, removed on error
     // and by the CLI's signal handlers.
-    std::string tmpl = final_path_ + ".sqar-tmp-XXXXXX";
+    std::string tmpl = temp_name_beside(final_path_, ".sqar-tmp-XXXXXX");
     std::vector<char> name(tmpl.begin(), tmpl.end());
     name.push_back('\0');
     fd_ = mkostemp(name.data(), O_CLOEXEC);
@@ -470,7 +479,7 @@ void ImageFile::commit() {
       // for the two system calls in between; the signal handlers remove it if one lands there.
       std::string staged;
       for (unsigned attempt = 0;; ++attempt) {
-        staged = final_path_ + ".sqar-tmp-" + std::to_string(getpid()) + "-" + std::to_string(attempt);
+        staged = temp_name_beside(final_path_, ".sqar-tmp-" + std::to_string(getpid()) + "-" + std::to_string(attempt));
         set_pending(staged);
         if (link_unnamed(fd_, dir_fd, base_name_of(staged).c_str()) == 0) break;
         const int err = errno;

@@ -129,6 +129,12 @@ def test_existing_image_is_never_overwritten_without_force():
         run([SQAR, "create", "-q", "--force", f"{d}/src", f"{d}/img"])
         assert open(f"{d}/img", "rb").read(4) == b"hsqs"
         assert not leftovers(f"{d}/img")
+        # A name of NAME_MAX bytes: the temporary name beside it must still fit.
+        longest = f"{d}/" + "n" * 250 + ".sqfs"
+        for _ in range(2):
+            run([SQAR, "create", "-q", "--force", f"{d}/src", longest])
+            assert open(longest, "rb").read(4) == b"hsqs"
+            assert sorted(os.listdir(d)) == sorted(["src", "img", os.path.basename(longest)]), os.listdir(d)
         # A file given as a SOURCE and as IMAGE would be lost to its own image, even with --force.
         write(f"{d}/notes.txt", b"keep me")
         p = run([SQAR, "create", "--force", f"{d}/notes.txt", f"{d}/src", f"{d}/notes.txt"], check=False)
