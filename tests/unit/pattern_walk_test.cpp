@@ -269,8 +269,9 @@ TEST(ExtractFilter, AnswersAsWholePathMatchingInAnExtractWalk) {
       const ops::ExtractFilter::Mark parent = marks.back();
       ops::ExtractFilter::Mark want;
       want.excluded = parent.excluded || reference_excludes.excluded(e.path, e.name, e.is_dir);
+      // A pattern finds its entry also below a selected or excluded directory ("d d/f").
       bool any = false;
-      if (!want.excluded && !patterns.empty() && !parent.selected)
+      if (!patterns.empty())
         for (size_t i = 0; i < patterns.size(); ++i)
           if (e.path == patterns[i] || path_pattern_match(patterns[i], e.path)) reference_hits.hit[i] = any = true;
       want.selected = !want.excluded && (patterns.empty() || parent.selected || any);
