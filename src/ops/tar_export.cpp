@@ -468,7 +468,7 @@ class Exporter {
       opt_.problems(Severity::warning, path,
                     "xattr " + printable(key) +
                         ": libarchive writes this name %-encoded, and tar -x may restore it so (bsdtar decodes "
-                        "none, GNU tar only %3D and %25); sqar extract without --tar keeps it");
+                        "none, GNU tar only %3D and %25); sqar create --tar and sqar extract without --tar keep it");
   }
 
   // Holes: the image's sparse blocks, and the 4 KiB-aligned all-zero runs inside the other

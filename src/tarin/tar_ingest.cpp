@@ -19,6 +19,7 @@
 #include "format/squashfs.h"
 #include "scan/xattr_reader.h"
 #include "tarin/archive_input.h"
+#include "tarin/pax_xattr_names.h"
 
 namespace sqar {
 namespace {
@@ -403,7 +404,7 @@ class Ingest {
       xattrs_.erase(inode);
       return;
     }
-    XattrList list;
+    std::vector<std::pair<std::string, std::string>> given;
     size_t names = 0;
     const char* k = nullptr;
     const void* v = nullptr;
@@ -412,10 +413,15 @@ class Ingest {
       names += std::strlen(k) + 1;
       if (size > kMaxXattrValue || names > kMaxXattrNames)
         fail(member, "extended attributes larger than Linux allows (64 KiB per value, 64 KiB of names)");
-      if (storable_xattr(k))
-        list.stored.emplace_back(k, std::string(static_cast<const char*>(v), size));
+      given.emplace_back(k, std::string(static_cast<const char*>(v), size));
+    }
+    decode_pax_xattr_names(given);
+    XattrList list;
+    for (auto& [key, value] : given) {
+      if (storable_xattr(key.c_str()))
+        list.stored.emplace_back(std::move(key), std::move(value));
       else
-        list.unstorable.emplace_back(k);
+        list.unstorable.emplace_back(std::move(key));
     }
     // A name given twice: the last value wins, as tar -x sets them in order. libarchive lists
     // an entry's xattrs last first (it prepends each as it reads the header): archive order is

@@ -10,6 +10,7 @@ import lzma
 import os
 import pty
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -401,6 +402,41 @@ def test_excluded_members_and_repeated_xattrs_as_tar_x_gives_them():
         assert os.getxattr(f"{d}/tar-xattrs/f", "user.a") == b"second"
         log("ok: excluded members and a repeated xattr give what GNU tar -x gives")
 
+def test_encoded_xattr_names_come_back_as_they_were():
+    """Tar writers %-encode some bytes of an xattr name (GNU tar '%' and '='; libarchive, and so
+    bsdtar and sqar extract --tar, also spaces and bytes outside ASCII), and libarchive writes
+    each xattr twice (LIBARCHIVE.xattr beside SCHILY.xattr). The kernel's mount of the image
+    shows the names the tree had, whoever wrote the archive."""
+    need_root()
+    with tempdir() as d:
+        src = f"{d}/src"
+        write(f"{src}/f", b"x\n")
+        names = {"user.a=b": b"1", "user.p%41": b"2", "user.my key": b"3", "user.caf\u00e9": b"4", "user.plain": b"5"}
+        for name, value in names.items():
+            os.setxattr(f"{src}/f", name, value)
+        archives = {}
+        if shutil.which("tar"):  # GNU tar encodes only '%' and '='
+            archives["GNU tar"] = f"{d}/gnu.tar"
+            run(["tar", "--format=posix", "--xattrs", "--xattrs-include=*", "-C", src, "-cf", archives["GNU tar"], "."])
+        if shutil.which("bsdtar"):
+            archives["bsdtar"] = f"{d}/bsd.tar"
+            run(["bsdtar", "--xattrs", "--format=pax", "-C", src, "-cf", archives["bsdtar"], "."])
+        run([SQAR, "create", "-q", src, f"{d}/direct.sqfs"])
+        archives["sqar extract --tar"] = f"{d}/sqar.tar"
+        run([SQAR, "extract", "--tar", archives["sqar extract --tar"], f"{d}/direct.sqfs"])
+        for writer, archive in archives.items():
+            img = f"{d}/{os.path.basename(archive)}.sqfs"
+            sqar_tar(archive, img)
+            with kernel_mount(img, f"{d}/mnt") as mnt:
+                got = {name: os.getxattr(f"{mnt}/f", name) for name in os.listxattr(f"{mnt}/f")}
+            assert got == names, f"{writer}: {got}"
+            log(f"ok: xattr names of an archive {writer} wrote come back as they were")
+        if "GNU tar" in archives:  # as GNU tar -x reads its own archive
+            os.makedirs(f"{d}/gnu-x")
+            run(["tar", "--xattrs", "--xattrs-include=*", "-C", f"{d}/gnu-x", "-xf", archives["GNU tar"]])
+            assert sorted(os.listxattr(f"{d}/gnu-x/f")) == sorted(names), os.listxattr(f"{d}/gnu-x/f")
+
+
 def test_deep_member_with_an_anchored_exclude():
     """A member 100,000 levels deep (a 200 KB archive) implies as many directories, and an
     anchored --exclude was matched against each one's whole path: time quadratic in the depth
@@ -632,6 +668,7 @@ if __name__ == "__main__":
           test_image_equals_the_directory_image_for_any_thread_count, test_standard_input_and_options,
           test_names_stay_inside_the_root, test_links_duplicates_and_implicit_directories,
           test_excluded_members_and_repeated_xattrs_as_tar_x_gives_them,
+          test_encoded_xattr_names_come_back_as_they_were,
           test_deep_member_with_an_anchored_exclude, test_member_300000_levels_deep, test_damaged_streams,
           test_member_over_4gib_and_sparse_holes, test_terabyte_holes_cost_their_block_list_not_their_bytes,
           test_interrupt_while_reading_the_stream,
