@@ -406,6 +406,7 @@ class TreeComparer {
     if (below && ino.is_dir()) dir = image_dir(ino.ref, node, Side::both);
     if (!lines) return dir;
     compare_attributes(path, ino, n, owner);
+    compare_hard_links(path, ino, node, owner);
     if (ino.is_regular() && ino.size == n.size && ino.size > 0) content_checked(path, ino.ref);
     return dir;
   }
@@ -434,6 +435,36 @@ class TreeComparer {
                          " != " + std::to_string(major) + "," + std::to_string(minor));
     }
     if (opt_.xattrs) compare_xattrs(path, ino, owner);
+  }
+
+  // Hard links are compared as grouping, not as counts: each name's inode must be shared
+  // with the same earlier names on both sides. The walk is one thread in path order, so the
+  // first name of a group is always the same one and the lines stay in their place. Only
+  // names both sides have take part, so links to files outside DIR (a larger st_nlink) or
+  // names present on one side only make no difference of their own.
+  //
+  // Directories have no hard links. Symlinks are left out: a target cannot be changed through
+  // one name, so whether names share a symlink's inode shows in nothing they lead to, and
+  // mksquashfs (4.5) stores each name of a hard-linked symlink apart, so its images of such a
+  // tree would never equal their source.
+  void compare_hard_links(const std::string& path, const reader::Inode& ino, uint32_t node, uint32_t owner) {
+    if (ino.is_dir() || ino.is_symlink()) return;
+    const bool image_linked = ino.nlink > 1, disk_linked = tree_.nodes[owner].link_count > 1;
+    if (!image_linked && !disk_linked) return;  // the common case: nothing to remember
+    if (image_linked) {
+      const auto [first, fresh] = image_first_name_.try_emplace(ino.inode_number, node);
+      uint32_t first_owner = owner;
+      if (!fresh) owner_of(first->second, first_owner);
+      if (first_owner != owner)
+        differ(path, "M " + path + ": hard link to " + tree_.rel_path_of(tree_.nodes[first->second]) +
+                         " in the image, not on disk");
+    }
+    if (disk_linked) {
+      const auto [first, fresh] = disk_first_name_.try_emplace(owner, FirstName{node, ino.inode_number});
+      if (!fresh && first->second.image_inode != ino.inode_number)
+        differ(path, "M " + path + ": hard link to " + tree_.rel_path_of(tree_.nodes[first->second.node]) +
+                         " on disk, not in the image");
+    }
   }
 
   // An image-side error names the image and a block ("... (file inode 1, block 0)"): the
@@ -568,6 +599,16 @@ class TreeComparer {
   std::unordered_map<uint32_t, std::shared_ptr<const ImageXattrs>> xattr_sets_;  // by xattr index
   size_t xattr_cache_bytes_ = 0;
   std::unordered_set<uint64_t> xattrs_same_;  // (xattr index, disk node) pairs whose sets are equal
+  // The first name, walked on both sides, of each hard-linked inode: by image inode number,
+  // and by the disk node owning the (st_dev, st_ino). Names are kept as the disk node of the
+  // entry (its path is derived when a line needs it), so a tree of millions of hard links
+  // costs a few bytes each, not a path each; inodes with one name are never kept.
+  std::unordered_map<uint32_t, uint32_t> image_first_name_;  // image inode number -> disk node
+  struct FirstName {
+    uint32_t node;         // on disk, at the same path as in the image
+    uint32_t image_inode;  // the image's inode number there
+  };
+  std::unordered_map<uint32_t, FirstName> disk_first_name_;  // disk inode owner node -> first name
 };
 
 }  // namespace

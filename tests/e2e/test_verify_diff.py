@@ -653,6 +653,81 @@ def test_diff_shows_symlink_targets_as_list_does():
         log(f"ok: {p.stdout.strip()}")
 
 
+def test_diff_compares_hard_link_groups():
+    """A copy that split hard links (cp --no-preserve=links, rsync -a without -H) or joined
+    files the image holds apart (ln -f) differs from the image even where every name has the
+    same content and metadata: diff names each entry whose grouping differs, against the
+    first name of its group in path order, and exits 1. A file also linked from outside DIR
+    is no difference, nor is a hard-linked symlink split, and an image mksquashfs made of a
+    tree with hard links equals it."""
+    with tempdir() as d:
+        src = f"{d}/src"
+        write(f"{src}/group/one", b"linked\n")
+        os.link(f"{src}/group/one", f"{src}/group/two")
+        os.makedirs(f"{src}/other")
+        os.link(f"{src}/group/one", f"{src}/other/three")
+        for name in ("apart-1", "apart-2"):  # separate files sqar stores once (dedup, not links)
+            write(f"{src}/{name}", b"same\n")
+            os.utime(f"{src}/{name}", (1_700_000_000, 1_700_000_000))
+        os.symlink("group/one", f"{src}/sym")  # a hard-linked symlink: mksquashfs stores its names apart
+        os.link(f"{src}/sym", f"{src}/sym-2", follow_symlinks=False)
+        write(f"{src}/outside-linked", b"out\n")
+        os.link(f"{src}/outside-linked", f"{d}/outside")  # st_nlink 2, one name in the tree
+        img = f"{d}/img.sqfs"
+        sqar_create_image(src, img)
+        p = sqar("diff", img, src, check=False)
+        assert p.returncode == 0 and p.stdout == "" and p.stderr == "", p
+
+        def copy_keeping_times(to, *cp_args):
+            run(["cp", "-a", *cp_args, src, to])
+            return to
+
+        def diff_lines(tree, *args):
+            p = sqar("diff", *args, img, tree, check=False)
+            assert p.returncode == 1 and p.stderr == "", p
+            return p.stdout.splitlines()
+
+        split = copy_keeping_times(f"{d}/split", "--no-preserve=links")
+        want = ["M group/two: hard link to group/one in the image, not on disk",
+                "M other/three: hard link to group/one in the image, not on disk"]
+        assert diff_lines(split) == want, diff_lines(split)
+        assert json.loads(sqar("diff", "--json", img, split, check=False).stdout) == [
+            {"change": "modified", "path": "group/two", "detail": "hard link to group/one in the image, not on disk"},
+            {"change": "modified", "path": "other/three", "detail": "hard link to group/one in the image, not on disk"}]
+        p = sqar("diff", "-q", img, split, check=False)
+        assert p.returncode == 1 and p.stdout == "" and p.stderr == "", p
+        log(f"ok: links split by cp --no-preserve=links: {want}")
+
+        # One name copied apart: the other two stay one file, so only that name differs.
+        one_apart = copy_keeping_times(f"{d}/one-apart")
+        st = os.lstat(f"{one_apart}/group")
+        os.unlink(f"{one_apart}/group/two")
+        shutil.copy2(f"{one_apart}/group/one", f"{one_apart}/group/two")
+        os.utime(f"{one_apart}/group", ns=(st.st_atime_ns, st.st_mtime_ns))
+        want = ["M group/two: hard link to group/one in the image, not on disk"]
+        assert diff_lines(one_apart) == want, diff_lines(one_apart)
+        log(f"ok: one name copied apart: {want}")
+
+        joined = copy_keeping_times(f"{d}/joined")
+        st = os.lstat(joined)
+        run(["ln", "-f", f"{joined}/apart-1", f"{joined}/apart-2"])
+        os.utime(joined, ns=(st.st_atime_ns, st.st_mtime_ns))  # ln -f moved the directory's mtime
+        want = ["M apart-2: hard link to apart-1 on disk, not in the image"]
+        assert diff_lines(joined) == want, diff_lines(joined)
+        assert diff_lines(joined, "--no-times", "--no-owners", "--no-xattrs") == want
+        log(f"ok: files joined by ln -f: {want}")
+
+        mk = f"{d}/mk.sqfs"
+        mksquashfs(src, mk, "-comp", "gzip")
+        p = sqar("diff", mk, src, check=False)
+        assert p.returncode == 0 and p.stdout == "" and p.stderr == "", p
+        p = sqar("diff", mk, split, check=False)
+        assert p.returncode == 1 and p.stdout.splitlines() == [
+            "M group/two: hard link to group/one in the image, not on disk",
+            "M other/three: hard link to group/one in the image, not on disk"], p
+        log("ok: an image mksquashfs made of a tree with hard links equals its source")
+
+
 if __name__ == "__main__":
     main([test_verify_clean_images, test_verify_flipped_data_byte_mksquashfs, test_verify_flipped_data_byte_sqar,
           test_verify_names_every_file_sharing_a_damaged_block, test_verify_damaged_raw_fragment_block,
@@ -662,4 +737,4 @@ if __name__ == "__main__":
           test_diff_after_extract_roundtrip, test_diff_goes_on_past_an_unreadable_file,
           test_diff_many_changes_stay_in_path_order, test_diff_root_and_content_lines_in_place,
           test_diff_json_stays_valid_when_the_image_is_damaged, test_diff_tells_damage_in_the_image_from_a_change_on_disk,
-          test_diff_shows_symlink_targets_as_list_does])
+          test_diff_shows_symlink_targets_as_list_does, test_diff_compares_hard_link_groups])
