@@ -19,6 +19,7 @@
 #include <unordered_set>
 
 #include "common/error.h"
+#include "common/file_type_name.h"
 #include "common/owner_id.h"
 #include "format/squashfs.h"
 #include "ops/entry_format.h"
@@ -55,12 +56,18 @@ bool same_content(reader::Image& image, reader::InodeRef ref, DirStack& dirs, co
                   const std::string& shown) {
   const reader::Inode ino = image.read_inode(ref);
   auto [dir, name] = split_parent(path);
-  const int fd = ::openat(dirs.open(dir), std::string(name).c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  // O_NONBLOCK: the scan saw a file, but a FIFO put in its place since would block the open
+  // until some writer came.
+  const int fd = ::openat(dirs.open(dir), std::string(name).c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) throw Error(errno_message(shown, errno));
   struct CloseFd {
     int fd;
     ~CloseFd() { ::close(fd); }
   } closer{fd};
+  struct stat st;
+  if (::fstat(fd, &st) != 0) throw Error(errno_message(shown, errno));
+  if (!S_ISREG(st.st_mode))
+    throw Error(shown + ": is now a " + file_type_name(st.st_mode) + " (it changed while being compared)");
   // Full blocks are decoded into a per-thread buffer, not the shared cache: each is read once
   // here, and caching them would evict the fragment blocks the next files need.
   thread_local std::vector<uint8_t> block, disk;

@@ -7,6 +7,8 @@ import re
 import shutil
 import stat
 import struct
+import subprocess
+import threading
 import time
 
 from clitest import expect_fail, mksquashfs, sqar, sqar_create_image
@@ -514,6 +516,44 @@ def test_diff_goes_on_past_an_unreadable_file():
         log("ok: diff prints what differs and names what it could not read (exit 2)")
 
 
+def test_diff_file_swapped_for_a_fifo_while_comparing():
+    """A file the walk saw that becomes a FIFO before its content is compared: opening the FIFO
+    for reading would wait for a writer forever. diff names it and goes on (exit 2)."""
+    from changing import run_changing, until_valid
+
+    with tempdir() as d:
+        src = f"{d}/src"
+        write(f"{src}/a/first", b"first\n" * 1000)
+        write(f"{src}/z/victim", b"victim\n" * 1000)
+        write(f"{src}/z/zz-after", b"after\n")
+        img = f"{d}/img.sqfs"
+        sqar("create", "-q", src, img)
+        write(f"{src}/z/zz-after", b"later\n")
+
+        def swap():
+            os.unlink(f"{src}/z/victim")
+            os.mkfifo(f"{src}/z/victim")
+
+        def attempt(n):
+            if n > 1:
+                os.unlink(f"{src}/z/victim")
+                write(f"{src}/z/victim", b"victim\n" * 1000)
+            # A diff that hangs on the FIFO is killed after a minute (signalled to sqar itself:
+            # run_changing stops and continues the process it starts).
+            watchdog = threading.Timer(60, lambda: subprocess.run(["pkill", "-KILL", "-f", img]))
+            watchdog.start()
+            try:
+                return run_changing([SQAR, "diff", "-j1", img, src], src, swap, changed=["victim"])
+            finally:
+                watchdog.cancel()
+
+        p = until_valid(5, attempt, "diff had opened z/victim before it stopped")
+        assert p.returncode == 2, (p.returncode, p.stdout, p.stderr)  # -9: it hung on the FIFO
+        assert "z/victim: is now a FIFO (it changed while being compared)" in p.stderr, p.stderr
+        assert "M z/zz-after: content differs" in p.stdout, p.stdout
+        log("ok: a file swapped for a FIFO while diff runs is named, and diff goes on")
+
+
 def test_diff_root_and_content_lines_in_place():
     """The root's own lines (".") come where "." sorts among its entries, after names that
     begin with a byte below '.'; a file's content line comes after its other lines."""
@@ -735,6 +775,7 @@ if __name__ == "__main__":
           test_verify_reports_what_the_kernel_refuses, test_verify_reports_zstd_windows_the_kernel_refuses, test_diff, test_diff_quiet, test_diff_as_a_user_who_cannot_see_trusted_xattrs,
           test_diff_subtrees_types_links_devices,
           test_diff_after_extract_roundtrip, test_diff_goes_on_past_an_unreadable_file,
+          test_diff_file_swapped_for_a_fifo_while_comparing,
           test_diff_many_changes_stay_in_path_order, test_diff_root_and_content_lines_in_place,
           test_diff_json_stays_valid_when_the_image_is_damaged, test_diff_tells_damage_in_the_image_from_a_change_on_disk,
           test_diff_shows_symlink_targets_as_list_does, test_diff_compares_hard_link_groups])
