@@ -18,6 +18,7 @@
 
 #include "common/all_zero.h"
 #include "common/error.h"
+#include "common/file_type_name.h"
 #include "common/owner_id.h"
 #include "common/path_pattern.h"
 #include "format/squashfs.h"
@@ -485,13 +486,16 @@ class Extractor::Impl {
   void replace_existing(int dfd, const std::string& name, const Item& it) {
     struct stat st;
     if (opt_.skip_existing) {
-      const bool same_type = ::fstatat(dfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-                             (st.st_mode & S_IFMT) == (it.inode.mode & S_IFMT);
-      // Kept as asked, but not silently when it cannot be the image's file: one cut short by
-      // a second signal or a kill, or one the user changed.
+      const bool exists = ::fstatat(dfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
+      const bool same_type = exists && (st.st_mode & S_IFMT) == (it.inode.mode & S_IFMT);
+      // Kept as asked, but not silently when it cannot be the image's entry: one cut short by
+      // a second signal or a kill, one the user changed, or one of another type.
       if (same_type && it.inode.is_regular() && uint64_t(st.st_size) != it.inode.size)
         warn(path_of(it), "kept, but it has " + std::to_string(st.st_size) + " bytes where the image has " +
                               std::to_string(it.inode.size) + " (--overwrite replaces it)");
+      if (exists && !same_type)
+        warn(path_of(it), std::string("kept, but it is a ") + file_type_name(st.st_mode) + " where the image has a " +
+                              file_type_name(it.inode.mode) + " (--overwrite replaces it)");
       throw KeptExisting(same_type);
     }
     if (!opt_.overwrite) throw AlreadyExists("already exists");

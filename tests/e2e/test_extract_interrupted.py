@@ -211,6 +211,9 @@ def test_skip_old_files_never_goes_through_what_is_in_the_way():
             "to replace it)" in p.stderr, p.stderr
         assert "2 entries were left out below directories" in p.stderr, p.stderr
         assert "hl: not extracted: it is a hard link to e, which was not extracted" in p.stderr, p.stderr
+        # Kept as asked, but not without a word: it cannot be the image's entry.
+        assert f"warning: {img}: e: kept, but it is a symlink where the image has a file (--overwrite replaces it)" \
+            in p.stderr, p.stderr
         assert not os.path.lexists(f"{out}/hl"), "hl was linked to the symlink in the way"
         assert os.listdir(elsewhere) == ["target"], f"written through the symlink: {os.listdir(elsewhere)}"
         assert open(f"{out}/c", "rb").read() == b"mine" and open(f"{out}/b/z", "rb").read() == b"b/z"
