@@ -8,10 +8,11 @@
 
 namespace sqar {
 
-bool looks_incompressible(const uint8_t* data, size_t len) {
-  if (len < 4096) return false;
-  // Order-0 entropy first: text, logs and most binaries are far below 8 bits/byte.
-  std::array<uint32_t, 256 * 4> hist{};
+namespace {
+
+// Order-0 entropy of data[0, len) in bits per byte.
+double byte_entropy(const uint8_t* data, size_t len) {
+  std::array<uint32_t, 256 * 4> hist{};  // four interleaved tables: no store-to-load stalls
   size_t i = 0;
   for (; i + 4 <= len; i += 4) {
     ++hist[data[i]];
@@ -28,6 +29,20 @@ bool looks_incompressible(const uint8_t* data, size_t len) {
       entropy -= p * std::log2(p);
     }
   }
+  return entropy;
+}
+
+}  // namespace
+
+bool looks_incompressible(const uint8_t* data, size_t len) {
+  if (len < 4096) return false;
+  // Order-0 entropy first: text, logs and most binaries are far below 8 bits/byte. Their
+  // first 4 KiB says so already (random bytes give 7.95 there): the rest of a 128 KiB block
+  // is counted only when it might be stored raw. A prefix that misleads can only send a block
+  // to the real codec, never store one raw.
+  constexpr size_t kPrefix = 4096;
+  if (len > 4 * kPrefix && byte_entropy(data, kPrefix) < 7.5) return false;
+  const double entropy = byte_entropy(data, len);
   if (entropy < 7.9) return false;
   // Uniform random bytes fall short of 8 bits/byte only by sampling noise, about
   // 255 / (2 len ln 2) bits. A larger shortfall is skew the real codec's entropy stage turns

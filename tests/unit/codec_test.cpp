@@ -225,6 +225,15 @@ TEST(Incompressible, DetectsRandomButNotText) {
   std::vector<uint8_t> twice(rnd.begin(), rnd.begin() + 32768);
   for (int i = 0; i < 3; ++i) twice.insert(twice.end(), rnd.begin(), rnd.begin() + 32768);
   EXPECT_FALSE(looks_incompressible(twice.data(), twice.size()));
+  // Random bytes after a text header: the header's low entropy sends the block to the codec
+  // (a misleading prefix may cost the codec's time, never bytes of the image).
+  std::vector<uint8_t> headed(txt.begin(), txt.begin() + 4096);
+  headed.insert(headed.end(), rnd.begin(), rnd.begin() + (131072 - 4096));
+  EXPECT_FALSE(looks_incompressible(headed.data(), headed.size()));
+  // Text after a random prefix: the whole block is counted.
+  std::vector<uint8_t> tail_text(rnd.begin(), rnd.begin() + 4096);
+  tail_text.insert(tail_text.end(), txt.begin(), txt.begin() + (131072 - 4096));
+  EXPECT_FALSE(looks_incompressible(tail_text.data(), tail_text.size()));
 }
 
 // Blocks that look random at first sight but that zstd (and gzip) still shrink: the detector
