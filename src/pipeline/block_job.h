@@ -6,10 +6,12 @@
 #include <memory>
 #include <vector>
 
+#include "common/source_bytes.h"
+
 namespace sqar {
 
 // Source bytes shared by the jobs cut from one read unit.
-using BlockBuffer = std::shared_ptr<std::vector<uint8_t>>;
+using BlockBuffer = std::shared_ptr<SourceBytes>;
 
 constexpr uint32_t kNoReuse = UINT32_MAX;
 

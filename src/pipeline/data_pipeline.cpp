@@ -354,7 +354,7 @@ class DataPipeline final : public UnitReader {
 
   // ---- sequencer (main thread) ----
   void sequence(ReadAhead& reader) {
-    frag_buf_ = std::make_shared<std::vector<uint8_t>>();
+    frag_buf_ = std::make_shared<SourceBytes>();
     for (size_t i = 0; i < total_units_; ++i) {
       ReadSlot* s = reader.wait(i);
       if (!s) return;  // failed
@@ -434,7 +434,7 @@ class DataPipeline final : public UnitReader {
     // Only full blocks go to the compressors and need a shared buffer; a small file's bytes stay
     // in the slot (its buffer is reused: no allocation per small file).
     BlockBuffer data;
-    if (full_blocks) data = std::make_shared<std::vector<uint8_t>>(std::move(s.data));
+    if (full_blocks) data = std::make_shared<SourceBytes>(std::move(s.data));
     const uint8_t* bytes = full_blocks ? data->data() : s.data.data();
     FileLocation& loc = locs_[f];
     if (u.offset == 0) {
@@ -667,7 +667,7 @@ class DataPipeline final : public UnitReader {
     }
     job->buf = std::move(frag_buf_);
     submit(std::move(job));
-    frag_buf_ = std::make_shared<std::vector<uint8_t>>();
+    frag_buf_ = std::make_shared<SourceBytes>();
     frag_buf_->reserve(block_size_);
   }
 

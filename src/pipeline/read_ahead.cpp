@@ -108,7 +108,7 @@ ReadSlot* ReadAhead::wait(size_t i) {
 
 void ReadAhead::release(size_t i) {
   ReadSlot& s = slots_[i % window_];
-  if (s.data.capacity() > kSlotKeepBytes) std::vector<uint8_t>().swap(s.data);
+  if (s.data.capacity() > kSlotKeepBytes) SourceBytes().swap(s.data);
   bool wake;
   {
     std::lock_guard lk(mu_);

@@ -35,7 +35,7 @@ struct ReadUnit {
 
 struct ReadSlot {
   ReadUnit unit;
-  std::vector<uint8_t> data;
+  SourceBytes data;
   int err = 0;
   std::string changed;  // SourceRead's file-changed report
   // The file's attributes, read with its first unit (DataOptions::read_file_xattrs), and the

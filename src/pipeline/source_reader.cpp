@@ -110,7 +110,7 @@ namespace {
 // Checks what a read of [offset, offset+len) found (n bytes; len+1 were asked when expect_eof)
 // and trims `out` to the bytes of the range that exist: all len of them when the file grew,
 // fewer when it shrank. Returns 0: a changed file is reported through `changed`.
-int check_range_read(int64_t n, uint64_t offset, uint64_t len, bool expect_eof, std::vector<uint8_t>& out,
+int check_range_read(int64_t n, uint64_t offset, uint64_t len, bool expect_eof, SourceBytes& out,
                      std::string& changed) {
   if (n < 0) return int(-n);
   if (uint64_t(n) < len) {
@@ -133,9 +133,8 @@ SourceRead::~SourceRead() {
   if (fd_ >= 0) close(fd_);
 }
 
-int SourceRead::start(int dirfd, const char* name, uint64_t offset, uint64_t len, bool expect_eof,
-                      std::vector<uint8_t>& out, std::string& changed, XattrList* xattrs,
-                      std::string* xattrs_failed_key, OpenedFile* opened) {
+int SourceRead::start(int dirfd, const char* name, uint64_t offset, uint64_t len, bool expect_eof, SourceBytes& out,
+                      std::string& changed, XattrList* xattrs, std::string* xattrs_failed_key, OpenedFile* opened) {
   if (fd_ >= 0) close(fd_);
   hole_ = false;
   struct stat st;
@@ -196,13 +195,13 @@ int SourceRead::start(int dirfd, const char* name, uint64_t offset, uint64_t len
   return finish(out, changed);
 }
 
-int SourceRead::finish(std::vector<uint8_t>& out, std::string& changed) {
+int SourceRead::finish(SourceBytes& out, std::string& changed) {
   int64_t n =
       read_at_most(fd_, out.data() + done_, out.size() - done_, offset_ + done_, len_ > done_ ? len_ - done_ : 0);
   return finish(out, changed, n < 0 ? n : n + int64_t(done_));
 }
 
-int SourceRead::finish(std::vector<uint8_t>& out, std::string& changed, int64_t n) {
+int SourceRead::finish(SourceBytes& out, std::string& changed, int64_t n) {
   if (n < 0) opened_ = nullptr;  // a failed read: nothing to compare
   close_after_read();
   return check_range_read(n, offset_, len_, expect_eof_, out, changed);

@@ -10,6 +10,7 @@
 
 #include "common/content_hash.h"
 #include "common/hash.h"
+#include "common/source_bytes.h"
 #include "scan/directory_cursor.h"
 #include "scan/xattr_reader.h"
 
@@ -63,17 +64,17 @@ class SourceRead {
   // the scan (a file replaced or changed since), and the ranges of one large file, read
   // through separate opens, with each other (a file replaced or written between two ranges);
   // its changed_during_read is set when the ctime moved while this range was read.
-  int start(int dirfd, const char* name, uint64_t offset, uint64_t len, bool expect_eof, std::vector<uint8_t>& out,
+  int start(int dirfd, const char* name, uint64_t offset, uint64_t len, bool expect_eof, SourceBytes& out,
             std::string& changed, XattrList* xattrs = nullptr, std::string* xattrs_failed_key = nullptr,
             OpenedFile* opened = nullptr);
   // Completes a pending read (blocking); returns 0 or an errno value.
-  int finish(std::vector<uint8_t>& out, std::string& changed);
+  int finish(SourceBytes& out, std::string& changed);
   // The range start() completed lies wholly in a hole of a sparse file: it was not read and
   // `out` was left empty; its len bytes are zeros.
   bool range_was_hole() const { return hole_; }
 
  private:
-  int finish(std::vector<uint8_t>& out, std::string& changed, int64_t bytes_read);
+  int finish(SourceBytes& out, std::string& changed, int64_t bytes_read);
   void close_after_read();  // takes the ctime again (OpenedFile::changed_during_read) and closes
 
   int fd_ = -1;

@@ -18,6 +18,8 @@
 namespace sqar {
 namespace {
 
+std::vector<uint8_t> as_vector(const SourceBytes& b) { return {b.begin(), b.end()}; }
+
 class SourceReadTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -75,8 +77,8 @@ class SourceReadTest : public ::testing::Test {
   // after POSIX_FADV_DONTNEED sometimes returned the whole file (1 in 5 in a probe, and in
   // a CI run three attempts in a row), so the pending path cannot be forced every time.
   static constexpr int kNeverPending = -3;
-  int start_cold(SourceRead& r, const char* name, size_t size, bool expect_eof, std::vector<uint8_t>& out,
-                 std::string& changed, OpenedFile* opened = nullptr) {
+  int start_cold(SourceRead& r, const char* name, size_t size, bool expect_eof, SourceBytes& out, std::string& changed,
+                 OpenedFile* opened = nullptr) {
     for (int attempt = 0; attempt < 30; ++attempt) {
       if (!evict(name)) return -2;
       int rc = r.start(dirfd_, name, 0, size, expect_eof, out, changed, nullptr, nullptr, opened);
@@ -101,24 +103,24 @@ class SourceReadTest : public ::testing::Test {
 TEST_F(SourceReadTest, CachedDataCompletesInStart) {
   auto data = write_file("warm", 5000);
   SourceRead r;
-  std::vector<uint8_t> out;
+  SourceBytes out;
   std::string changed;
   ASSERT_EQ(r.start(dirfd_, "warm", 0, data.size(), true, out, changed), 0);
-  EXPECT_EQ(out, data);
+  EXPECT_EQ(as_vector(out), data);
   EXPECT_EQ(changed, "");
 }
 
 TEST_F(SourceReadTest, EvictedDataGoesPendingAndFinishesWithTheSameBytes) {
   auto data = write_file("cold", 3 * 4096 + 100);
   SourceRead r;
-  std::vector<uint8_t> out;
+  SourceBytes out;
   std::string changed;
   OpenedFile opened;
   const int rc = start_cold(r, "cold", data.size(), true, out, changed, &opened);
   if (const char* why = why_not_pending(rc)) GTEST_SKIP() << why;
   ASSERT_EQ(rc, SourceRead::kReadPending);
   ASSERT_EQ(r.finish(out, changed), 0);
-  EXPECT_EQ(out, data);
+  EXPECT_EQ(as_vector(out), data);
   EXPECT_EQ(changed, "");
   EXPECT_FALSE(opened.changed_during_read);
 }
@@ -128,7 +130,7 @@ TEST_F(SourceReadTest, EvictedDataGoesPendingAndFinishesWithTheSameBytes) {
 TEST_F(SourceReadTest, FileWrittenInPlaceBeforeFinishIsReported) {
   auto data = write_file("rewritten", 10000);
   SourceRead r;
-  std::vector<uint8_t> out;
+  SourceBytes out;
   std::string changed;
   OpenedFile opened;
   const int rc = start_cold(r, "rewritten", data.size(), true, out, changed, &opened);
@@ -151,7 +153,7 @@ TEST_F(SourceReadTest, FileWrittenInPlaceBeforeFinishIsReported) {
 TEST_F(SourceReadTest, ModeChangedBeforeFinishIsToldApartFromAWrite) {
   auto data = write_file("chmodded", 10000);
   SourceRead r;
-  std::vector<uint8_t> out;
+  SourceBytes out;
   std::string changed;
   OpenedFile opened;
   const int rc = start_cold(r, "chmodded", data.size(), true, out, changed, &opened);
@@ -160,7 +162,7 @@ TEST_F(SourceReadTest, ModeChangedBeforeFinishIsToldApartFromAWrite) {
   usleep(20000);  // past one timestamp tick, as above
   ASSERT_EQ(fchmodat(dirfd_, "chmodded", 0600, 0), 0);
   ASSERT_EQ(r.finish(out, changed), 0);
-  EXPECT_EQ(out, data);
+  EXPECT_EQ(as_vector(out), data);
   EXPECT_TRUE(opened.changed_during_read);
   EXPECT_FALSE(opened.written_during_read);
 }
@@ -176,20 +178,20 @@ TEST_F(SourceReadTest, PartlyCachedDataIsCompletedFromWhereTheCacheEnds) {
   ASSERT_EQ(pread(fd, page, sizeof page, 0), ssize_t(sizeof page));
   close(fd);
   SourceRead r;
-  std::vector<uint8_t> out;
+  SourceBytes out;
   std::string changed;
   int rc = r.start(dirfd_, "part", 0, data.size(), true, out, changed);
   ASSERT_TRUE(rc == 0 || rc == SourceRead::kReadPending) << rc;
   if (rc == SourceRead::kReadPending) rc = r.finish(out, changed);
   ASSERT_EQ(rc, 0);
-  EXPECT_EQ(out, data);
+  EXPECT_EQ(as_vector(out), data);
   EXPECT_EQ(changed, "");
 }
 
 TEST_F(SourceReadTest, FileThatShrankBeforeFinishIsReported) {
   auto data = write_file("shrinks", 10000);
   SourceRead r;
-  std::vector<uint8_t> out;
+  SourceBytes out;
   std::string changed;
   const int rc = start_cold(r, "shrinks", data.size(), true, out, changed);
   if (const char* why = why_not_pending(rc)) GTEST_SKIP() << why;
@@ -198,13 +200,13 @@ TEST_F(SourceReadTest, FileThatShrankBeforeFinishIsReported) {
   ASSERT_EQ(r.finish(out, changed), 0);
   EXPECT_NE(changed.find("shrank"), std::string::npos) << changed;
   // What the file still has, and nothing more: it is what gets stored and hashed.
-  EXPECT_EQ(out, std::vector<uint8_t>(data.begin(), data.begin() + 5000));
+  EXPECT_EQ(as_vector(out), std::vector<uint8_t>(data.begin(), data.begin() + 5000));
 }
 
 TEST_F(SourceReadTest, FileThatGrewBeforeFinishIsReported) {
   auto data = write_file("grows", 10000);
   SourceRead r;
-  std::vector<uint8_t> out;
+  SourceBytes out;
   std::string changed;
   const int rc = start_cold(r, "grows", data.size(), true, out, changed);
   if (const char* why = why_not_pending(rc)) GTEST_SKIP() << why;
@@ -215,7 +217,7 @@ TEST_F(SourceReadTest, FileThatGrewBeforeFinishIsReported) {
   close(fd);
   ASSERT_EQ(r.finish(out, changed), 0);
   EXPECT_NE(changed.find("grew"), std::string::npos) << changed;
-  EXPECT_EQ(out, data);  // the size asked for: the appended bytes are not part of it
+  EXPECT_EQ(as_vector(out), data);  // the size asked for: the appended bytes are not part of it
 }
 
 // The hashing pass for large same-size files: its hash must be of exactly the bytes the data
@@ -262,7 +264,7 @@ TEST_F(SourceReadTest, HashOfAnUnchangedFileReportsNothing) {
 
 TEST_F(SourceReadTest, MissingFileIsAnErrnoNotPending) {
   SourceRead r;
-  std::vector<uint8_t> out;
+  SourceBytes out;
   std::string changed;
   EXPECT_EQ(r.start(dirfd_, "absent", 0, 10, true, out, changed), ENOENT);
 }
