@@ -104,6 +104,18 @@ int64_t read_at_most(int fd, uint8_t* buf, uint64_t len, uint64_t offset, uint64
 int64_t read_at_most(int fd, uint8_t* buf, uint64_t len, uint64_t offset) {
   return read_at_most(fd, buf, len, offset, len);
 }
+
+// Where the data at or after `offset` starts in a file with holes, at most `end`: the bytes
+// before it are a hole, zeros that need not be read. `end` when the rest up to it is a hole
+// (or the file ends first: a later read finds that), `offset` when the filesystem cannot say.
+uint64_t next_data(int fd, uint64_t offset, uint64_t end) {
+  const off_t data = lseek(fd, off_t(offset), SEEK_DATA);
+  if (data >= 0) return std::min<uint64_t>(uint64_t(data), end);
+  if (errno != ENXIO) return offset;
+  const off_t size = lseek(fd, 0, SEEK_END);  // ENXIO: no data from offset to the end of file
+  return size < 0 ? offset : std::clamp<uint64_t>(uint64_t(size), offset, end);
+}
+bool has_holes(const struct stat& st) { return uint64_t(st.st_blocks) * 512 < uint64_t(st.st_size); }
 }  // namespace
 
 namespace {
@@ -227,12 +239,22 @@ int hash_source_file(int dirfd, const char* name, uint64_t expected_size, Hash12
   std::vector<uint8_t> buf(kStreamChunk);
   // Only the first expected_size bytes are hashed: a file that grew is stored as its first
   // expected_size bytes (the size the scan saw), and this hash must be of those. One byte more
-  // is asked for at the end, to notice the growth.
+  // is asked for at the end, to notice the growth. The holes of a sparse file are hashed as
+  // runs of zeros, not read (a 10 GiB hole was 10,000 reads of zeros), as the data pass does.
+  const bool sparse = has_holes(st);
   uint64_t total = 0;
   bool longer = false;
   for (;;) {
+    if (sparse && total < expected_size) {
+      const uint64_t data = next_data(f.fd, total, expected_size);
+      if (data > total) {
+        hasher.update_zeros(data - total);
+        total = data;
+        continue;
+      }
+    }
     const size_t want = size_t(std::min<uint64_t>(buf.size(), expected_size - total + (total == expected_size)));
-    ssize_t n = read(f.fd, buf.data(), want);
+    ssize_t n = pread(f.fd, buf.data(), want, off_t(total));
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN && clear_nonblock(f.fd)) continue;
@@ -262,7 +284,16 @@ bool source_files_identical(int dir_a, const char* a, int dir_b, const char* b, 
   Fd fa{open_source(dir_a, a, sa)}, fb{open_source(dir_b, b, sb)};
   if (fa.fd < 0 || fb.fd < 0) return false;
   std::vector<uint8_t> ba(kStreamChunk), bb(kStreamChunk);
+  const bool sparse = has_holes(sa) && has_holes(sb);
   for (uint64_t off = 0; off < size;) {
+    // Where both files have a hole, both hold zeros there: skipped, not read.
+    if (sparse) {
+      const uint64_t skip = std::min(next_data(fa.fd, off, size), next_data(fb.fd, off, size));
+      if (skip > off) {
+        off = skip;
+        continue;
+      }
+    }
     uint64_t want = std::min<uint64_t>(kStreamChunk, size - off);
     if (read_at_most(fa.fd, ba.data(), want, off) != int64_t(want)) return false;
     if (read_at_most(fb.fd, bb.data(), want, off) != int64_t(want)) return false;

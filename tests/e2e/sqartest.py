@@ -97,9 +97,9 @@ def run(cmd, check=True, **kw):
     return p
 
 
-def sqar_create(src, image, *args, env=None, check=True):
+def sqar_create(src, image, *args, env=None, check=True, timeout=None):
     srcs = [src] if isinstance(src, str) else list(src)
-    p = run([SQAR, "create", "--json", *args, *srcs, image], check=check, env=env)
+    p = run([SQAR, "create", "--json", *args, *srcs, image], check=check, env=env, timeout=timeout)
     return json.loads(p.stdout) if p.returncode == 0 else p
 
 

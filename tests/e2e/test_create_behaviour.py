@@ -627,6 +627,48 @@ def test_ranges_in_holes_of_large_sparse_files():
         log("ok: ranges in holes are stored as sparse blocks; content, xattrs, holes and hashes hold")
 
 
+def test_holes_of_same_size_files_are_not_read_for_dedup():
+    """Files that share a size are hashed in a pass of their own before dedup decides, and
+    --verify-dedup and --reuse read files before their blocks are cut: none of them reads a
+    hole. Two sparse files of 64 GiB with a few bytes of data each: the bytes sqar's read calls
+    return (the kernel's rchar, counted for reaped children) stay far below their size, the
+    files are deduplicated, and the kernel reads them back."""
+    need_root()
+    gib = 1 << 30
+    size = 64 * gib
+    with tempdir() as d:
+        src = f"{d}/src"
+        os.makedirs(src)
+        for name in ("vm-a.img", "vm-b.img"):
+            with open(f"{src}/{name}", "wb") as f:
+                f.truncate(size)
+                f.seek(size // 2 + 12345)
+                f.write(b"the only data")
+        if os.lstat(f"{src}/vm-a.img").st_blocks * 512 >= 1 << 20:
+            skip("this filesystem does not keep holes")
+
+        def bytes_read_by(*args):
+            def rchar():
+                with open("/proc/self/io") as f:
+                    return int(next(line for line in f if line.startswith("rchar:")).split()[1])
+            before = rchar()
+            stats = sqar_create(src, *args)
+            return stats, rchar() - before
+
+        for args in ([f"{d}/img.sqfs", "-f"], [f"{d}/img.sqfs", "-f", "--verify-dedup"],
+                     [f"{d}/again.sqfs", "--reuse", f"{d}/img.sqfs"]):
+            stats, read = bytes_read_by(*args, "-b", "1M")
+            assert stats["dedup_files"] == 1, (args, stats)
+            assert read < gib, f"create {' '.join(args[1:])} read {read} bytes of two files of {size} with holes"
+        with kernel_mount(f"{d}/again.sqfs", f"{d}/mnt") as mnt:
+            for name in ("vm-a.img", "vm-b.img"):
+                with open(f"{mnt}/{name}", "rb") as f:
+                    assert os.fstat(f.fileno()).st_size == size
+                    f.seek(size // 2 + 12340)
+                    assert f.read(20) == b"\0" * 5 + b"the only data" + b"\0\0", name
+        log("ok: two 64 GiB sparse files of one size hashed, compared and reused without reading their holes")
+
+
 def test_manifest_is_invisible_to_other_readers():
     need_root()
     with tempdir() as d:
@@ -768,6 +810,7 @@ if __name__ == "__main__":
           test_image_made_by_someone_else_meanwhile_is_not_replaced, test_json_summary_is_valid_for_any_image_name,
           test_json_keys_carry_the_numbers_of_the_text_summary,
           test_times_squashfs_cannot_store_are_clamped_with_a_warning, test_zero_blocks_and_zero_tails_unpack_as_holes,
-          test_ranges_in_holes_of_large_sparse_files, test_file_of_millions_of_blocks,
+          test_ranges_in_holes_of_large_sparse_files, test_holes_of_same_size_files_are_not_read_for_dedup,
+          test_file_of_millions_of_blocks,
           test_manifest_is_invisible_to_other_readers, test_big_directory_and_file_over_4gib,
           test_one_file_system_and_owner_options, test_single_file_sources_and_progress_on_a_tty])
