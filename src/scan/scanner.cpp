@@ -209,7 +209,7 @@ class Scanner {
     // SquashFS stores unsigned 32-bit seconds: the nearest time it can hold, as a warning says
     // after the scan (mksquashfs wraps such times around instead).
     n.mtime = uint32_t(std::clamp<int64_t>(st.st_mtim.tv_sec, 0, UINT32_MAX));
-    if (int64_t(n.mtime) != int64_t(st.st_mtim.tv_sec)) {
+    if (int64_t(n.mtime) != int64_t(st.st_mtim.tv_sec) && !(opt_.later_times_clamped && st.st_mtim.tv_sec > 0)) {
       if (unstorable_times_++ == 0) first_unstorable_seconds_ = int64_t(st.st_mtim.tv_sec);
       if (unstorable_time_nodes_.size() < kNamedUnstorableTimes) unstorable_time_nodes_.push_back(idx);
     }

@@ -42,6 +42,9 @@ struct ScanOptions {
   // Warn about modification times SquashFS cannot hold (before 1970, after 2106): off when
   // --mtime replaces them all anyway.
   bool warn_unstorable_times = true;
+  // SOURCE_DATE_EPOCH clamps later times to itself: a time after 2106 is then stored as that
+  // time, as every other time after it is, and is no loss to warn about.
+  bool later_times_clamped = false;
   std::atomic<uint64_t>* entries_seen = nullptr;  // progress counter, may be null
   unsigned* listers_peak = nullptr;               // receives the most listers that worked at once, may be null
 };

@@ -172,6 +172,7 @@ CreateStats create_image(CreateOptions opt, CreateProgress* progress) {
   scan.warn = opt.warn;
   scan.strict = opt.data.strict;
   scan.warn_unstorable_times = !opt.metadata.mtime;
+  scan.later_times_clamped = opt.metadata.source_date.has_value();
   // The image must not swallow itself (nor the image it replaces) when written inside a source.
   scan.skip_inodes.push_back(out.identity());
   if (const auto replaced = out.replaced_identity()) scan.skip_inodes.push_back(*replaced);

@@ -508,6 +508,13 @@ def test_times_squashfs_cannot_store_are_clamped_with_a_warning():
         unsquashfs_extract(f"{d}/img", out)
         assert os.lstat(f"{out}/a-old").st_mtime == 0 and os.lstat(f"{out}/b-new").st_mtime == 2**32 - 1
         assert os.lstat(f"{out}/c-now").st_mtime == mtime_seconds(os.lstat(f"{d}/src/c-now"))
+        # SOURCE_DATE_EPOCH clamps every later time to itself, 2200 too: only 1960 is a loss.
+        env = dict(os.environ, SOURCE_DATE_EPOCH="1700000000")
+        p = run([SQAR, "create", "-q", f"{d}/src", f"{d}/epoch.sqfs"], check=False, env=env)
+        assert p.returncode == 0 and p.stderr.count("warning") == 1 and "a-old" in p.stderr, p.stderr
+        assert "b-new" not in p.stderr and "2106" not in p.stderr, p.stderr
+        unsquashfs_extract(f"{d}/epoch.sqfs", f"{d}/epoch")
+        assert os.lstat(f"{d}/epoch/b-new").st_mtime == 1700000000 and os.lstat(f"{d}/epoch/a-old").st_mtime == 0
         # Many such entries: the first ten are named, the rest counted.
         for i in range(12):
             write(f"{d}/src/many/f{i:02}", b"x")
