@@ -162,6 +162,10 @@ ImageFile::ImageFile(std::string final_path, bool overwrite)
     create_spool();
     return;
   }
+  // /dev/stdout and /dev/fd/N lead into /proc/self/fd, whose entries are no names a file
+  // can be created beside: standard output is '-'.
+  if (final_path_.rfind("/proc/self/fd/", 0) == 0 || final_path_.rfind("/dev/fd/", 0) == 0)
+    throw Error(final_path + ": a file descriptor's name; write '-' for standard output");
   struct stat st;
   const bool exists = lstat(final_path_.c_str(), &st) == 0;
   if (exists) {

@@ -207,6 +207,10 @@ def test_terminal_and_json_are_usage_errors():
             p = run([SQAR, *cmd], check=False, text=False)
             assert p.returncode == 2 and p.stdout == b"" and b"--json" in p.stderr, (cmd, p.stderr)
         assert not os.path.exists(f"{d}/-"), "a file named '-' was written"
+        # /dev/stdout into a pipe names no file: the error says what to write instead.
+        p = run([SQAR, "create", "-q", src, "/dev/stdout"], check=False, text=False)
+        assert p.returncode == 1 and p.stdout == b"" and \
+            b"/dev/stdout: a file descriptor's name; write '-' for standard output" in p.stderr, p.stderr
 
 
 def test_merge_to_standard_output():
