@@ -11,6 +11,7 @@
 #include "command.h"
 #include "ops/verifier.h"
 #include "read_common.h"
+#include "repeated_problems.h"
 #include "status_line.h"
 
 namespace sqar::cli {
@@ -29,6 +30,8 @@ const char kHelp[] =
     "What the Linux kernel refuses though unsquashfs reads it is reported too: an xz block\n"
     "that needs a larger dictionary than the image declares, an xz check other than CRC32,\n"
     "and a declared xz dictionary that is not 2^n or 3*2^n bytes.\n"
+    "Each bad file is named; a cause shared by more than 10 entries is named for the first 10\n"
+    "and one line counts the others (--json lists them all).\n"
     "\n"
     "Options:\n"
     "  -j, --threads N     worker threads (default, and 0: all cores)\n"
@@ -82,9 +85,10 @@ int verify_main(int argc, char** argv) {
     if (argc - optind != 1) throw UsageError("need exactly one IMAGE");
     std::string image_path = argv[optind];
     auto image = open_image(image_path, offset, streaming_cache_bytes(jobs), /*kernel_limits=*/true);
-    std::vector<std::pair<std::string, std::string>> errors;  // for --json
+    std::vector<std::pair<std::string, std::string>> errors;  // for --json: every one
+    RepeatedProblems shown;
     ops::Verifier v(*image, jobs, [&](ops::Severity, const std::string& path, const std::string& message) {
-      report("verify", image_path, (path.empty() ? std::string() : path + ": ") + message);
+      shown.report("verify", image_path, path, message);
       if (json) errors.emplace_back(path, message);
     });
     size_t problems;
@@ -107,6 +111,7 @@ int verify_main(int argc, char** argv) {
       std::fputs(out.c_str(), stdout);
       return problems ? 1 : 0;
     }
+    shown.summarize("verify", image_path, "--json names every entry");
     if (problems) {
       std::fprintf(stderr, "sqar verify: %s: FAILED: %zu problem%s found\n", image_path.c_str(), problems,
                    problems == 1 ? "" : "s");

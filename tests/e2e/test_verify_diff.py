@@ -109,6 +109,33 @@ def test_verify_names_every_file_sharing_a_damaged_block():
         log(f"ok: both files sharing a damaged block are named ({len(made)} images)")
 
 
+def test_verify_sums_up_a_cause_shared_by_many_entries():
+    """One damaged inode block fails hundreds of entries alike: each cause is named for its
+    first 10 entries, the rest are counted in one line per cause, and --json lists them all."""
+    with tempdir() as d:
+        for i in range(2000):
+            write(f"{d}/src/f{i:04}", f"file {i}\n".encode())
+        sqar("create", "-q", f"{d}/src", f"{d}/img.sqfs")
+        data = bytearray(open(f"{d}/img.sqfs", "rb").read())
+        inode_table = struct.unpack_from("<Q", data, 64)[0]
+        second_block = inode_table + 2 + (struct.unpack_from("<H", data, inode_table)[0] & 0x7FFF)
+        data[second_block + 20] ^= 0xFF
+        write(f"{d}/bad.sqfs", bytes(data))
+        p = run([SQAR, "verify", f"{d}/bad.sqfs"], check=False)
+        problems = int(re.search(r"FAILED: (\d+) problems found", p.stderr).group(1))
+        prefix = f"sqar verify: {d}/bad.sqfs: "
+        lines = [line[len(prefix):] for line in p.stderr.splitlines() if line.startswith(prefix)][:-1]
+        summed = [re.match(r"(\d+) more entries: (.*) \(--json names every entry\)$", line) for line in lines]
+        named = [line.split(": ", 1)[1] for line, s in zip(lines, summed) if not s]
+        assert p.returncode == 1 and any(summed) and problems > 100, p.stderr[-2000:]
+        for m in filter(None, summed):
+            assert named.count(m.group(2)) == 10, (m.group(2), named.count(m.group(2)))
+        assert len(named) + sum(int(m.group(1)) for m in summed if m) == problems, (len(named), problems)
+        report = json.loads(run([SQAR, "verify", "--json", f"{d}/bad.sqfs"], check=False).stdout)
+        assert len(report["errors"]) == problems == report["problems"], (len(report["errors"]), problems)
+        log(f"ok: {problems} problems in {len(lines)} lines; --json lists all {problems}")
+
+
 def test_verify_damaged_raw_fragment_block():
     """Small files are checked per fragment block (manifest version 3). Random files make the
     fragment blocks incompressible, so they are stored raw and a flipped byte decodes without
@@ -771,6 +798,7 @@ def test_diff_compares_hard_link_groups():
 if __name__ == "__main__":
     main([test_verify_clean_images, test_verify_flipped_data_byte_mksquashfs, test_verify_flipped_data_byte_sqar,
           test_verify_names_every_file_sharing_a_damaged_block, test_verify_damaged_raw_fragment_block,
+          test_verify_sums_up_a_cause_shared_by_many_entries,
           test_verify_progress_and_errors_on_a_terminal, test_verify_bad_manifest, test_verify_export_table_mismatch,
           test_verify_reports_what_the_kernel_refuses, test_verify_reports_zstd_windows_the_kernel_refuses, test_diff, test_diff_quiet, test_diff_as_a_user_who_cannot_see_trusted_xattrs,
           test_diff_subtrees_types_links_devices,
