@@ -6,8 +6,10 @@
 #include <cerrno>
 #include <cstring>
 #include <ctime>
+#include <string_view>
 #include <vector>
 
+#include "caller.h"
 #include "common/error.h"
 #include "format/squashfs.h"
 #include "log.h"
@@ -599,9 +601,23 @@ void Filesystem::op_statfs(fuse_req_t req, fuse_ino_t) {
   fuse_reply_statfs(req, &st);
 }
 
+namespace {
+// The namespaces SquashFS stores (its xattr ids 0, 1, 2) and their prefixes.
+constexpr std::string_view kStoredPrefixes[] = {"user.", "trusted.", "security."};
+}  // namespace
+
 void Filesystem::op_getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
   Filesystem& fs = self(req);
   try {
+    // As the kernel's squashfs answers: a namespace it has no handler for (system.*, os2.*)
+    // is not supported, and a prefix alone ("user.") is no name.
+    const std::string_view n(name);
+    bool stored_namespace = false;
+    for (std::string_view prefix : kStoredPrefixes) {
+      if (n == prefix) return (void)fuse_reply_err(req, EINVAL);
+      stored_namespace = stored_namespace || n.starts_with(prefix);
+    }
+    if (!stored_namespace) return (void)fuse_reply_err(req, EOPNOTSUPP);
     reader::Inode inode = fs.inode_of(ino);
     const std::optional<std::string> v = fs.image_->xattr_value(inode, name);
     if (!v) return (void)fuse_reply_err(req, ENODATA);
@@ -618,7 +634,12 @@ void Filesystem::op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
   try {
     reader::Inode inode = fs.inode_of(ino);
     std::string names;
+    int may_see_trusted = -1;  // asked once, and only of an inode that has such a name
     for (const std::string& n : fs.image_->xattr_names(inode)) {
+      if (n.starts_with("trusted.")) {
+        if (may_see_trusted < 0) may_see_trusted = caller_has_sys_admin(req);
+        if (!may_see_trusted) continue;
+      }
       names += n;
       names += '\0';
     }

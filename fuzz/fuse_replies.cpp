@@ -32,6 +32,7 @@ bool expected_errno(int err) {
     case ERANGE:
     case ENXIO:
     case ENOSYS:
+    case EOPNOTSUPP:
     case EROFS: return true;
     default: return false;
   }
@@ -73,6 +74,12 @@ void check_mode(mode_t mode) {
 extern "C" {
 
 void* fuse_req_userdata(fuse_req_t req) { return req->userdata; }
+
+// A request the kernel itself sent (pid 0): no caller whose rights matter.
+const struct fuse_ctx* fuse_req_ctx(fuse_req_t) {
+  static const fuse_ctx kernel{};
+  return &kernel;
+}
 
 int fuse_reply_err(fuse_req_t req, int err) {
   fuse_req& r = begin_reply(req);

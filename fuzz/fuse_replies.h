@@ -2,7 +2,7 @@
 // call sqarfs's request handlers (fuse/filesystem.cpp) with no kernel and no FUSE session.
 //
 // The seam is the link: the harness is linked without libfuse, and fuse_replies.cpp defines
-// the libfuse functions the handlers call (fuse_reply_*, fuse_add_direntry*, fuse_req_userdata,
+// the libfuse functions the handlers call (fuse_reply_*, fuse_add_direntry*, fuse_req_userdata, fuse_req_ctx,
 // fuse_lowlevel_notify_store). sqarfs itself is compiled from the same sources, unchanged.
 // Each definition checks what libfuse would otherwise trust: one reply per request, a reply
 // no larger than the kernel asked for, an errno the handlers are meant to give.

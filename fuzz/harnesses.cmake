@@ -15,7 +15,7 @@ function(sqar_add_harness target harness)
     # sqarfs's request handlers and what they use, compiled as in sqarfs; the libfuse reply
     # functions come from fuse_replies.cpp instead of libfuse (see fuse_replies.h).
     set(fuse ${PROJECT_SOURCE_DIR}/fuse)
-    target_sources(${target} PRIVATE ${dir}/fuse_replies.cpp ${fuse}/filesystem.cpp ${fuse}/log.cpp
+    target_sources(${target} PRIVATE ${dir}/fuse_replies.cpp ${fuse}/filesystem.cpp ${fuse}/caller.cpp ${fuse}/log.cpp
                                      ${fuse}/options.cpp ${fuse}/prefetcher.cpp ${fuse}/resident_code.cpp)
     target_include_directories(${target} PRIVATE ${fuse} ${FUSE3_INCLUDE_DIRS})
     target_compile_options(${target} PRIVATE ${FUSE3_CFLAGS_OTHER})

@@ -8,7 +8,7 @@ import pwd
 import sys
 
 from sqarfs_common import Mount, fuse_workspace, make_tree, sqar_create_works, sqarfs_binary, sqarfs_refused
-from sqartest import MKSQUASHFS_IGNORE, data_regions, mksquashfs, run, tree_differences
+from sqartest import AS_NOBODY, MKSQUASHFS_IGNORE, data_regions, mksquashfs, run, tree_differences
 
 
 def mount_flags(mnt):
@@ -112,6 +112,47 @@ def blocks_match_the_kernel(tmp):
     return failures
 
 
+def xattrs_answer_as_the_kernel(tmp):
+    """The kernel lists trusted.* names only to a caller with CAP_SYS_ADMIN; on an allow_other
+    mount sqarfs listed them to every user. Names of namespaces SquashFS has no handler for
+    (system.*, os2.*) are EOPNOTSUPP there, a bare prefix EINVAL. Returns failures."""
+    src, mnt, kmnt = f"{tmp}/xattr-src", f"{tmp}/xattr-mnt", f"{tmp}/xattr-kernel"
+    os.makedirs(src)
+    os.chmod(tmp, 0o755)  # nobody must reach the mount points
+    with open(f"{src}/f", "wb") as f:
+        f.write(b"x")
+    os.chmod(f"{src}/f", 0o644)
+    os.setxattr(f"{src}/f", "trusted.secret-name", b"1")
+    os.setxattr(f"{src}/f", "user.plain", b"2")
+    img = f"{tmp}/xattr.sqfs"
+    mksquashfs(src, img, "-xattrs")
+    os.makedirs(kmnt, exist_ok=True)
+    probe = ("import errno, os, sys\n"
+             "path = sys.argv[1]\n"
+             "out = [','.join(sorted(os.listxattr(path)))]\n"
+             "for name in ('system.posix_acl_access', 'os2.x', 'user.', 'user.none'):\n"
+             "    try:\n"
+             "        os.getxattr(path, name); out.append(name + ':found')\n"
+             "    except OSError as e:\n"
+             "        out.append(name + ':' + errno.errorcode[e.errno])\n"
+             "print(' '.join(out))\n")
+    answers = {}
+    run(["mount", "-t", "squashfs", "-o", "loop,ro", img, kmnt])
+    try:
+        with Mount(img, mnt, "allow_other"):
+            for who, prefix in (("root", []), ("nobody", AS_NOBODY)):
+                for reader, where in (("kernel", kmnt), ("sqarfs", mnt)):
+                    answers[who, reader] = run([*prefix, sys.executable, "-c", probe, f"{where}/f"]).stdout.strip()
+    finally:
+        run(["umount", kmnt])
+    failures = [f"xattrs as {who}: sqarfs {answers[who, 'sqarfs']!r}, kernel {answers[who, 'kernel']!r}"
+                for who in ("root", "nobody") if answers[who, "sqarfs"] != answers[who, "kernel"]]
+    if "trusted.secret-name" in answers["nobody", "kernel"] or "trusted" not in answers["root", "kernel"]:
+        failures.append(f"the kernel's answers are not the ones this test expects: {answers}")
+    print(f"xattrs: {'same as the kernel' if not failures else failures} ({answers['nobody', 'sqarfs']})")
+    return failures
+
+
 def main():
     failures = []
     with fuse_workspace() as (tmp, src, mnt):
@@ -184,6 +225,7 @@ def main():
             failures.append(f"-o handoff=maybe: exit {r.returncode}, stderr {r.stderr!r}")
         failures += holes_match_the_kernel(tmp)
         failures += blocks_match_the_kernel(tmp)
+        failures += xattrs_answer_as_the_kernel(tmp)
         help_text = run([sqarfs, "--help"]).stdout
         if "fuse.sqarfs" not in help_text or "cache=" not in help_text or "spin=" not in help_text:
             failures.append("--help lacks the fstab example or options")
