@@ -174,7 +174,8 @@ The image is opened and checked before mounting, so a bad image or mount point i
 reported here with a non-zero exit status. Mounting takes milliseconds whatever the
 image size: nothing is read until it is needed. sqarfs then runs in the background
 (use -f to stay in the foreground) until unmounted with `fusermount3 -u MOUNTPOINT`
-or `umount MOUNTPOINT`, or until SIGTERM, SIGINT or SIGHUP, on which it unmounts.
+or `umount MOUNTPOINT`, or until SIGTERM, SIGINT or SIGHUP, on which it unmounts (even
+a busy mount, whose open files then fail with ENOTCONN; fusermount3 -u refuses one).
 
 Options:
   -o offset=N       the image starts N bytes into IMAGE (e.g. appended to a binary;
