@@ -188,7 +188,6 @@ void RequestLoop::worker(unsigned group, int cpu) {
     // A request that turns out slow (a block to decompress) gives the role up itself
     // (yield_listener_role); see request_loop.h for handing it on when others wait.
     if (handoff_on_queue_ && more_queued()) lock.unlock();
-    t_request_start_ns = now_ns();
     fuse_session_process_buf(se_, &buf);
   }
   t_listener_lock = nullptr;
@@ -215,6 +214,7 @@ int RequestLoop::next_request(fuse_buf& buf, unsigned group) {
     int r = fuse_session_receive_buf(se_, &buf);
     if (r > 0) {
       int64_t now = now_ns();
+      t_request_start_ns = now;  // for yield_listener_role_if_slow(), without a second clock read
       int64_t gap = now - last_request_ns_.exchange(now, std::memory_order_relaxed);
       if (slept && group == 0) adapt_spin(gap);
       note_client(buf, now);

@@ -175,7 +175,7 @@ int SourceRead::start(int dirfd, const char* name, uint64_t offset, uint64_t len
   // read: the kernel would zero-fill page after page (10 s for a 10 GiB sparse file), and
   // neither is a buffer filled with its zeros (range_was_hole). The last range is always
   // read, to notice growth.
-  if (!expect_eof && uint64_t(st.st_blocks) * 512 < uint64_t(st.st_size) && offset + len <= uint64_t(st.st_size)) {
+  if (!expect_eof && has_holes(st) && offset + len <= uint64_t(st.st_size)) {
     const off_t data = lseek(fd_, off_t(offset), SEEK_DATA);
     if ((data < 0 && errno == ENXIO) || (data >= 0 && uint64_t(data) >= offset + len)) {
       hole_ = true;
