@@ -138,6 +138,7 @@ class Merger {
         if (!pre.stored[i]) total += u.tree.nodes[u.tree.files[i]].size;
       enter(MergePhase::data, total);
       data_opt.bytes_done = &progress_->bytes_done;
+      data_opt.bytes_total = &progress_->bytes_total;
     }
     DataResult data = write_file_data(u.tree, out, data_opt);
     for (const auto& in : inputs_)

@@ -178,6 +178,11 @@ class DataPipeline final : public UnitReader {
     for (uint32_t i = 0; i < kinds_.size(); ++i)
       if (kinds_[i] == FileKind::kPrehashed && !skip_[i]) todo.push_back(i);
     if (todo.empty()) return;
+    // Until the dedup decisions, every one of them counts as read again (plan_units takes
+    // back the bytes of those that are not), so the bar does not fill during this pass.
+    if (opt_.bytes_total)
+      for (uint32_t f : todo) second_read_bytes_ += node_of(f).size;
+    if (opt_.bytes_total) opt_.bytes_total->fetch_add(second_read_bytes_, std::memory_order_relaxed);
     prehash_.resize(kinds_.size());
     std::vector<int> errs(todo.size(), 0);
     std::vector<std::string> changed(todo.size());
@@ -279,6 +284,13 @@ class DataPipeline final : public UnitReader {
       throw Error("more than 2^32 data blocks in one image; use a larger block size (-b)");
     for (uint32_t i = 0; i < kinds_.size(); ++i)
       if (has_units_[i]) locs_[i].first_block += uint32_t(base);
+    if (opt_.bytes_total) {
+      uint64_t read_again = 0;
+      for (uint32_t i = 0; i < kinds_.size(); ++i)
+        if (has_units_[i] && kinds_[i] == FileKind::kPrehashed) read_again += node_of(i).size;
+      opt_.bytes_total->fetch_sub(second_read_bytes_ - std::min(read_again, second_read_bytes_),
+                                  std::memory_order_relaxed);
+    }
     block_sizes_.resize(base + blocks, 0);
     late_blocks_ = base + blocks;
   }
@@ -427,9 +439,7 @@ class DataPipeline final : public UnitReader {
     }
     if (reads_xattrs(u)) store_xattrs(f, s.xattrs);
     stats_.bytes_read += len;
-    // Prehashed files were counted once by the hashing pass; progress measures source bytes.
-    if (opt_.bytes_done && kinds_[f] != FileKind::kPrehashed)
-      opt_.bytes_done->fetch_add(len, std::memory_order_relaxed);
+    if (opt_.bytes_done) opt_.bytes_done->fetch_add(len, std::memory_order_relaxed);
     const size_t full_blocks = size_t(len / block_size_);
     // Only full blocks go to the compressors and need a shared buffer; a small file's bytes stay
     // in the slot (its buffer is reused: no allocation per small file).
@@ -482,8 +492,7 @@ class DataPipeline final : public UnitReader {
     const uint32_t f = u.file;
     if (reads_xattrs(u)) store_xattrs(f, s.xattrs);
     stats_.bytes_read += u.len;
-    if (opt_.bytes_done && kinds_[f] != FileKind::kPrehashed)
-      opt_.bytes_done->fetch_add(u.len, std::memory_order_relaxed);
+    if (opt_.bytes_done) opt_.bytes_done->fetch_add(u.len, std::memory_order_relaxed);
     if (u.offset == 0) hasher_.reset();
     const auto reuse = reuse_first_.find(f);
     for (uint64_t b = 0; b < u.len / block_size_; ++b) {
@@ -730,6 +739,7 @@ class DataPipeline final : public UnitReader {
   std::unordered_set<uint32_t> warned_;  // files already reported as changed
   std::deque<uint32_t> orphans_;         // files to read again (orphan_duplicates_of)
   uint64_t late_blocks_ = 0;             // next block slot for them
+  uint64_t second_read_bytes_ = 0;       // progress: the bytes the hashing pass added to bytes_total
   DirectoryHandle orphan_dir_;           // where they are read again
   DirectoryHandle compare_dirs_[2];      // --verify-dedup's two files (sequencer thread)
   BlockBuffer frag_buf_;

@@ -54,7 +54,12 @@ struct DataOptions {
   // block_sizes are taken (moved out), since they may be hundreds of MB.
   PrestoredData* prestored = nullptr;
   std::function<void(const std::string&)> warn;
-  std::atomic<uint64_t>* bytes_done = nullptr;  // progress: source bytes processed
+  // Progress: bytes read so far and to read in all. Files that share their size are read
+  // twice (hashed, then stored if they own their data), so bytes_total (the source's bytes
+  // when the pipeline starts) grows by the second reads: a bar reaches its end only when the
+  // last byte is stored.
+  std::atomic<uint64_t>* bytes_done = nullptr;
+  std::atomic<uint64_t>* bytes_total = nullptr;
 };
 
 // One per regular file, so kept small (10^5..10^7 of them live for the whole build): 40 bytes.

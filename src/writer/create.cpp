@@ -204,7 +204,10 @@ CreateStats create_image(CreateOptions opt, CreateProgress* progress) {
   data_opt.content = tar_content.get();
   data_opt.warn = opt.warn;
   data_opt.reuse = reuse ? &*reuse : nullptr;
-  if (progress) data_opt.bytes_done = &progress->bytes_done;
+  if (progress) {
+    data_opt.bytes_done = &progress->bytes_done;
+    data_opt.bytes_total = &progress->bytes_total;
+  }
   const auto t_data = std::chrono::steady_clock::now();
   DataResult data = write_file_data(tree, out, data_opt);
   stats.data_seconds = since(t_data);

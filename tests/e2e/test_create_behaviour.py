@@ -771,6 +771,25 @@ def test_single_file_sources_and_progress_on_a_tty():
         assert all(len(t) <= 39 for t in bars), [t for t in bars if len(t) > 39]
 
 
+def test_progress_bar_counts_the_second_read_of_files_that_share_a_size():
+    """Files of one size are hashed first and read again to be stored if they own their data.
+    The bar counted the hashing pass as all of their bytes, so with a duplicate it stood at
+    100% from the first second to the last."""
+    with tempdir() as d:
+        text = base64.b64encode(pseudo_random(9 << 20, 7))
+        write(f"{d}/src/a.log", text)
+        write(f"{d}/src/a.log.1", text)
+        p = run(["script", "-qec", f"{SQAR} create -j1 -c xz {d}/src {d}/img", "/dev/null"], check=False)
+        assert p.returncode == 0, p.stdout
+        drawn = [part.replace("\x1b[K", "") for part in re.split(r"[\r\n]", p.stdout)]
+        percents = [int(m.group(1)) for t in drawn if t.startswith("[") for m in [re.search(r"(\d+)%", t)] if m]
+        assert len(percents) >= 4, f"too few progress bars drawn to judge: {p.stdout!r}"
+        assert percents == sorted(percents), percents
+        # Storing the one copy is most of the run: the bar is full only at its end.
+        assert sum(1 for x in percents if x >= 100) <= 2 and percents[0] < 100, percents
+        assert any(40 <= x < 100 for x in percents), percents
+
+
 LEASE_HOLDER = """
 import fcntl, os, signal, sys, time
 fd = os.open(sys.argv[1], os.O_RDONLY)
@@ -820,4 +839,5 @@ if __name__ == "__main__":
           test_ranges_in_holes_of_large_sparse_files, test_holes_of_same_size_files_are_not_read_for_dedup,
           test_file_of_millions_of_blocks,
           test_manifest_is_invisible_to_other_readers, test_big_directory_and_file_over_4gib,
-          test_one_file_system_and_owner_options, test_single_file_sources_and_progress_on_a_tty])
+          test_one_file_system_and_owner_options, test_single_file_sources_and_progress_on_a_tty,
+          test_progress_bar_counts_the_second_read_of_files_that_share_a_size])
