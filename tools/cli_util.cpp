@@ -11,6 +11,7 @@
 #include <cstring>
 #include <exception>
 #include <new>
+#include <string_view>
 #include <thread>
 
 #include "common/display_name.h"
@@ -40,6 +41,9 @@ int run_guarded(const char* cmd, const std::function<int()>& body, int error_cod
   } catch (const UsageError& e) {
     std::fprintf(stderr, "sqar %s: %s\nTry 'sqar %s --help' for examples.\n", cmd, printable(e.what()).c_str(), cmd);
     return 2;
+  } catch (const OptionError& e) {
+    std::fprintf(stderr, "sqar %s: %s\nTry 'sqar %s --help' for examples.\n", cmd, printable(e.what()).c_str(), cmd);
+    return 2;
   } catch (const std::bad_alloc&) {
     // "std::bad_alloc" says nothing to a user; the inputs' claims are bounded, so this is a
     // limit (ulimit -v, a cgroup) smaller than what the work needs.
@@ -59,12 +63,27 @@ std::optional<int64_t> source_date_epoch() {
   return v;
 }
 
-void throw_getopt_error(int c, char** argv) {
+void throw_getopt_error(int c, char** argv, const option* longopts) {
   // Inside a cluster such as -xy, optind still points at the cluster or already past it, so
   // argv[optind - 1] may be another argument: a short option is named by its letter (optopt).
   // A missing value only happens at the last argument, which names a long option itself; an
   // unknown long option leaves optopt 0.
   const std::string last = argv[optind - 1];
+  if (last.rfind("--", 0) == 0 && c != ':') {
+    // getopt_long reports "--force=yes" by the option's short letter (optopt), and an ambiguous
+    // prefix as unknown: name the option as typed, and the cause.
+    const std::string typed = last.substr(0, last.find('='));
+    if (optopt != 0 && typed.size() < last.size()) throw UsageError("option '" + typed + "' takes no value");
+    std::vector<std::string> matches;
+    for (const option* o = longopts; o && o->name && typed.size() > 2; ++o)
+      if (std::string_view(o->name).substr(0, typed.size() - 2) == std::string_view(typed).substr(2))
+        matches.push_back(std::string("--") + o->name);
+    if (matches.size() > 1) {
+      std::string list;
+      for (const std::string& m : matches) list += (list.empty() ? "" : ", ") + m;
+      throw UsageError("option '" + typed + "' is ambiguous: it could be " + list);
+    }
+  }
   const bool long_option = last.rfind("--", 0) == 0 && (c == ':' || optopt == 0);
   const std::string arg = long_option || optopt <= 0 || optopt >= 128 ? last : std::string("-") + char(optopt);
   if (c == ':') throw UsageError("option '" + arg + "' needs a value");

@@ -34,7 +34,7 @@ void flush_standard_output();
 
 // The UsageError for what getopt_long returned instead of an option: ':' (an option without
 // its value) or '?' (an unknown option); both name the argument as typed.
-[[noreturn]] void throw_getopt_error(int c, char** argv);
+[[noreturn]] void throw_getopt_error(int c, char** argv, const option* longopts);
 
 std::optional<int64_t> parse_int(const std::string& text);
 // -j N: 1..1024 threads, or 0 for all cores (as xz -T0 and zstd -T0 take it).

@@ -66,7 +66,7 @@ int cat_main(int argc, char** argv) {
         case kOffset: offset = parse_offset_arg(optarg); break;
         case kNoVerify: verify = false; break;
         case 'h': std::fputs(kHelp, stdout); return 0;
-        default: throw_getopt_error(c, argv);
+        default: throw_getopt_error(c, argv, longopts);
       }
     }
     if (argc - optind < 2) throw UsageError("need IMAGE and at least one PATTERN");

@@ -354,7 +354,7 @@ int run_create(int argc, char** argv) {
         opt.tar_memory = parse_tar_memory(arg);
         tar_memory_given = true;
         break;
-      default: throw_getopt_error(c, argv);
+      default: throw_getopt_error(c, argv, longopts);
     }
   }
   check_tar_companions(opt.tar, tar_memory_given, exclude_files);

@@ -106,7 +106,7 @@ int diff_main(int argc, char** argv) {
             case 'j': opt.jobs = parse_jobs_arg(optarg); break;
             case kOffset: offset = parse_offset_arg(optarg); break;
             case 'h': std::fputs(kHelp, stdout); return 0;
-            default: throw_getopt_error(c, argv);
+            default: throw_getopt_error(c, argv, longopts);
           }
         }
         if (argc - optind != 2) throw UsageError("need IMAGE and DIR");

@@ -59,7 +59,7 @@ const char kHelp[] =
     "      --no-same-owner   do not restore owners (the default unless running as root); a\n"
     "                        file keeps a set-uid (set-gid) bit only if it ends up owned by\n"
     "                        the image's user (group), as bsdtar and unsquashfs do\n"
-    "      --no-xattrs       do not restore extended attributes\n"
+    "      --no-xattrs       do not restore extended attributes (with --tar: do not archive them)\n"
     "      --no-verify       do not check file contents against the image's manifest trailer\n"
     "      --offset N        the image starts N bytes into IMAGE (e.g. inside a larger file)\n"
     "      --tar FILE        write a pax tar archive to FILE ('-': standard output) instead of\n"
@@ -131,7 +131,7 @@ std::string extract_status(const ops::ExtractProgress& p, double secs) {
 // The archive is written as the image is walked, so there is no total to show a bar against.
 std::string tar_status(const ops::TarExportProgress& p, double secs) {
   const uint64_t bytes = p.bytes_done.load();
-  return std::to_string(p.entries_done.load()) + " entries, " + human_bytes(bytes) + "  " +
+  return counted(p.entries_done.load(), "entry", "entries") + ", " + human_bytes(bytes) + "  " +
          human_bytes(uint64_t(double(bytes) / std::max(secs, 0.001))) + "/s";
 }
 
@@ -139,8 +139,8 @@ std::string tar_status(const ops::TarExportProgress& p, double secs) {
 void print_summary(const std::string& image, uint64_t entries, uint64_t bytes, const std::string& into,
                    std::chrono::steady_clock::time_point start) {
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::fprintf(stderr, "%s: %llu entries, %s of file content into %s in %.2f s\n", image.c_str(),
-               (unsigned long long)entries, human_bytes(bytes).c_str(), into.c_str(), secs);
+  std::fprintf(stderr, "%s: %s, %s of file content into %s in %.2f s\n", image.c_str(),
+               counted(entries, "entry", "entries").c_str(), human_bytes(bytes).c_str(), into.c_str(), secs);
 }
 
 // `given`: --compress or one of its short forms; otherwise the archive's name decides.
@@ -224,6 +224,7 @@ int extract_main(int argc, char** argv) {
     ops::ExtractOptions opt;
     opt.jobs = default_jobs();
     opt.same_owner = geteuid() == 0;
+    bool no_same_owner_given = false;
     uint64_t offset = 0;
     bool quiet = false, force_progress = false;
     std::vector<std::string> exclude_files;
@@ -245,7 +246,10 @@ int extract_main(int argc, char** argv) {
         case 'j': opt.jobs = parse_jobs_arg(optarg); break;
         case kOverwrite: opt.overwrite = true; break;
         case kSkipOldFiles: opt.skip_existing = true; break;
-        case kNoSameOwner: opt.same_owner = false; break;
+        case kNoSameOwner:
+          opt.same_owner = false;
+          no_same_owner_given = true;
+          break;
         case kNoXattrs: opt.xattrs = false; break;
         case kNoVerify: opt.verify = false; break;
         case kOffset: offset = parse_offset_arg(optarg); break;
@@ -278,13 +282,17 @@ int extract_main(int argc, char** argv) {
           break;
         }
         case 'h': std::fputs(kHelp, stdout); return 0;
-        default: throw_getopt_error(c, argv);
+        default: throw_getopt_error(c, argv, longopts);
       }
     }
     if (opt.overwrite && opt.skip_existing)
       throw UsageError("--overwrite replaces existing files and --skip-old-files keeps them: give one");
     if (tar_out && opt.skip_existing)
       throw UsageError("--skip-old-files is for files in a directory; --tar writes an archive");
+    if (tar_out && opt.overwrite)
+      throw UsageError("--overwrite is for files in a directory; --tar replaces FILE as tar -cf does");
+    if (tar_out && no_same_owner_given)
+      throw UsageError("--no-same-owner is for files in a directory; --tar stores the image's owners, as numbers");
     if (compression && !tar_out)
       throw UsageError(compression_option + " compresses a --tar archive; a directory is written as files");
     if (optind >= argc) throw UsageError("missing IMAGE");

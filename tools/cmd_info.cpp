@@ -163,7 +163,7 @@ int info_main(int argc, char** argv) {
         case kJson: json = true; break;
         case kOffset: offset = parse_offset_arg(optarg); break;
         case 'h': std::fputs(kHelp, stdout); return 0;
-        default: throw_getopt_error(c, argv);
+        default: throw_getopt_error(c, argv, longopts);
       }
     }
     if (argc - optind != 1) throw UsageError("need exactly one IMAGE");

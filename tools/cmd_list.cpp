@@ -150,6 +150,11 @@ int list_main(int argc, char** argv) {
     uint64_t offset = 0;
     optind = 1;
     opterr = 0;
+    // unsquashfs's listing options, which a user of it types first.
+    static const std::vector<ForeignOption> kUnsquashfsListOptions = {
+        {"-lls", "-l/--long"},        {"-ls", "-l/--long"}, {"-lc", "-l (every entry)"},
+        {"-llc", "-l (every entry)"}, {"-o", "--offset N"}, {"-offset", "--offset N"}};
+    reject_foreign_options(argc, argv, ":lvn0h", longopts, kUnsquashfsListOptions, "unsquashfs");
     for (int c; (c = getopt_long(argc, argv, ":lvn0h", longopts, nullptr)) != -1;) {
       switch (c) {
         case 'l':
@@ -165,7 +170,7 @@ int list_main(int argc, char** argv) {
           break;
         case kOffset: offset = parse_offset_arg(optarg); break;
         case 'h': std::fputs(kHelp, stdout); return 0;
-        default: throw_getopt_error(c, argv);
+        default: throw_getopt_error(c, argv, longopts);
       }
     }
     if (optind >= argc) throw UsageError("missing IMAGE");

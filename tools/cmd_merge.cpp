@@ -267,7 +267,7 @@ int run(int argc, char** argv, bool append) {
       case kUid: opt.uid = parse_user_id(arg); break;
       case kGid: opt.gid = parse_group_id(arg); break;
       case kMtime: opt.mtime = parse_mtime(arg); break;
-      default: throw_getopt_error(c, argv);
+      default: throw_getopt_error(c, argv, longopts);
     }
   }
   check_tar_companions(opt.tar, tar_memory_given, exclude_files);

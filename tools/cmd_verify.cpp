@@ -79,7 +79,7 @@ int verify_main(int argc, char** argv) {
         case kJson: json = true; break;
         case kOffset: offset = parse_offset_arg(optarg); break;
         case 'h': std::fputs(kHelp, stdout); return 0;
-        default: throw_getopt_error(c, argv);
+        default: throw_getopt_error(c, argv, longopts);
       }
     }
     if (argc - optind != 1) throw UsageError("need exactly one IMAGE");
@@ -118,8 +118,9 @@ int verify_main(int argc, char** argv) {
       return 1;
     }
     if (!quiet)
-      std::fprintf(stderr, "%s: OK: %llu entries, %llu files, %llu bytes of content checked%s\n", image_path.c_str(),
-                   (unsigned long long)v.entries(), (unsigned long long)v.files(), (unsigned long long)v.bytes(),
+      std::fprintf(stderr, "%s: OK: %s, %s, %s of content checked%s\n", image_path.c_str(),
+                   counted(v.entries(), "entry", "entries").c_str(), counted(v.files(), "file", "files").c_str(),
+                   human_bytes(v.bytes()).c_str(),
                    v.had_manifest() ? " against the manifest trailer (XXH3-128)" : " (no manifest trailer)");
     return 0;
   });

@@ -53,7 +53,14 @@ int run_command(const sqar::cli::Command& c, int argc, char** argv) {
   }
 }
 
+// An option before any command (`sqar -x`) is not a command name: one line each, as a bad
+// option of a command gets, instead of the whole usage.
 int unknown_command(const char* name) {
+  if (name[0] == '-') {
+    std::fprintf(stderr, "sqar: unknown option '%s' (options follow a command: sqar COMMAND [OPTIONS])\n", name);
+    std::fprintf(stderr, "Try 'sqar --help' for the commands.\n");
+    return 2;
+  }
   std::fprintf(stderr, "sqar: unknown command '%s'\n\n", name);
   print_usage(stderr);
   return 2;

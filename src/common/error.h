@@ -10,6 +10,13 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& what) : std::runtime_error(what) {}
 };
 
+// A command-line setting that the inputs, once open, turn out not to allow (a level out of the
+// range of the compressor an image brings): a usage error, so the tools exit with status 2.
+class OptionError : public Error {
+ public:
+  using Error::Error;
+};
+
 // "PATH: strerror(errnum)" — the shape every I/O error message takes.
 std::string errno_message(const std::string& path, int errnum);
 

@@ -180,8 +180,8 @@ class Merger {
     const bool other_codec = opt_.compressor && *opt_.compressor != codec.id;
     const bool other_block = opt_.block_size && *opt_.block_size != codec.block_size;
     if (opt_.append && (other_codec || other_block))
-      throw Error(first.path + " is " + settings(first) +
-                  ": new data is stored the same way (recompressing the image is not supported)");
+      throw OptionError(first.path + " is " + settings(first) +
+                        ": new data is stored the same way (recompressing the image is not supported)");
     if (other_codec) {
       codec = CodecConfig{};
       codec.id = *opt_.compressor;
@@ -196,8 +196,8 @@ class Merger {
     if (opt_.level >= 0) {
       auto [lo, hi] = level_range(codec.id);
       if (opt_.level < lo || opt_.level > hi)
-        throw Error(std::string(codec_name(codec.id)) + " level must be " + std::to_string(lo) + ".." +
-                    std::to_string(hi) + ", got " + std::to_string(opt_.level));
+        throw OptionError("level " + std::to_string(opt_.level) + " is out of range for " + codec_name(codec.id) +
+                          " (" + std::to_string(lo) + "-" + std::to_string(hi) + ")");
       codec.level = opt_.level;
     }
     if (codec.id == CodecId::lz4 && (other_codec || opt_.level >= 0)) codec.lz4_hc = codec.level > 0;

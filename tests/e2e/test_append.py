@@ -35,10 +35,10 @@ def copy_into(src, dst):
     run(["cp", "-a", src + "/.", dst + "/"])
 
 
-def expect_refused(img, args, *words):
+def expect_refused(img, args, *words, code=1):
     before = sha(img)
     p = run([SQAR, "append", img, *args], check=False)
-    assert p.returncode == 1, f"append {args} exited {p.returncode}: {p.stderr}"
+    assert p.returncode == code, f"append {args} exited {p.returncode}: {p.stderr}"
     for w in words:
         assert w in p.stderr, f"message lacks {w!r}: {p.stderr}"
     assert sha(img) == before, "a refused append changed IMAGE"
@@ -288,8 +288,8 @@ def test_other_compressor_refused():
         write(f"{d}/A/a", b"a\n")
         write(f"{d}/B/b", b"b\n")
         run([SQAR, "create", "-q", f"{d}/A", f"{d}/img"])
-        expect_refused(f"{d}/img", ["-c", "gzip", f"{d}/B"], "recompressing")
-        expect_refused(f"{d}/img", ["-b", "64K", f"{d}/B"], "recompressing")
+        expect_refused(f"{d}/img", ["-c", "gzip", f"{d}/B"], "recompressing", code=2)  # usage errors
+        expect_refused(f"{d}/img", ["-b", "64K", f"{d}/B"], "recompressing", code=2)
 
 
 def test_new_data_takes_the_images_level():

@@ -27,6 +27,53 @@ def test_bad_option_is_a_usage_error_in_every_command():
             p.stderr.endswith(f"Try 'sqar {cmd} --help' for examples.\n"), (cmd, p.returncode, p.stderr)
 
 
+def test_long_option_errors_name_the_option_as_typed():
+    """getopt reports '--force=yes' by the option's short letter and an ambiguous prefix as
+    unknown; both are named as typed, with the cause. An option before any command is one line,
+    not the whole usage."""
+    cases = [(["list", "--long=foo", "x"], "option '--long' takes no value"),
+             (["create", "--force=yes", "a", "b"], "option '--force' takes no value"),
+             (["extract", "--overwrite=yes", "x"], "option '--overwrite' takes no value"),
+             (["create", "--no", "a", "b"],
+              "option '--no' is ambiguous: it could be --no-xattrs, --no-dedup, --no-manifest, --no-export"),
+             (["list", "-lls", "x"], "'-lls' is unsquashfs's option; sqar's: -l/--long")]
+    for args, message in cases:
+        p = run([SQAR, *args], check=False)
+        want = f"sqar {args[0]}: {message}\nTry 'sqar {args[0]} --help' for examples.\n"
+        assert p.returncode == 2 and p.stderr == want, (args, p.returncode, p.stderr)
+    p = run([SQAR, "--bogus"], check=False)
+    assert p.returncode == 2 and p.stderr.splitlines() == [
+        "sqar: unknown option '--bogus' (options follow a command: sqar COMMAND [OPTIONS])",
+        "Try 'sqar --help' for the commands."], p.stderr
+
+
+def test_settings_the_inputs_refuse_are_usage_errors():
+    """A level out of the range of the compressor an input image brings, or a compressor
+    append cannot write into IMAGE, is a bad command line (exit 2) in append and merge as in
+    create; directory-only options with extract --tar are refused, not silently ignored."""
+    with tempdir() as d:
+        for name in ("a", "b"):
+            os.makedirs(f"{d}/{name}")
+            with open(f"{d}/{name}/{name}", "w") as f:
+                f.write(name)
+            run([SQAR, "create", "-q", f"{d}/{name}", f"{d}/{name}.sqfs"])
+        before = open(f"{d}/a.sqfs", "rb").read()
+        for args, message in ((["create", "-l", "99", f"{d}/a", f"{d}/c.sqfs"], "level 99 is out of range for zstd"),
+                              (["merge", "-l", "99", f"{d}/a.sqfs", f"{d}/b.sqfs", f"{d}/m.sqfs"],
+                               "level 99 is out of range for zstd (1-22)"),
+                              (["append", "-l", "99", f"{d}/a.sqfs", f"{d}/b"], "level 99 is out of range for zstd"),
+                              (["append", "-c", "gzip", f"{d}/a.sqfs", f"{d}/b"], "new data is stored the same way"),
+                              (["extract", "--tar", f"{d}/o.tar", "--overwrite", f"{d}/a.sqfs"],
+                               "--overwrite is for files in a directory"),
+                              (["extract", "--tar", f"{d}/o.tar", "--no-same-owner", f"{d}/a.sqfs"],
+                               "--no-same-owner is for files in a directory")):
+            p = run([SQAR, *args], check=False)
+            assert p.returncode == 2 and message in p.stderr and \
+                p.stderr.endswith(f"Try 'sqar {args[0]} --help' for examples.\n"), (args, p.returncode, p.stderr)
+        assert sorted(os.listdir(d)) == ["a", "a.sqfs", "b", "b.sqfs"], os.listdir(d)
+        assert open(f"{d}/a.sqfs", "rb").read() == before
+
+
 def test_a_missing_file_is_named_with_its_cause():
     with tempdir() as d:
         missing = f"{d}/missing"
@@ -80,5 +127,6 @@ def test_output_lost_on_standard_output_is_a_failure():
 
 
 if __name__ == "__main__":
-    main([test_bad_option_is_a_usage_error_in_every_command, test_a_missing_file_is_named_with_its_cause,
+    main([test_bad_option_is_a_usage_error_in_every_command, test_long_option_errors_name_the_option_as_typed,
+          test_settings_the_inputs_refuse_are_usage_errors, test_a_missing_file_is_named_with_its_cause,
           test_an_empty_pattern_is_a_usage_error, test_output_lost_on_standard_output_is_a_failure])

@@ -22,9 +22,9 @@ def merge(*args, check=True):
     return json.loads(p.stdout) if p.returncode == 0 else p
 
 
-def expect_refused(args, out, *words):
+def expect_refused(args, out, *words, code=1):
     p = run([SQAR, "merge", *args, out], check=False)
-    assert p.returncode == 1, f"merge {args} exited {p.returncode}: {p.stderr}"
+    assert p.returncode == code, f"merge {args} exited {p.returncode}: {p.stderr}"
     for w in words:
         assert w in p.stderr, f"message lacks {w!r}: {p.stderr}"
     assert not os.path.exists(out) and not leftovers(out), "a refused merge left output"
@@ -282,12 +282,12 @@ def test_output_settings_are_chosen():
             with equals_whole_tree(out, t, f"the shards merged with {' '.join(args)}", header[1]):
                 pass
             log(f"ok: merge {' '.join(args)}: {', '.join(recoded)} recoded, {s['copied_bytes']} bytes copied")
-        expect_refused(["-c", "gzip", "-l", "13", *shards], f"{d}/bad.sqfs", "level")
+        expect_refused(["-c", "gzip", "-l", "13", *shards], f"{d}/bad.sqfs", "level", code=2)  # a usage error
         p = run([SQAR, "merge", "-c", "gzip", "-l", "4294967297", *shards, f"{d}/bad.sqfs"], check=False)
         assert p.returncode == 2 and "invalid level '4294967297'" in p.stderr, (p.returncode, p.stderr)  # not 1
         assert not os.path.exists(f"{d}/bad.sqfs")
         p = run([SQAR, "append", "-c", "gzip", shards[0], t], check=False)
-        assert p.returncode == 1 and "recompressing the image is not supported" in p.stderr, p.stderr
+        assert p.returncode == 2 and "recompressing the image is not supported" in p.stderr, p.stderr
 
 
 def test_files_sharing_a_start_but_not_a_block_list_keep_their_content():
