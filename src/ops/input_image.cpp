@@ -399,7 +399,8 @@ InputImage open_input_image(const std::string& path) {
   small.cache_bytes = 8u << 20;
   in.image = reader::Image::open(path, small);
   if (in.image->offset() != 0) throw Error(path + ": an image inside a larger file cannot be an input");
-  if (::stat(path.c_str(), &in.st) != 0) throw Error(errno_message(path, errno));
+  // The file opened, not whatever is at the name a moment later.
+  if (::fstat(in.image->file_descriptor(), &in.st) != 0) throw Error(errno_message(path, errno));
   return in;
 }
 

@@ -15,6 +15,7 @@
 #include "common/error.h"
 #include "dedup/content_key.h"
 #include "format/squashfs.h"
+#include "ops/append_lock.h"
 #include "ops/input_image.h"
 #include "ops/parallel.h"
 #include "ops/recoded_content.h"
@@ -65,6 +66,7 @@ class Merger {
     if (struct stat st; opt_.append && opt_.warn && ::stat(opt_.images[0].c_str(), &st) == 0 && st.st_nlink > 1)
       opt_.warn(opt_.images[0] + ": has " + std::to_string(st.st_nlink - 1) +
                 " other hard link(s), which keep the old image: the new one is a new file renamed over this name");
+    if (opt_.append) lock_.emplace(opt_.images[0], opt_.warn);
     for (const auto& p : opt_.images) inputs_.push_back(open_input_image(p));
     const CodecConfig codec = choose_codec();
     load_inputs();
@@ -155,6 +157,7 @@ class Merger {
     fin.xattrs = true;  // the inputs keep theirs; --no-xattrs leaves out only the new entries' (scan)
     fin.mixed_levels = copies_other_levels(codec);
     fin.image_time = opt_.image_time;
+    if (lock_) fin.before_commit = [this] { lock_->check_still_in_place(); };
     const FinishResult fr = finish_image(u.tree, data, out, fin);
     stats_.finish_seconds = since(t_finish);
 
@@ -426,7 +429,9 @@ class Merger {
   // load_input_image did without them), then copies it.
   void copy_input(uint32_t k, ImageFile& out) {
     const InputImage& in = inputs_[k];
-    const int fd = ::open(in.path.c_str(), O_RDONLY | O_CLOEXEC);
+    // The file that was loaded, not the one at its name now (replaced meanwhile, its bytes
+    // would be copied under the loaded image's tables).
+    const int fd = ::fcntl(in.image->file_descriptor(), F_DUPFD_CLOEXEC, 0);
     if (fd < 0) throw Error(errno_message(in.path, errno));
     try {
       std::vector<uint8_t> checked;
@@ -575,7 +580,8 @@ class Merger {
 
   MergeOptions& opt_;
   MergeProgress* progress_;
-  uint32_t xz_dictionary_ = 0;  // the dictionary size the first input's options block is given
+  uint32_t xz_dictionary_ = 0;      // the dictionary size the first input's options block is given
+  std::optional<AppendLock> lock_;  // append: held from before IMAGE is opened until it is replaced
   std::vector<InputImage> inputs_;
   std::vector<std::vector<bool>> used_;                            // per input file
   std::vector<std::vector<std::pair<uint32_t, uint32_t>>> owner_;  // per input file: whose data

@@ -105,6 +105,7 @@ FinishResult finish_image(const Tree& tree, const DataResult& data, ImageFile& o
     blob = encode_image_settings({opt.codec.id, resolved_level(opt.codec), opt.mixed_levels});
     out.append(blob.data(), blob.size());
   }
+  if (opt.before_commit) opt.before_commit();
   out.commit();
   r.bytes_used = super.bytes_used;
   return r;

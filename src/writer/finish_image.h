@@ -3,6 +3,7 @@
 // as IMAGE.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -27,9 +28,10 @@ struct FinishOptions {
   bool exportable = true;
   bool xattrs = true;
   std::optional<uint32_t> uid, gid;
-  std::optional<int64_t> mtime;        // --mtime
-  std::optional<int64_t> source_date;  // SOURCE_DATE_EPOCH: clamps the times, and is the image's
-  std::optional<int64_t> image_time;   // the superblock's time alone (merge, append)
+  std::optional<int64_t> mtime;         // --mtime
+  std::optional<int64_t> source_date;   // SOURCE_DATE_EPOCH: clamps the times, and is the image's
+  std::optional<int64_t> image_time;    // the superblock's time alone (merge, append)
+  std::function<void()> before_commit;  // may throw: the image is then not committed (append)
 };
 
 struct FinishResult {

@@ -492,10 +492,60 @@ def test_replace_keeps_directories_a_tar_only_implies():
         assert after["squashfs-root"] == before["squashfs-root"], after
         log(f"ok: directories a tar only implies keep IMAGE's attributes: {after}")
 
+def wait_until_locked(img, proc, what):
+    """Returns once `proc` holds its flock on img (an append has begun)."""
+    import fcntl
+    deadline = time.time() + 60
+    with open(img, "rb") as f:
+        while time.time() < deadline:
+            assert proc.poll() is None, f"{what} ended before it was seen holding IMAGE"
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(f, fcntl.LOCK_UN)
+            except BlockingIOError:
+                return
+            time.sleep(0.005)
+    raise AssertionError(f"{what} never took its lock on IMAGE")
+
+
+def test_appends_at_once_keep_both():
+    """Two appends of one IMAGE at once each renamed its result over the name: both exited 0
+    and the first one's files were gone. The second now waits for the first; a program that
+    replaces IMAGE without the lock makes the append fail, leaving that program's file."""
+    with tempdir() as d:
+        write(f"{d}/A/a", b"a\n")
+        write(f"{d}/B/b", pseudo_random(24 << 20, 3).hex().encode())
+        write(f"{d}/C/c", b"c\n")
+        run([SQAR, "create", "-q", f"{d}/A", f"{d}/img"])
+        first = subprocess.Popen([SQAR, "append", "-j1", "-l", "19", f"{d}/img", f"{d}/B"],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        wait_until_locked(f"{d}/img", first, "the first append")
+        second = run([SQAR, "append", f"{d}/img", f"{d}/C"], check=False, timeout=600)
+        out, err = first.communicate(timeout=600)
+        assert first.returncode == 0 and second.returncode == 0, (first.returncode, err, second.stderr)
+        assert "another sqar append of this image is running; waiting" in second.stderr, second.stderr
+        names = run(["unsquashfs", "-lc", "-d", "", f"{d}/img"]).stdout.split()
+        assert sorted(names) == ["/a", "/b", "/c"], names
+        # Replaced by another program (a rename, as cp --remove-destination or a create does)
+        # while an append runs: the append fails and the other file stays.
+        run([SQAR, "create", "-q", f"{d}/C", f"{d}/other"])
+        shutil.copy(f"{d}/other", f"{d}/other.copy")
+        write(f"{d}/D/d", pseudo_random(24 << 20, 4).hex().encode())
+        third = subprocess.Popen([SQAR, "append", "-j1", "-l", "19", f"{d}/img", f"{d}/D"],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        wait_until_locked(f"{d}/img", third, "the third append")
+        os.rename(f"{d}/other.copy", f"{d}/img")
+        out, err = third.communicate(timeout=600)
+        assert third.returncode == 1 and "replaced by another program during the append" in err, (third.returncode, err)
+        assert sha(f"{d}/img") == sha(f"{d}/other"), "the file put at IMAGE was replaced"
+        assert not leftovers(f"{d}/img"), leftovers(f"{d}/img")
+        log("ok: appends at once wait for each other; a foreign replacement fails the append")
+
+
 if __name__ == "__main__":
     main([test_append_chain, test_append_tar_chain, test_old_mount_reads_during_append, test_conflict_and_replace, test_conflict_names_the_inputs_in_order,
           test_replace_keeps_directories_a_tar_only_implies, test_damaged_image,
           test_owner_and_time_of_new_entries,
           test_verify_checks_data_digests, test_other_compressor_refused, test_new_data_takes_the_images_level,
           test_mksquashfs_image, test_signals_leave_image_unchanged, test_enospc,
-          test_symlinked_and_read_only_images])
+          test_symlinked_and_read_only_images, test_appends_at_once_keep_both])
