@@ -143,6 +143,7 @@ class Merger {
       data_opt.bytes_total = &progress_->bytes_total;
     }
     DataResult data = write_file_data(u.tree, out, data_opt);
+    refuse_replacements_left_out(u);
     for (const auto& in : inputs_)
       if (in.recode) check_input_unchanged(in, in.image->file_descriptor());
     stats_.data_seconds = since(t_data);
@@ -172,6 +173,27 @@ class Merger {
   }
 
  private:
+  // A --replace entry from SOURCEs that the data pass left out (it vanished, or was unreadable
+  // with --skip-unreadable) would take IMAGE's entry of that name with it: the run fails, and
+  // IMAGE stays as it was, rather than lose the entry the user meant to update.
+  void refuse_replacements_left_out(const TreeUnion& u) const {
+    std::string names;
+    size_t count = 0;
+    for (uint32_t i = 0; i < u.tree.nodes.size(); ++i) {
+      if (!u.replaces_earlier[i]) continue;
+      const Node& n = u.tree.nodes[i];
+      const bool gone = n.omitted || (n.link_target != kNoNode && u.tree.nodes[n.link_target].omitted);
+      if (!gone) continue;
+      if (++count <= 10) names += (names.empty() ? "" : ", ") + u.tree.rel_path_of(n);
+    }
+    if (count == 0) return;
+    if (count > 10) names += " and " + std::to_string(count - 10) + " more";
+    throw Error(
+        names + ": left out (see above), so " + (count == 1 ? "it does" : "they do") +
+        " not replace the entry of that name; " +
+        (opt_.append ? "nothing is written and " + opt_.images[0] + " is as it was" : opt_.output + " is not written"));
+  }
+
   // The output takes the first input's compressor and block size, so that its stored bytes
   // (and compressor options) lead the output, unless merge's -c or -b choose others. An input
   // stored another way is recoded: its files are decoded and compressed again, with a warning,

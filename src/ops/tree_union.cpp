@@ -34,6 +34,7 @@ class Union {
     }
     report_conflicts();
     link_and_list_files();
+    out_.replaces_earlier.resize(out_.tree.nodes.size(), false);
     return std::move(out_);
   }
 
@@ -99,6 +100,8 @@ class Union {
     for (auto& [name, list] : names) {
       std::vector<Origin> take = resolve(dir, name, list);
       const uint32_t i = add_node(attributes_of(take), name, dir);
+      out_.replaces_earlier.resize(out_.tree.nodes.size(), false);
+      out_.replaces_earlier[i] = !is_dir(take.front()) && take.front().input != list.front().input;
       if (is_dir(take.front())) subdirs.emplace_back(i, std::move(take));
     }
     out_.tree.nodes[dir].first_child = first;

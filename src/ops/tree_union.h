@@ -23,6 +23,9 @@ struct Origin {
 struct TreeUnion {
   Tree tree;
   std::vector<Origin> origin;  // per output node
+  // Per output node: it won its name over an earlier input's entry (--replace). If it is then
+  // left out (a SOURCE file that vanished or is unreadable), the earlier entry must not go with it.
+  std::vector<bool> replaces_earlier;
 };
 
 // A name found in more than one input is an error (one error naming up to ten such names and

@@ -271,7 +271,8 @@ class Scanner {
 
   // The root when the SOURCEs are its entries: a directory (0755) owned by whoever packs, as
   // new as the newest SOURCE (not the time of the build, so the same sources give the same
-  // image; --mtime and SOURCE_DATE_EPOCH apply to it as to every entry).
+  // image; --mtime and SOURCE_DATE_EPOCH apply to it as to every entry). No source named
+  // it, so `append --replace` of files keeps IMAGE's root as it is (a private image stays so).
   void made_up_root(int64_t mtime) {
     struct stat st {};
     st.st_mode = S_IFDIR | 0755;
@@ -279,6 +280,7 @@ class Scanner {
     st.st_gid = getegid();
     st.st_mtim.tv_sec = mtime;
     fill_metadata(tree_.nodes[0], st, 0);
+    tree_.nodes[0].implied = true;
   }
 
   void attach_root_entries() {

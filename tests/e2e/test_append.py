@@ -542,10 +542,42 @@ def test_appends_at_once_keep_both():
         log("ok: appends at once wait for each other; a foreign replacement fails the append")
 
 
+def test_replace_loses_nothing_and_keeps_the_root():
+    """--replace with a replacing file that is then left out (unreadable with
+    --skip-unreadable) took IMAGE's entry of that name with it, exit 0; files given as
+    SOURCEs gave IMAGE's root the mode and owner of the root made up for them (0755, the
+    caller's), opening up a private image."""
+    need_root()
+    with tempdir() as d:
+        write(f"{d}/old/zz", b"old important\n")
+        write(f"{d}/old/keep", b"keep\n")
+        os.chmod(f"{d}/old", 0o700)
+        run([SQAR, "create", "-q", f"{d}/old", f"{d}/img"])
+        write(f"{d}/src/zz", b"new\n")
+        os.chmod(f"{d}/src/zz", 0)
+        run(["chown", "-R", "nobody", d])
+        before = sha(f"{d}/img")
+        p = run([*AS_NOBODY, SQAR, "append", "--replace", "--skip-unreadable", f"{d}/img", f"{d}/src"], check=False)
+        assert p.returncode == 1 and "zz: left out (see above), so it does not replace the entry" in p.stderr, \
+            (p.returncode, p.stderr)
+        assert sha(f"{d}/img") == before and not leftovers(f"{d}/img"), p.stderr
+        # A file SOURCE replacing an entry: the root keeps IMAGE's mode, owner and time.
+        write(f"{d}/fixed/zz", b"fixed\n")
+        root_before = run(["unsquashfs", "-lln", "-d", "", f"{d}/img"]).stdout.splitlines()[0].split()[:2]
+        run([SQAR, "append", "-q", "--replace", f"{d}/img", f"{d}/fixed/zz"])
+        with kernel_mount(f"{d}/img", f"{d}/mnt") as m:
+            st = os.stat(m)
+            assert (st.st_mode & 0o7777, st.st_uid, st.st_gid) == (0o700, 0, 0), (oct(st.st_mode), st.st_uid, st.st_gid)
+            assert open(f"{m}/zz", "rb").read() == b"fixed\n" and open(f"{m}/keep", "rb").read() == b"keep\n"
+        assert root_before == ["drwx------", "0/0"], root_before
+        log("ok: a replacement left out fails the append; file SOURCEs keep IMAGE's root")
+
+
 if __name__ == "__main__":
     main([test_append_chain, test_append_tar_chain, test_old_mount_reads_during_append, test_conflict_and_replace, test_conflict_names_the_inputs_in_order,
           test_replace_keeps_directories_a_tar_only_implies, test_damaged_image,
           test_owner_and_time_of_new_entries,
           test_verify_checks_data_digests, test_other_compressor_refused, test_new_data_takes_the_images_level,
           test_mksquashfs_image, test_signals_leave_image_unchanged, test_enospc,
-          test_symlinked_and_read_only_images, test_appends_at_once_keep_both])
+          test_symlinked_and_read_only_images, test_appends_at_once_keep_both,
+          test_replace_loses_nothing_and_keeps_the_root])
