@@ -17,104 +17,100 @@ namespace sqar::ops {
 
 namespace {
 
-// `path` with '.' and '..' resolved lexically; '..' stops at the root (the image has no other
-// root to escape to). Right only where every component before a '..' is a directory.
-std::string lexical_path(const std::string& joined) {
-  std::string out;
-  for (size_t i = 0; i <= joined.size();) {
-    size_t j = joined.find('/', i);
-    if (j == std::string::npos) j = joined.size();
-    const std::string comp = joined.substr(i, j - i);
-    if (comp == "..") {
-      const size_t s = out.rfind('/');
-      out = s == std::string::npos ? "" : out.substr(0, s);
-    } else if (!comp.empty() && comp != ".") {
-      out += (out.empty() ? "" : "/") + comp;
-    }
-    i = j + 1;
-  }
-  return out;
-}
-
-// `path` without its empty components (leading, trailing and repeated slashes); '.' and
-// '..' stay for the walk to resolve.
-std::string without_empty_components(const std::string& path) {
-  std::string out;
+// The components of `path` (empty ones, from leading, trailing or repeated slashes, dropped)
+// pushed onto `todo`, which is walked from its back: the first component ends up last.
+void push_components(std::vector<std::string>& todo, std::string_view path) {
+  const size_t at = todo.size();
   for (size_t i = 0; i <= path.size();) {
     size_t j = path.find('/', i);
-    if (j == std::string::npos) j = path.size();
-    if (j > i) out.append(out.empty() ? "" : "/").append(path, i, j - i);
+    if (j == std::string_view::npos) j = path.size();
+    if (j > i) todo.emplace_back(path.substr(i, j - i));
     i = j + 1;
   }
-  return out;
+  std::reverse(todo.begin() + long(at), todo.end());
 }
 
 }  // namespace
 
 reader::Inode resolve_regular_file(reader::Image& image, std::string path) {
   constexpr size_t kMaxPath = 4096;
-  // Errors name the path asked for, and where its symlinks led when that differs.
-  const std::string asked = path.empty() ? "/" : path;  // the root normalizes to ""
-  bool followed_symlink = false;
-  auto fail = [&](const std::string& why) {
-    return Error(asked + ": " + why +
-                 (!followed_symlink || path == asked || path.empty() ? "" : " (its symlinks lead to " + path + ")"));
+  constexpr int kMaxSymlinks = 40;  // as the kernel's MAXSYMLINKS
+  const std::string asked = path.empty() ? "/" : path;
+  // Walked as the kernel walks a path: a stack of the directories reached (the root first),
+  // '..' pops one (never past the root: the image has no other root to escape to), and a
+  // symlink's target is put in front of the components still to walk, from the root if it
+  // is absolute. So '..' after a symlink climbs from where the symlink led, and no part of
+  // the path is walked twice. A hostile image can still make a walk long (a directory that
+  // lists itself, 40 targets of 4 KiB): each hop is bounded by the 4096-byte path, and the
+  // lookups are remembered, so a name is searched for once in each directory.
+  struct Reached {
+    reader::Inode dir;
+    std::string name;
   };
-  // Walks PATH one component at a time from the root, looking each up in the directory
-  // before it (linear in the depth, even for a hostile image's 1000-deep chain); a symlink
-  // anywhere on the way (not only the last component) is replaced by its target and the walk
-  // starts again, at most 40 times, on a path of at most 4096 bytes.
-  for (int hops = 0;;) {
-    if (path.empty()) throw fail("is a directory");
-    reader::Inode dir = image.root();
-    for (size_t i = 0;;) {
-      size_t j = path.find('/', i);
-      if (j == std::string::npos) j = path.size();
-      const bool last = j == path.size();
-      const std::string_view name = std::string_view(path).substr(i, j - i);
-      if (name == "." || name == "..") {
-        // Every component before this one is a directory, never a symlink (a symlink restarts
-        // the walk), so resolving the prefix lexically resolves it as the kernel would:
-        // "link/../x" goes through link's target first. The path only gets shorter here.
-        const std::string rest = last ? "" : path.substr(j + 1);
-        const std::string here = lexical_path(path.substr(0, j));
-        path = here.empty() ? rest : rest.empty() ? here : here + "/" + rest;
-        break;
-      }
-      auto entry = image.lookup(dir, name);
-      if (!entry) throw fail("not found in the image");
-      reader::Inode ino;
-      try {
-        ino = image.read_inode(entry->inode_ref);
-      } catch (const Error& e) {  // a damaged inode: say whose
-        throw Error(path.substr(0, j) + ": " + without_path_prefix(e.what(), image.path()));
-      }
-      if (ino.is_symlink()) {
-        if (++hops > 40) throw fail("too many levels of symbolic links");
-        followed_symlink = true;
-        const std::string walked = i ? path.substr(0, i - 1) : "";  // the directories before it
-        const std::string rest = last ? "" : path.substr(j + 1);
-        // The target's own '..' are walked in turn like any component: "l/../x" with l ->
-        // p/q is p/x, as the kernel reads it, not the x beside l.
-        const std::string target = image.read_symlink(ino);
-        const bool absolute = !target.empty() && target[0] == '/';
-        path = without_empty_components(absolute || walked.empty() ? target : walked + "/" + target);
-        if (!rest.empty()) path = path.empty() ? rest : path + "/" + rest;
-        // Bounded as the kernel bounds a path (PATH_MAX): a hostile image's symlinks could
-        // otherwise grow it by a 4 KiB target per hop, each hop walked from the root again.
-        if (path.size() > kMaxPath)
-          throw Error(asked + ": its symlinks lead to a path over 4096 bytes (file name too long)");
-        break;
-      }
-      if (last) {
-        if (ino.is_regular()) return ino;
-        throw fail(ino.is_dir() ? "is a directory" : "is not a regular file");
-      }
-      if (!ino.is_dir()) throw fail(path.substr(0, j) + " is not a directory");
-      dir = ino;
-      i = j + 1;
+  std::vector<Reached> dirs{{image.root(), ""}};
+  std::vector<std::string> todo;
+  push_components(todo, path);
+  std::unordered_map<std::string, std::optional<reader::DirEntry>> looked_up;
+  bool followed_symlink = false;
+  int hops = 0;
+  // The path the walk is on, as the user would write it: the directories reached, then
+  // `extra` (the component at hand), then what is left.
+  auto walked = [&](size_t left, const std::string* extra) {
+    std::string out;
+    for (size_t k = 1; k < dirs.size(); ++k) out += (out.empty() ? "" : "/") + dirs[k].name;
+    if (extra) out += (out.empty() ? "" : "/") + *extra;
+    for (size_t k = todo.size(); k > todo.size() - left; --k) out += (out.empty() ? "" : "/") + todo[k - 1];
+    return out;
+  };
+  auto fail = [&](const std::string& why, const std::string* at) {
+    std::string leads_to = walked(todo.size(), at);
+    if (leads_to.size() > 240)  // a hostile chain's 4 KiB path would bury the message
+      leads_to = leads_to.substr(0, 120) + "... (" + std::to_string(leads_to.size()) + " bytes)";
+    return Error(
+        asked + ": " + why +
+        (followed_symlink && leads_to != asked && !leads_to.empty() ? " (its symlinks lead to " + leads_to + ")" : ""));
+  };
+  while (!todo.empty()) {
+    const std::string name = std::move(todo.back());
+    todo.pop_back();
+    if (name == ".") continue;
+    if (name == "..") {
+      if (dirs.size() > 1) dirs.pop_back();
+      continue;
     }
+    const reader::Inode& dir = dirs.back().dir;
+    std::string key = std::to_string(dir.ref) + '/' + name;
+    auto hit = looked_up.find(key);
+    if (hit == looked_up.end()) hit = looked_up.emplace(std::move(key), image.lookup(dir, name)).first;
+    if (!hit->second) throw fail("not found in the image", &name);
+    reader::Inode ino;
+    try {
+      ino = image.read_inode(hit->second->inode_ref);
+    } catch (const Error& e) {  // a damaged inode: say whose
+      throw Error(walked(0, &name) + ": " + without_path_prefix(e.what(), image.path()));
+    }
+    if (ino.is_symlink()) {
+      if (++hops > kMaxSymlinks) throw fail("too many levels of symbolic links", &name);
+      followed_symlink = true;
+      const std::string target = image.read_symlink(ino);
+      if (!target.empty() && target[0] == '/') dirs.resize(1);
+      push_components(todo, target);
+      // Bounded as the kernel bounds a path (PATH_MAX): a hostile image's symlinks could
+      // otherwise grow it by a 4 KiB target per hop.
+      size_t length = 0;
+      for (size_t k = 1; k < dirs.size(); ++k) length += dirs[k].name.size() + 1;
+      for (const std::string& c : todo) length += c.size() + 1;
+      if (length > kMaxPath) throw Error(asked + ": its symlinks lead to a path over 4096 bytes (file name too long)");
+      continue;
+    }
+    if (todo.empty()) {
+      if (ino.is_regular()) return ino;
+      throw fail(ino.is_dir() ? "is a directory" : "is not a regular file", &name);
+    }
+    if (!ino.is_dir()) throw fail(walked(0, &name) + " is not a directory", &name);
+    dirs.push_back({std::move(ino), name});
   }
+  throw fail("is a directory", nullptr);
 }
 
 namespace {

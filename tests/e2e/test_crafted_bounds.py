@@ -492,30 +492,51 @@ def deep_chain_patterns_match_in_linear_time():
         assert not os.path.exists(f"{tmp}/out")
 
 
+def image_with_a_self_listing_directory(path, fillers, symlink_target, root_has_link=False):
+    """Writes an image whose root holds "d": a directory of `fillers` file names, "m" (a
+    symlink to `symlink_target`) and "d" again, which points at itself."""
+    img = Image(block_size=4096)
+    filler, placeholder = img.file(b"f"), img.dir({})
+    link = img.symlink(symlink_target)
+    entries = {f"a{i:05d}": filler for i in range(fillers)}
+    entries["d"] = placeholder  # pointed at the directory itself below
+    entries["m"] = link
+    looping = img.dir(entries)
+    data = bytearray(img.build(img.dir({"d": looping, **({"m": link} if root_has_link else {})})))
+    dir_table = struct.unpack_from("<Q", data, 72)[0]
+    # The entry "d" (type 1, name size - 1 = 0) after its u16 offset and s16 number delta;
+    # both inodes share one metadata block, so the offset alone redirects it.
+    at = data.index(b"\x01\x00\x00\x00d", dir_table) - 4
+    struct.pack_into("<H", data, at, looping.ref & 0xFFFF)
+    with open(path, "wb") as f:
+        f.write(data)
+
+
 def symlink_paths_stay_bounded_in_cat():
     """A directory that lists itself (under 1000 other names) and a 4 KiB symlink through it:
     each hop of `cat`'s path resolution would add 4 KiB of path, walked again from the root
     (minutes of CPU for a 20 KB image). The path is bounded as the kernel bounds it (4096
     bytes): refused at once, naming the path asked for."""
-    img = Image(block_size=4096)
-    filler, placeholder = img.file(b"f"), img.dir({})
-    entries = {f"a{i:05d}": filler for i in range(1000)}
-    entries["d"] = placeholder  # pointed at the directory itself below
-    entries["s"] = img.symlink("d/" * 2046 + "s")
-    looping = img.dir(entries)
     with tempdir() as tmp:
-        data = bytearray(img.build(img.dir({"d": looping})))
-        dir_table = struct.unpack_from("<Q", data, 72)[0]
-        # The entry "d" (type 1, name size - 1 = 0) after its u16 offset and s16 number delta;
-        # both inodes share one metadata block, so the offset alone redirects it.
-        at = data.index(b"\x01\x00\x00\x00d", dir_table) - 4
-        struct.pack_into("<H", data, at, looping.ref & 0xFFFF)
-        image = f"{tmp}/self.sqfs"
-        with open(image, "wb") as f:
-            f.write(data)
-        p = run([SQAR, "cat", image, "d/s"], check=False, timeout=60)
-        assert p.returncode == 1 and "d/s: its symlinks lead to a path over 4096 bytes" in p.stderr, p.stderr
+        image_with_a_self_listing_directory(f"{tmp}/self.sqfs", 1000, "d/" * 2046 + "m")
+        p = run([SQAR, "cat", f"{tmp}/self.sqfs", "d/m"], check=False, timeout=60)
+        assert p.returncode == 1 and "d/m: its symlinks lead to a path over 4096 bytes" in p.stderr, p.stderr
         assert len(p.stderr) < 500, "the error should not print the grown path"
+
+
+def symlink_walks_through_a_self_listing_directory_stay_short():
+    """`cat` walked a symlink's target from the root again at each '.' or '..', and looked
+    each name up anew: a 50 KB image whose symlink goes 1000 times through a directory of
+    3000 names that lists itself, then through 1000 '.', took minutes. The walk is the
+    kernel's (a stack of directories, each component once, lookups remembered): 40 hops
+    through it end at once with the kernel's error."""
+    with tempdir() as tmp:
+        image_with_a_self_listing_directory(f"{tmp}/self.sqfs", 3000, "/" + "d/" * 1000 + "./" * 1000 + "m",
+                                            root_has_link=True)
+        p = run([SQAR, "cat", f"{tmp}/self.sqfs", "m"], check=False, timeout=60)
+        assert p.returncode == 1 and "m: too many levels of symbolic links" in p.stderr, p.stderr
+        assert len(p.stderr) < 500, "the error should not print the whole path"
+        log("ok: a symlink chain through a directory that lists itself ends at the 40-hop limit")
 
 
 def overlapping_listings_are_refused():
@@ -854,7 +875,8 @@ if __name__ == "__main__":
           long_deep_paths_diff_in_bounded_memory,
           wide_deep_listings_diff_in_bounded_memory, many_files_of_deep_long_paths_in_bounded_memory,
           deep_checked_files_export_in_bounded_memory, deep_chain_patterns_match_in_linear_time,
-          symlink_paths_stay_bounded_in_cat, overlapping_listings_are_refused, overlapping_block_lists_are_refused,
+          symlink_paths_stay_bounded_in_cat, symlink_walks_through_a_self_listing_directory_stay_short,
+          overlapping_listings_are_refused, overlapping_block_lists_are_refused,
           long_block_lists_merge_holding_each_word_once, bad_inode_does_not_hide_siblings,
           other_claimed_counts_are_bounded, header_count_that_wraps_is_refused, file_size_near_2_64_is_refused, flagged_empty_block_is_damage,
           kernel_refuses_a_flagged_empty_block, mixed_hard_link_group, one_number_for_two_inodes])
