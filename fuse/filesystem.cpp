@@ -179,6 +179,9 @@ void Filesystem::make_stat(const reader::Inode& inode, struct stat* st) const {
 }
 
 void Filesystem::fill_entry(const reader::Inode& inode, fuse_entry_param* e, Known how) {
+  // Every caller answers for a directory's entry. One naming the root would go out as node id
+  // 1, which the kernel's FUSE refuses with an EIO of its own: our callers log it instead.
+  if (inode.ref == root_ref_) throw Error("a directory entry names the root directory (a loop in the image)");
   std::memset(e, 0, sizeof *e);
   e->ino = node_id(inode.ref);
   e->generation = 1;

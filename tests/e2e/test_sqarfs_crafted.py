@@ -9,6 +9,7 @@ against unsquashfs in test_crafted_bounds.py."""
 import errno
 import os
 import random
+import struct
 import time
 
 from boundslib import (MIB, READ_BOUND, SANITIZED, XATTR_BOMB_VALUE, bad_sibling_image, peak_rss_of, shared_xattr_set_image,
@@ -203,7 +204,32 @@ def large_valid_xattr_set_is_served():
             assert len(os.listxattr(f"{mnt}/many")) == 71
         assert m.problem() is None, m.problem()
 
+def entry_naming_the_root():
+    """A directory entry that points at the root inode went to the kernel as node id 1, which
+    the kernel's FUSE refuses with an EIO of its own, so sqarfs logged nothing. It is EIO with
+    a log line naming the cause, and the sibling still reads."""
+    img = Image(block_size=4096)
+    placeholder = img.dir({})
+    root = img.dir({"f": img.file(b"sibling\n"), "r": placeholder})
+    data = bytearray(img.build(root))
+    dir_table = struct.unpack_from("<Q", data, 72)[0]
+    # The entry "r" (type 1, name size - 1 = 0) after its u16 offset and s16 number delta; both
+    # inodes share one metadata block, so the offset alone points it at the root.
+    at = data.index(b"\x01\x00\x00\x00r", dir_table) - 4
+    struct.pack_into("<H", data, at, root.ref & 0xFFFF)
+    with tempdir() as tmp:
+        image, mnt = f"{tmp}/loop.sqfs", f"{tmp}/mnt"
+        with open(image, "wb") as f:
+            f.write(data)
+        with mounted(image, mnt) as m:
+            assert m.mounted, m.stderr
+            expect_eio(lambda: os.stat(f"{mnt}/r"), "stat of the entry naming the root")
+            with open(f"{mnt}/f") as f:
+                assert f.read() == "sibling\n"
+        assert "names the root directory" in m.stderr, m.stderr
+
+
 if __name__ == "__main__":
     require_fuse()
     main([xattr_bomb, shared_xattr_set_answers_each_request_alone, large_valid_xattr_set_is_served, sparse_bomb_stat, sparse_bomb_read, long_block_list_random_reads, bad_inode_does_not_hide_siblings,
-          file_size_near_2_64])
+          file_size_near_2_64, entry_naming_the_root])
