@@ -439,12 +439,29 @@ class Merger {
       else
         merged.push_back(x);
     }
-    // The first input brings the superblock's place and the compressor options block after it.
+    // The first input brings the superblock's place and the compressor options block after it:
+    // a range of its own unless its first data follows them, so that data it no longer needs
+    // (replaced with --replace, or all stored by nobody) is not copied along.
     if (k == 0) {
-      if (merged.empty()) merged.push_back({0, in.data_end});
-      merged.front().begin = 0;
+      const uint64_t header = header_end(in);
+      if (merged.empty() || merged.front().begin > header)
+        merged.insert(merged.begin(), {0, header});
+      else
+        merged.front().begin = 0;
     }
     return merged;
+  }
+
+  // Where an image's data starts: after the superblock and its compressor options block.
+  static uint64_t header_end(const InputImage& in) {
+    uint64_t end = fmt::kSuperblockSize;
+    if (in.image->super().flags & fmt::kFlagCompressorOptions) {
+      uint8_t h[2];
+      if (::pread(in.image->file_descriptor(), h, 2, off_t(end)) != 2)
+        throw Error(in.path + ": cannot read the compressor options block");
+      end += 2 + (load_le16(h) & 0x7FFF);
+    }
+    return std::min(end, in.data_end);
   }
 
   // Checks each range against the input's data digests (or relies on the full decode that
@@ -462,7 +479,9 @@ class Merger {
           check_stored_bytes(fd, in.path, *in.digests, r.begin, r.end, checked);
           stats_.checked_bytes += r.end - r.begin;
         }
-        if (r.end - r.begin >= kAlignedCopyMin && k != 0) {
+        // The first input's first range starts at 0, as the output does; every other large
+        // range keeps its offset within a device block, so extents can be shared.
+        if (r.end - r.begin >= kAlignedCopyMin && r.begin != 0) {
           const uint64_t pad = (r.begin - out.position()) % fmt::kDeviceAlign;
           const std::vector<uint8_t> zeros(size_t(pad), 0);
           out.append(zeros.data(), zeros.size());

@@ -410,9 +410,37 @@ def test_progress_on_a_tty():
         log("ok: a progress bar on a terminal, none with -q")
 
 
+def test_replaced_data_of_the_first_input_is_not_copied():
+    """merge -r copied the first input's whole data region when none of its files kept their
+    data (and from byte 0 to its first kept block otherwise): a 30 MB file replaced by a later
+    input's came along, doubling OUT. OUT is now the size of one image of the result."""
+    with tempdir() as d:
+        write(f"{d}/O1/big", pseudo_random(30 << 20, 1))
+        write(f"{d}/O1/zkeep", b"keep\n")
+        write(f"{d}/O2/big", pseudo_random(30 << 20, 2))
+        for name in ("O1", "O2"):
+            run([SQAR, "create", "-q", f"{d}/{name}", f"{d}/{name}.sqfs"])
+        run([SQAR, "merge", "-q", "-r", f"{d}/O1.sqfs", f"{d}/O2.sqfs", f"{d}/out.sqfs"])
+        write(f"{d}/whole/big", pseudo_random(30 << 20, 2))
+        write(f"{d}/whole/zkeep", b"keep\n")
+        run([SQAR, "create", "-q", f"{d}/whole", f"{d}/whole.sqfs"])
+        size, whole = os.path.getsize(f"{d}/out.sqfs"), os.path.getsize(f"{d}/whole.sqfs")
+        assert size <= whole + 64 * 1024, (size, whole)
+        run([SQAR, "verify", "-q", f"{d}/out.sqfs"])
+        if kernel_supports("zstd"):
+            with kernel_mount(f"{d}/out.sqfs", f"{d}/mnt") as m:
+                assert open(f"{m}/big", "rb").read() == pseudo_random(30 << 20, 2)
+                assert open(f"{m}/zkeep", "rb").read() == b"keep\n"
+        # One image merged with itself: the second copy's data is all the first's.
+        run([SQAR, "merge", "-q", "-r", f"{d}/O1.sqfs", f"{d}/O1.sqfs", f"{d}/self.sqfs"])
+        assert os.path.getsize(f"{d}/self.sqfs") <= os.path.getsize(f"{d}/O1.sqfs") + 64 * 1024
+        log(f"ok: merge -r writes {size} bytes where one image of the result is {whole}")
+
+
 if __name__ == "__main__":
     main([test_shards_equal_whole, test_small_files_in_several_shards_are_stored_once, test_example_slurm_driver,
           test_conflicts_and_replace, test_damaged_shard,
           test_other_settings_are_recoded, test_output_settings_are_chosen,
           test_files_sharing_a_start_but_not_a_block_list_keep_their_content, test_output_records_its_level,
-          test_xz_dictionary_is_declared_for_copied_blocks, test_progress_on_a_tty])
+          test_xz_dictionary_is_declared_for_copied_blocks, test_progress_on_a_tty,
+          test_replaced_data_of_the_first_input_is_not_copied])
