@@ -315,7 +315,10 @@ class Loader {
                       std::to_string(ino.blocks_start) + ")");
       } catch (const std::exception& e) {
         std::lock_guard lk(mu);
-        if (error.empty()) error = in_.path + ": " + in_.tree.path_of(in_.tree.files[f]) + ": " + e.what();
+        // "IMAGE: path/in/image: cause", the reader's own "IMAGE: " taken off its message.
+        if (error.empty())
+          error = in_.path + ": " + in_.tree.rel_path_of(in_.tree.nodes[in_.tree.files[f]]) + ": " +
+                  without_path_prefix(e.what(), in_.image->path());
       }
     });
     if (!error.empty()) throw Error(error);

@@ -44,6 +44,7 @@ def expect_refused(img, args, *words, code=1):
     assert sha(img) == before, "a refused append changed IMAGE"
     assert not leftovers(img), f"left behind: {leftovers(img)}"
     log(f"ok: refused: {p.stderr.strip()}")
+    return p
 
 
 def test_append_chain():
@@ -573,6 +574,21 @@ def test_replace_loses_nothing_and_keeps_the_root():
         log("ok: a replacement left out fails the append; file SOURCEs keep IMAGE's root")
 
 
+def test_damage_in_an_image_without_digests_is_named_once():
+    """The message for a damaged block of a mksquashfs image named the image three times
+    ("x: x:/text: x: fragment block ..."); it names it once, then the entry, then the cause."""
+    need_tool("mksquashfs")
+    with tempdir() as d:
+        write(f"{d}/T/text", b"".join(b"%d\n" % i for i in range(20000)))
+        write(f"{d}/B/b", b"b\n")
+        run(["mksquashfs", f"{d}/T", f"{d}/img", "-comp", "gzip", "-quiet"])
+        with open(f"{d}/img", "r+b") as f:
+            f.seek(200)
+            f.write(b"\xff\xff\xff\xff")
+        p = expect_refused(f"{d}/img", [f"{d}/B"], "does not decompress")
+        assert p.stderr.startswith(f"sqar append: {d}/img: text: ") and p.stderr.count(f"{d}/img") == 1, p.stderr
+
+
 if __name__ == "__main__":
     main([test_append_chain, test_append_tar_chain, test_old_mount_reads_during_append, test_conflict_and_replace, test_conflict_names_the_inputs_in_order,
           test_replace_keeps_directories_a_tar_only_implies, test_damaged_image,
@@ -580,4 +596,4 @@ if __name__ == "__main__":
           test_verify_checks_data_digests, test_other_compressor_refused, test_new_data_takes_the_images_level,
           test_mksquashfs_image, test_signals_leave_image_unchanged, test_enospc,
           test_symlinked_and_read_only_images, test_appends_at_once_keep_both,
-          test_replace_loses_nothing_and_keeps_the_root])
+          test_replace_loses_nothing_and_keeps_the_root, test_damage_in_an_image_without_digests_is_named_once])
