@@ -48,8 +48,7 @@ const char kHelp[] =
     "                        ('proj-1.0/src/a.c' with 1: 'src/a.c'); entries N or fewer levels\n"
     "                        deep are not extracted, and PATHs and GLOBs match the paths in the\n"
     "                        image; two entries that would get one name: the first wins, the\n"
-    "                        other is named and left out (with --tar both are archived, and\n"
-    "                        tar -x keeps the last)\n"
+    "                        other is named and left out with all below it (--tar too)\n"
     "      --overwrite       replace existing files, symlinks and devices (existing directories\n"
     "                        are reused; without this option any existing non-directory is an error)\n"
     "      --skip-old-files  keep existing files, symlinks and devices as they are, as tar does:\n"
@@ -159,8 +158,14 @@ int extract_tar(reader::Image& image, const std::string& out, std::optional<ops:
   topt.xattrs = opt.xattrs;
   topt.threads = opt.jobs;
   topt.verify = opt.verify;
-  topt.problems = [&image](ops::Severity, const std::string& path, const std::string& message) {
-    print_message("sqar extract: warning: " + image.path() + ": " + path + ": " + message);
+  // An error leaves an entry out of an archive that is still written (exit status 1, as
+  // extract into a directory); a warning only says what the archive holds differently.
+  bool left_out = false;
+  topt.problems = [&image, &left_out](ops::Severity severity, const std::string& path, const std::string& message) {
+    const bool error = severity == ops::Severity::error;
+    left_out |= error;
+    print_message(std::string("sqar extract: ") + (error ? "" : "warning: ") + image.path() + ": " + path + ": " +
+                  message);
   };
   // The archive is built unnamed and named when complete; where the filesystem lacks O_TMPFILE
   // it has a temporary name, which a signal must not leave behind.
@@ -177,7 +182,7 @@ int extract_tar(reader::Image& image, const std::string& out, std::optional<ops:
     stats = ops::export_tar(image, topt);
   }
   if (show) print_summary(image.path(), stats.entries, stats.bytes, out == "-" ? "standard output" : out, start);
-  return 0;
+  return left_out ? 1 : 0;
 }
 
 int extract_main(int argc, char** argv) {

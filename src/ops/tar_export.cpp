@@ -311,20 +311,27 @@ class Exporter {
               open.push_back({0, inode, filter.root(), true});
               return true;
             }
+            const auto [parent, name] = split_parent(path);
+            if (stripped_name_taken(path, name, inode)) return false;  // and all below it
             learn(inode);
             if (inode.is_dir()) paths_.add(path, /*is_dir=*/true);
-            const auto [parent, name] = split_parent(path);
             while (open.size() > 1 && open.back().path_length != parent.size()) open.pop_back();
             const ExtractFilter::Mark mark = filter.entry(open.back().mark, path, name, inode.is_dir());
             if (mark.selected) {
               // The directories leading to a match, each once, before it (as extract makes them).
               for (auto& d : open)
                 if (!d.written) {
-                  if (auto kept = without_stripped(std::string_view(path).substr(0, d.path_length)))
+                  const std::string_view leading = std::string_view(path).substr(0, d.path_length);
+                  if (auto kept = without_stripped(leading)) {
+                    claim_stripped_name(*kept, leading, d.inode);
                     queue(describe(std::string(*kept), d.inode));
+                  }
                   d.written = true;
                 }
-              if (auto kept = without_stripped(path)) queue(describe(std::string(*kept), inode, path));
+              if (auto kept = without_stripped(path)) {
+                claim_stripped_name(*kept, path, inode);
+                queue(describe(std::string(*kept), inode, path));
+              }
             }
             if (inode.is_dir()) open.push_back({path.size(), inode, mark, mark.selected});
             return true;
@@ -342,6 +349,29 @@ class Exporter {
   std::string archived_path(PathTable::Id id) const {
     const std::string path = paths_.path(id);
     return std::string(without_stripped(path).value_or(path));
+  }
+
+  // --strip-components gives entries of different directories one name (a/x and b/x with 1).
+  // Archiving both would let the later one extend the first: a/x a symlink out of the tree and
+  // b/x/f a file, a tar reader that follows symlinks (Python's tarfile without a filter)
+  // writes f outside its target. As extract into a directory does, the first archived keeps
+  // the name, and the later entry is named and left out with everything below it. Names
+  // collide first at the top of the stripped tree, so only those are remembered; two names
+  // of one file stay one archived name (see entry()).
+  void claim_stripped_name(std::string_view kept, std::string_view image_path, const Inode& inode) {
+    if (opt_.strip_components == 0 || kept.find('/') != std::string_view::npos) return;
+    stripped_names_.try_emplace(std::string(kept), inode.ref, std::string(image_path));
+  }
+  bool stripped_name_taken(const std::string& path, std::string_view name, const Inode& inode) {
+    if (opt_.strip_components == 0 || !without_stripped(path) || without_stripped(path)->size() != name.size())
+      return false;
+    const auto it = stripped_names_.find(std::string(name));
+    if (it == stripped_names_.end() || it->second.first == inode.ref) return false;
+    if (opt_.problems)
+      opt_.problems(Severity::error, path,
+                    "not archived: --strip-components gives it the name of " + it->second.second + ", archived as " +
+                        std::string(name));
+    return true;
   }
 
   // The path as archived: without its first strip_components components, or nothing for an
@@ -641,6 +671,9 @@ class Exporter {
   // 800 levels deep held 3 GB of first names). The planner adds and reads them; the writer
   // keeps only ids, and reads paths only after the planner was joined (deferred checks).
   PathTable paths_;
+  // --strip-components: the archived names at the top of the stripped tree, with the inode and
+  // image path of the entry that took each (claim_stripped_name).
+  std::unordered_map<std::string, std::pair<reader::InodeRef, std::string>> stripped_names_;
   struct FirstName {
     PathTable::Id path;
     reader::InodeRef ref;

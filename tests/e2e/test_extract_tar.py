@@ -267,6 +267,34 @@ def test_names_of_one_file_stripped_to_one():
             with open(f"{d}/{tool}/f", "rb") as f:
                 assert f.read() == b"one file\n", tool
 
+def test_names_stripped_to_one_are_archived_once():
+    """a/x a symlink out of the tree and b/x/f a file both become x with --strip-components 1.
+    Both were archived, so a tar reader that follows symlinks (Python's tarfile without a
+    filter) wrote f outside its target. As extract into a directory does, the first keeps the
+    name and the later is named and left out with what lies below it (exit 1)."""
+    import tarfile
+    with tempdir() as d:
+        os.makedirs(f"{d}/src/a")
+        os.makedirs(f"{d}/outside")
+        os.symlink(f"{d}/outside", f"{d}/src/a/x")
+        write(f"{d}/src/b/x/f", b"escaped\n")
+        run([SQAR, "create", "-q", f"{d}/src", f"{d}/img.sqfs"])
+        p = run([SQAR, "extract", "--tar", f"{d}/s.tar", "--strip-components", "1", f"{d}/img.sqfs"], check=False)
+        said = "b/x: not archived: --strip-components gives it the name of a/x, archived as x"
+        assert p.returncode == 1 and said in p.stderr, (p.returncode, p.stderr)
+        with tarfile.open(f"{d}/s.tar") as t:
+            assert t.getnames() == ["x"] and t.getmember("x").issym(), t.getnames()
+            t.extractall(f"{d}/py")  # no filter: follows what the archive holds
+        assert os.listdir(f"{d}/outside") == [], os.listdir(f"{d}/outside")
+        # Two names of one file are still one archived name, not an error.
+        os.makedirs(f"{d}/same/y")
+        write(f"{d}/same/x/g", b"one file\n")
+        os.link(f"{d}/same/x/g", f"{d}/same/y/g")
+        run([SQAR, "create", "-q", f"{d}/same", f"{d}/same.sqfs"])
+        p = run([SQAR, "extract", "--tar", f"{d}/same.tar", "--strip-components", "1", f"{d}/same.sqfs"])
+        assert run(["tar", "-tf", f"{d}/same.tar"]).stdout.split() == ["g"], p.stderr
+
+
 def test_xattr_names_libarchive_encodes_are_named():
     """libarchive's pax writer %-encodes an xattr name with a space, '%', '=' or a byte outside
     ASCII, and GNU tar and bsdtar restore such a name changed ("user.my%20key"). No option of
@@ -435,6 +463,7 @@ def test_archive_into_a_device_or_fifo():
 if __name__ == "__main__":
     main([test_full_tree_gnu_tar_and_bsdtar, test_non_utf8_name, test_pipe_to_tar, test_compressed_archives,
           test_gzip_archive_in_members, test_patterns, test_names_of_one_file_stripped_to_one,
+          test_names_stripped_to_one_are_archived_once,
           test_xattr_names_libarchive_encodes_are_named,
           test_threads_give_the_same_archive, test_damaged_image, test_content_checked_against_the_manifest,
           test_archive_into_a_device_or_fifo])
