@@ -11,8 +11,7 @@
 
 namespace sqar::ops {
 
-AppendLock::AppendLock(const std::string& image, const std::function<void(const std::string&)>& warn)
-    : path_(image) {
+AppendLock::AppendLock(const std::string& image, const std::function<void(const std::string&)>& warn) : path_(image) {
   // Each append that finished renamed a new file over IMAGE, so the file a waiter locked may be
   // an old one by the time it gets the lock: it then locks the file now at the name. A bound on
   // the rounds only keeps a pathological loop (IMAGE replaced without end) from spinning forever.
@@ -38,7 +37,7 @@ AppendLock::AppendLock(const std::string& image, const std::function<void(const 
         }
       }
     }
-    struct stat held {}, now {};
+    struct stat held {};
     if (::fstat(fd_, &held) != 0) {
       const int err = errno;
       ::close(fd_);
@@ -46,7 +45,7 @@ AppendLock::AppendLock(const std::string& image, const std::function<void(const 
     }
     dev_ = held.st_dev;
     ino_ = held.st_ino;
-    if (::stat(image.c_str(), &now) == 0 && now.st_dev == dev_ && now.st_ino == ino_) return;
+    if (struct stat now{}; ::stat(image.c_str(), &now) == 0 && now.st_dev == dev_ && now.st_ino == ino_) return;
     ::close(fd_);
     fd_ = -1;
     if (round > 1000) throw Error(image + ": replaced again and again while waiting to append to it");
