@@ -785,8 +785,9 @@ def test_progress_bar_counts_the_second_read_of_files_that_share_a_size():
         percents = [int(m.group(1)) for t in drawn if t.startswith("[") for m in [re.search(r"(\d+)%", t)] if m]
         assert len(percents) >= 4, f"too few progress bars drawn to judge: {p.stdout!r}"
         assert percents == sorted(percents), percents
-        # Storing the one copy is most of the run: the bar is full only at its end.
-        assert sum(1 for x in percents if x >= 100) <= 2 and percents[0] < 100, percents
+        # Storing the one copy is most of the run: the bar fills as it goes (it counts bytes as
+        # they are read, so it may stand full while the last blocks compress).
+        assert percents[0] < 100 and sum(1 for x in percents if x < 100) >= len(percents) / 2, percents
         assert any(40 <= x < 100 for x in percents), percents
 
 
