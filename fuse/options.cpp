@@ -198,6 +198,9 @@ Options:
                     wait (parallel cached requests, at the price of a wake-up each);
                     `auto` (default): queued with more than 2 CPUs, slow otherwise
   -o uid=N,gid=N    present every file as owned by this user / group (a number or a name)
+  -o max_read=N     the largest read request the kernel sends, in bytes (a plain number);
+                    passed on to the mount
+  -o debug          the same as -d
   -o allow_other    let other users see the files (needs user_allow_other in
                     /etc/fuse.conf when not mounting as root)
   -o ro, dev, suid, noatime, ...  kernel mount flags, passed on
