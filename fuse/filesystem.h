@@ -124,9 +124,9 @@ class Filesystem {
   void cache_file(fuse_ino_t ino, std::shared_ptr<FileNode> f);
   std::shared_ptr<DirNode> cached_dir(fuse_ino_t ino);
   // Nodes too large for their NodeCache (over 1 MiB): the most recently used of each kind, up
-  // to kMaxBig of them within kBigBytes (the last two are kept whatever their size). Two were
-  // too few: four large directories listed at once missed on every 4 KiB readdir chunk and
-  // parsed their whole listing again each time (8-20 s against 0.3 s for one).
+  // to kMaxBig of them within kBigBytes (the last two are kept whatever their size). Two would be
+  // too few: four large directories listed at once would miss on every 4 KiB readdir chunk and
+  // parse their whole listing again each time (8-20 s against 0.3 s for one).
   template <class T>
   class RecentBig {
    public:
