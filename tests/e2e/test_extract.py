@@ -2,11 +2,12 @@
 content and metadata (mode, owner, mtime, hard links, symlinks, devices, fifos, xattrs, sparse
 holes) must match the source tree; selection by path and glob; --overwrite; --offset."""
 import os
+import shutil
 import stat
 
 from clitest import COMPRESSORS, expect_fail, sqar, sqar_create_image
-from sqartest import (MKSQUASHFS_IGNORE, SQAR, compare_trees, log, main, make_full_tree, mksquashfs, mksquashfs_supports, need_root, need_tool,
-                      run, skip, tempdir, write)
+from sqartest import (MKSQUASHFS_IGNORE, SQAR, compare_trees, kernel_mount, log, main, make_full_tree, mksquashfs, mksquashfs_supports,
+                      need_root, need_tool, pseudo_random, run, skip, tempdir, write)
 
 OWNERS = os.geteuid() == 0
 # Debian's libsquashfs is built without lzo, so gensquashfs cannot write it.
@@ -297,8 +298,43 @@ def test_strip_components():
         log(f"ok: matches GNU tar, directly and through --tar; {p.stderr.strip()}")
 
 
+def test_duplicates_are_copied_not_decoded_again():
+    """A file whose stored data an earlier file's is (the image stores it once) is written by
+    copying the first one's extracted bytes in the kernel, not by decoding its blocks again:
+    the extracted tree is the kernel's, content and metadata, holes and all, and strace sees
+    the copies."""
+    need_root()
+    need_tool("strace")
+    block = 128 * 1024
+    with tempdir() as d:
+        text = b"".join(b"line %d of a log that repeats in a rotated copy\n" % i for i in range(60000))
+        write(f"{d}/src/app.log", text)
+        write(f"{d}/src/archive/app.log.1", text)
+        write(f"{d}/src/zz/app.log.2", text)
+        os.chmod(f"{d}/src/zz/app.log.2", 0o640)
+        os.chown(f"{d}/src/zz/app.log.2", 1234, 5678)
+        os.setxattr(f"{d}/src/zz/app.log.2", "user.rotated", b"2")
+        os.utime(f"{d}/src/archive/app.log.1", (1_600_000_000, 1_600_000_000))
+        with open(f"{d}/src/sparse-a", "wb") as f:  # a hole between two data blocks
+            f.write(pseudo_random(block, 3))
+            f.seek(8 * block)
+            f.write(pseudo_random(block + 17, 4))
+        shutil.copy(f"{d}/src/sparse-a", f"{d}/src/sparse-b", follow_symlinks=False)
+        os.link(f"{d}/src/zz/app.log.2", f"{d}/src/zz/hard-link")
+        img = f"{d}/img.sqfs"
+        run([SQAR, "create", "-q", "-c", "xz", f"{d}/src", img])
+        p = run(["strace", "-f", "-e", "trace=copy_file_range", "-o", f"{d}/trace", SQAR, "extract", "-q", "-C",
+                 f"{d}/out", img])
+        copies = open(f"{d}/trace").read().count("copy_file_range(")
+        assert copies >= 3, f"duplicates were not copied ({copies} copy_file_range calls): {p.stderr}"
+        with kernel_mount(img, f"{d}/mnt") as m:
+            compare_trees(m, f"{d}/out", "extract with duplicates copied (the kernel's mount as the reference)")
+        assert os.stat(f"{d}/out/zz/app.log.2").st_ino == os.stat(f"{d}/out/zz/hard-link").st_ino
+        log(f"ok: duplicates copied ({copies} copy_file_range calls) and equal to the kernel's mount")
+
+
 if __name__ == "__main__":
     main([test_mksquashfs_images, test_gensquashfs_images, test_sqar_images, test_selection_overwrite_offset, test_no_same_owner,
           test_progress_only_on_a_terminal, test_hard_link_whose_first_name_is_in_the_way, test_entries_below_a_directory_in_the_way_are_counted,
-          test_strip_components,
+          test_strip_components, test_duplicates_are_copied_not_decoded_again,
           test_usage])
