@@ -136,6 +136,7 @@ class ImageImpl final : public Image {
   void load_ids();
   // Walks the trailers' headers once, at open (reader/trailers.cpp), filling trailers_.
   void locate_trailers();
+  void read_trailer_headers();
 
   std::string path_;
   uint64_t offset_;
@@ -160,7 +161,9 @@ class ImageImpl final : public Image {
     // manifest, 2 the digests, 3 the settings): that one and those after it cannot be had.
     std::string problem;
     int damaged = 0;
+    bool earlier_filesystem = false;  // trailers were found, of a filesystem since changed
   };
+  bool trailers_of_an_earlier_filesystem();
   Trailers trailers_;
   std::vector<uint32_t> ids_;
 

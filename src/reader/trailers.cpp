@@ -30,6 +30,11 @@ void ImageImpl::read_trailer(uint64_t pos, void* dst, size_t len, const char* wh
 }
 
 void ImageImpl::locate_trailers() {
+  read_trailer_headers();
+  trailers_of_an_earlier_filesystem();
+}
+
+void ImageImpl::read_trailer_headers() {
   Trailers& t = trailers_;
   uint8_t h[kManifestHeaderSize];
   // Whether a whole header fits at pos: a trailer that would not is absent, as for an image
@@ -66,6 +71,7 @@ void ImageImpl::locate_trailers() {
     if (!header_at(settings_at, "settings trailer")) return;
     t.settings = decode_image_settings(h, sizeof h, sb_.compressor);
   } catch (const Error& e) {
+    if (trailers_of_an_earlier_filesystem()) return;
     const std::string msg = e.what();
     t.problem = msg.rfind(path_, 0) == 0 ? msg : path_ + ": " + msg;
     t.damaged = trailer;
@@ -73,6 +79,24 @@ void ImageImpl::locate_trailers() {
     if (trailer <= 2) t.digests.reset();
     t.settings.reset();
   }
+}
+
+// mksquashfs 4.5 appends to an image in place without shortening the file, so after a small
+// append the old trailers can still begin at the new end's 4 KiB boundary; taken as this
+// filesystem's, they would call the appended files damaged (extract removed them). Each
+// trailer is tied to the filesystem it was written with: the digests cover the data up to
+// that filesystem's inode table, and a manifest of version 3 or 4 has one fragment digest per
+// fragment block. Trailers that do not fit are another filesystem's: the image is read as any
+// other tool's (no trailers), as the kernel reads it.
+bool ImageImpl::trailers_of_an_earlier_filesystem() {
+  Trailers& t = trailers_;
+  const bool digests_elsewhere = t.digests && t.digests->data_end != sb_.inode_table_start;
+  const bool fragments_differ =
+      t.manifest && t.manifest->version >= 3 && t.manifest->fragment_digest_count != sb_.fragment_count;
+  if (!digests_elsewhere && !fragments_differ) return false;
+  t = Trailers{};
+  t.earlier_filesystem = true;
+  return true;
 }
 
 namespace {

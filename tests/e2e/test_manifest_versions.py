@@ -11,7 +11,7 @@ import random
 import shutil
 import subprocess
 
-from sqartest import (SQAR, compare_trees, kernel_mount, log, main, need_tool, run, tempdir, unsquashfs_extract,
+from sqartest import (SQAR, compare_trees, kernel_mount, log, main, need_tool, run, skip, tempdir, unsquashfs_extract,
                       write)
 
 FIXTURE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "manifest-v3.sqsh")
@@ -147,6 +147,35 @@ def test_append_merge_and_reuse_take_version_3_inputs():
         log("ok: append, merge and --reuse read a version 3 image, dedup against it, and write version 4")
 
 
+def test_trailers_of_an_earlier_filesystem_are_not_used():
+    """mksquashfs 4.5 appends to a sqar image in place without shortening the file: after a
+    small append the old trailers still begin at the new end's 4 KiB boundary. Taken as the
+    new filesystem's, they called the appended file damaged (extract removed it, verify
+    failed). They are another filesystem's: the image reads as the kernel reads it."""
+    need_tool("mksquashfs")
+    import struct
+    with tempdir() as d:
+        for i in range(1, 51):
+            write(f"{d}/a/f{i}", bytes(random.Random(i).getrandbits(8) for _ in range(i * 1000)))
+        write(f"{d}/b/t", b"tiny\n")
+        img = f"{d}/img.sqfs"
+        run([SQAR, "create", "-q", f"{d}/a", img])
+        run(["mksquashfs", f"{d}/b", img, "-quiet", "-no-progress"])
+        with open(img, "rb") as f:
+            bytes_used = struct.unpack_from("<Q", f.read(96), 40)[0]
+            f.seek(-(-bytes_used // 4096) * 4096)
+            if f.read(8) != b"SQARMNF1":
+                skip("this mksquashfs shortens the file when it appends: no earlier trailer is left")
+        p = run([SQAR, "verify", img])
+        assert "(no manifest trailer)" in p.stderr, p.stderr
+        run([SQAR, "extract", "-q", "-C", f"{d}/out", img])
+        assert run([SQAR, "cat", img, "t"]).stdout == "tiny\n"
+        with kernel_mount(img, f"{d}/mnt") as m:
+            compare_trees(m, f"{d}/out", "extract of a sqar image mksquashfs appended to (the kernel's mount)")
+        info = json.loads(run([SQAR, "info", "--json", img]).stdout)
+        assert info["manifest"] is False, info
+
+
 if __name__ == "__main__":
     main([test_version_3_images_are_checked_as_before, test_damage_is_found_by_a_version_3_manifest,
-          test_append_merge_and_reuse_take_version_3_inputs])
+          test_append_merge_and_reuse_take_version_3_inputs, test_trailers_of_an_earlier_filesystem_are_not_used])

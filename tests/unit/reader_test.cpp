@@ -236,13 +236,17 @@ TEST(Reader, ImageAtOffsetAndManifestTrailer) {
   write_file(f.src / "a", "alpha");
   ASSERT_EQ(run("mksquashfs " + f.src.string() + " " + f.img.string() + " -noappend -quiet -no-progress"), 0);
   std::string raw = read_host_file(f.img);
+  uint32_t fragment_blocks = 0;
   {
     auto image = Image::open(f.img);
     EXPECT_FALSE(image->manifest());
     // Trailer at align_up(bytes_used, 4096), i.e. right after mksquashfs' 4 KiB padding.
     ASSERT_EQ(raw.size(), sqar::fmt::align_up(image->super().bytes_used, 4096));
+    fragment_blocks = image->super().fragment_count;
   }
-  auto trailer = sqar::encode_manifest({{1, {11, 22}}, {2, {33, 44}}}, {});
+  // One fragment digest per fragment block, as a manifest of this filesystem has.
+  auto trailer = sqar::encode_manifest({{1, {11, 22}}, {2, {33, 44}}},
+                                       std::vector<sqar::Hash128>(fragment_blocks, sqar::Hash128{5, 6}));
   fs::path with = f.tmp.path() / "with-offset.bin";
   std::string junk(12345, 'J');
   write_file(with, junk + raw + std::string(trailer.begin(), trailer.end()));

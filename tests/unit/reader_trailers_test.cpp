@@ -41,7 +41,10 @@ class ReaderTrailers : public ::testing::Test {
     auto image = Image::open(raw);
     ASSERT_EQ(t.filesystem.size(), sqar::fmt::align_up(image->super().bytes_used, 4096));
     options_level = image->codec_config().level;
-    const auto manifest = sqar::encode_manifest({{1, {11, 22}}, {2, {33, 44}}}, {});
+    // One fragment digest per fragment block, as every manifest of version 3 or 4 has (a
+    // count that differs marks trailers of an earlier filesystem).
+    const std::vector<sqar::Hash128> fragment_digests(image->super().fragment_count, sqar::Hash128{55, 66});
+    const auto manifest = sqar::encode_manifest({{1, {11, 22}}, {2, {33, 44}}}, fragment_digests);
     t.manifest.assign(manifest.begin(), manifest.end());
     const std::string& fs_bytes = t.filesystem;
     const auto digests = sqar::compute_data_digests(
@@ -108,6 +111,28 @@ TEST_F(ReaderTrailers, AllThreeAreFoundAndTheSettingsGiveTheLevel) {
   EXPECT_EQ(image->codec_config().level, 19);
 }
 
+// Trailers left by an earlier filesystem (mksquashfs 4.5 appends in place without shortening
+// the file): digests that cover data up to another inode table, or a manifest with another
+// number of fragment digests than the image has fragment blocks, are not this image's.
+TEST_F(ReaderTrailers, TrailersOfAnEarlierFilesystemAreNotUsed) {
+  const std::string& fs_bytes = t.filesystem;
+  auto probe = Image::open(tmp.path() / "raw.sqfs");
+  const auto shorter = sqar::compute_data_digests(
+      [&](uint64_t off, void* buf, size_t len) { std::memcpy(buf, fs_bytes.data() + off, len); },
+      probe->super().inode_table_start + 8);
+  const auto stale_digests = sqar::encode_data_digests(shorter);
+  auto image = open(t.filesystem + t.manifest + std::string(stale_digests.begin(), stale_digests.end()) + t.settings);
+  reads_its_file(*image);
+  EXPECT_FALSE(image->manifest());
+  EXPECT_FALSE(image->data_digests());
+  EXPECT_FALSE(image->settings_trailer());
+  const std::vector<sqar::Hash128> one_more(probe->super().fragment_count + 1, sqar::Hash128{1, 2});
+  const auto other_fragments = sqar::encode_manifest({{1, {11, 22}}}, one_more);
+  image = open(t.filesystem + std::string(other_fragments.begin(), other_fragments.end()));
+  reads_its_file(*image);
+  EXPECT_FALSE(image->manifest());
+}
+
 TEST_F(ReaderTrailers, AbsentTrailersAreNoError) {
   auto none = open(t.filesystem);  // another tool's image
   EXPECT_FALSE(none->manifest());
@@ -164,7 +189,7 @@ TEST_F(ReaderTrailers, ASizeBeyondTheFileIsTruncationNotAnAllocation) {
   uint8_t h[sqar::kManifestHeaderSize] = {};
   std::memcpy(h, "SQARMNF1", 8);
   sqar::store_le32(h + 8, 3);
-  sqar::store_le32(h + 12, 0);
+  sqar::store_le32(h + 12, Image::open(tmp.path() / "raw.sqfs")->super().fragment_count);  // one per block
   sqar::store_le64(h + 16, 0xFFFFFFFFull);
   sqar::store_le64(h + 24, 0);
   sqar::store_le64(h + 32, XXH3_64bits(h, 32));
