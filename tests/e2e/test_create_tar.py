@@ -17,6 +17,7 @@ import sys
 import tarfile
 import time
 
+from boundslib import MIB, SANITIZED, measured
 from sqartest import (SQAR, check_sanitizers, compare_trees, kernel_mount, leftovers, log, main, make_full_tree,
                       need_root, need_tool, pseudo_random, run, skip, tempdir, unsquashfs_extract, write)
 
@@ -491,7 +492,7 @@ def test_damaged_streams():
         # archive are an error, which says that the archive had most likely ended there.
         expect_failure(d, good + b"x", "Truncated tar archive (after member second)", "had most likely ended",
                        "tar -i", what="a byte after the end of the archive")
-        expect_failure(d, good + b"\1" * 512, "a member without a name (after member second)", "had most likely ended",
+        expect_failure(d, good + b"\1" * 512, "Damaged tar archive (after member second)", "had most likely ended",
                        what="a block of junk after the end of the archive")
         # Damage the decompressor finds after the last member gets no such hint: it is damage.
         xz = bytearray(lzma.compress(good))
@@ -601,6 +602,52 @@ def test_terabyte_holes_cost_their_block_list_not_their_bytes():
         log("ok: 12 TiB of holes in a 30 KB tar pack, dedup, verify and extract as holes, unsquashfs lists them")
 
 
+def test_blocks_claimed_by_all_members_are_bounded():
+    """Every block a member claims, holes included, costs a word of the image's block lists
+    while it is written: twenty 4 TiB sparse members of distinct content in a 746-byte
+    .tar.gz took 2.6 GB and minutes. The members together may claim 2^27 blocks (16 TiB at
+    128 KiB): a fifth such member is refused, naming it, before memory follows the claims."""
+    size = (4 << 40) - (1 << 20)
+    with tempdir() as d:
+        src = f"{d}/src"
+        os.makedirs(src)
+        for i in range(5):
+            try:
+                with open(f"{src}/huge{i}", "wb") as f:
+                    f.truncate(size)
+                    f.seek(size - 1)
+                    f.write(bytes([i + 1]))
+            except OSError as e:
+                skip(f"{d} cannot hold a 4 TiB sparse file: {e}")
+            if os.stat(f"{src}/huge{i}").st_blocks * 512 > 1 << 20:
+                skip(f"{d} does not keep holes")
+        run(["tar", "--format=posix", "--sparse", "-C", src, "-cf", f"{d}/t.tar", "."])
+        img = f"{d}/out/img.sqfs"
+        os.makedirs(f"{d}/out")
+        code, _, err, rss = measured([SQAR, "create", "-q", "--tar", f"{d}/t.tar", img])
+        assert code == 1, err
+        assert "./huge4: the members so far claim more than 2^27 blocks of 131072 bytes" in err, err
+        assert os.listdir(f"{d}/out") == [], os.listdir(f"{d}/out")
+        assert rss < (512 if SANITIZED else 256) * MIB, f"{rss / MIB:.0f} MiB to refuse the claims"
+        log(f"ok: refused at the fifth 4 TiB member: {err.strip().splitlines()[-1]}")
+
+
+def test_damaged_pax_headers_are_errors():
+    """libarchive reports a malformed pax record as a warning and stores the member under its
+    ustar name, the pax path lost; GNU tar and bsdtar fail. So does sqar, naming the cause."""
+    with tempdir() as d:
+        body = b"x" * 10
+        record = b"99 path=a-much-longer-name-than-ustar-holds\n"  # length field wrong
+        info = tarfile.TarInfo("PaxHeader")
+        info.type = tarfile.XHDTYPE
+        info.size = len(record)
+        archive = info.tobuf(format=tarfile.USTAR_FORMAT) + record + b"\0" * (-len(record) % 512)
+        member = tarfile.TarInfo("short")
+        member.size = len(body)
+        archive += member.tobuf(format=tarfile.USTAR_FORMAT) + body + b"\0" * (512 - len(body)) + b"\0" * 1024
+        expect_failure(d, archive, "(at its start)", what="a pax record whose length is wrong")
+
+
 # ---------------------------------------------------------------- faults while the stream is read
 
 def slow_tar_feeder(fd):
@@ -671,5 +718,6 @@ if __name__ == "__main__":
           test_encoded_xattr_names_come_back_as_they_were,
           test_deep_member_with_an_anchored_exclude, test_member_300000_levels_deep, test_damaged_streams,
           test_member_over_4gib_and_sparse_holes, test_terabyte_holes_cost_their_block_list_not_their_bytes,
+          test_blocks_claimed_by_all_members_are_bounded, test_damaged_pax_headers_are_errors,
           test_interrupt_while_reading_the_stream,
           test_no_space_left_while_spilling])
