@@ -16,6 +16,10 @@ cleanup() {
 trap cleanup EXIT
 
 SRC=${1:-}
+if [[ "$SRC" == -h || "$SRC" == --help ]]; then
+  echo "usage: scripts/demo.sh [DIR]   (packs DIR, or a generated sample tree, mounts it, rebuilds it)"
+  exit 0
+fi
 if [[ -z "$SRC" ]]; then
   SRC="$WORK/sample"
   echo "== generating the sample tree (logs + rotated copy, two source releases, duplicated media, a dump)"

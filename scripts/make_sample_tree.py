@@ -5,6 +5,7 @@ media, a database dump, plus a symlink and a hard link.
 
 Usage: make_sample_tree.py OUTDIR
 """
+import argparse
 import os
 import random
 import shutil
@@ -28,10 +29,14 @@ def gen_log(path, size, seed):
 
 
 def main():
-    out = sys.argv[1]
+    parser = argparse.ArgumentParser(description="Builds the demo's sample tree in OUTDIR (a new or empty directory).")
+    parser.add_argument("outdir", metavar="OUTDIR")
+    out = parser.parse_args().outdir
+    # Never a directory that holds anything: the tree is written over whatever is there.
+    if os.path.lexists(out) and (not os.path.isdir(out) or os.path.islink(out) or os.listdir(out)):
+        sys.exit(f"make_sample_tree.py: {out}: exists and is not an empty directory; give a new one")
     here = os.path.dirname(os.path.abspath(__file__))
     repo = os.path.dirname(here)
-    shutil.rmtree(out, ignore_errors=True)
     os.makedirs(f"{out}/logs/archive")
     gen_log(f"{out}/logs/app.log", 24 << 20, 1)
     gen_log(f"{out}/logs/worker.log", 6 << 20, 2)
