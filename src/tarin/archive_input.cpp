@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -12,6 +13,22 @@
 namespace sqar {
 namespace {
 constexpr size_t kBuffer = size_t(1) << 20;
+// While a member's headers are read: the most of the stream they may take, and the decoded
+// gzip pieces handed over, small enough that a check between two of them comes before
+// libarchive has parsed much past the bound.
+constexpr int64_t kMaxHeaderBytes = int64_t(4) << 20;
+constexpr size_t kHeaderPiece = size_t(64) << 10;
+}  // namespace
+
+void ArchiveInput::begin_header(struct archive* a) { header_start_ = archive_filter_bytes(a, 0); }
+
+void ArchiveInput::end_header() { header_start_ = -1; }
+
+void ArchiveInput::check_header_bound(struct archive* a) const {
+  if (header_start_ < 0 || archive_filter_bytes(a, 0) - header_start_ <= kMaxHeaderBytes) return;
+  throw Error(name_ +
+              ": one member's headers take more than 4 MiB of the archive (a GNU sparse map of millions "
+              "of regions, which libarchive would hold in memory, or zero blocks past the archive's end)");
 }
 
 ArchiveInput::ArchiveInput(const std::string& path, std::string name) : name_(std::move(name)) {
@@ -55,6 +72,7 @@ size_t ArchiveInput::fill_at_least(size_t want) {
 
 ssize_t ArchiveInput::read(struct archive* a, const void** buf) {
   try {
+    check_header_bound(a);
     if (!started_) {
       started_ = true;
       if (fill_at_least(2) >= 2 && in_[0] == 0x1f && in_[1] == 0x8b) {
@@ -75,9 +93,10 @@ ssize_t ArchiveInput::read(struct archive* a, const void** buf) {
     }
     // gzip: decode members one after another (gzip -c a b > ab.gz is one stream), checking
     // each trailer; bytes after the last member that are no gzip member are ignored, as gzip -d does.
+    const size_t room = header_start_ >= 0 ? kHeaderPiece : out_.size();
     z_.next_out = out_.data();
-    z_.avail_out = unsigned(out_.size());
-    while (z_.avail_out == out_.size() && !eof_) {
+    z_.avail_out = unsigned(room);
+    while (z_.avail_out == room && !eof_) {
       if (z_.avail_in == 0) {
         if (fill() == 0) {
           if (in_member_) throw Error(name_ + ": gzip stream ends in the middle (truncated)");
@@ -103,7 +122,7 @@ ssize_t ArchiveInput::read(struct archive* a, const void** buf) {
       }
     }
     *buf = out_.data();
-    return ssize_t(out_.size() - z_.avail_out);
+    return ssize_t(room - z_.avail_out);
   } catch (const std::exception& e) {
     // The ingest names the archive in front of libarchive's message.
     std::string m = e.what();

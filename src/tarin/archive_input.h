@@ -24,6 +24,15 @@ class ArchiveInput {
   // Hands the input to `a` (archive_read_open); returns its status.
   int open(struct archive* a);
 
+  // Around archive_read_next_header: libarchive reads a GNU sparse 1.0 map whole into a list
+  // there, a node per region, before the member is seen, so a map of millions of "0\n0\n"
+  // lines (a few hundred KB of gzip) took GBs. What one member's headers read from a gzip
+  // stream, which is decoded here in small pieces meanwhile, is bounded (4 MiB: some 200,000
+  // regions of a real map). Streams libarchive decodes itself (xz, zstd, bzip2) hand it their
+  // compressed bytes, which it may decode far ahead of a check: not bounded this way.
+  void begin_header(struct archive* a);
+  void end_header();
+
  private:
   static ssize_t read_cb(struct archive* a, void* self, const void** buf);
   ssize_t read(struct archive* a, const void** buf);
@@ -31,12 +40,14 @@ class ArchiveInput {
   // The first read: at least `want` bytes unless the input ends first, since a pipe may hand
   // over one byte at a time and the gzip test needs two.
   size_t fill_at_least(size_t want);
+  void check_header_bound(struct archive* a) const;  // throws past the bound
 
   int fd_ = -1;
   bool own_fd_ = false;
   std::string name_;
   std::vector<uint8_t> in_, out_;
   size_t in_len_ = 0;
+  int64_t header_start_ = -1;  // in a member's headers: the stream position they began at
   bool gzip_ = false, started_ = false, in_member_ = false, eof_ = false;
   z_stream z_{};
 };

@@ -62,8 +62,9 @@ struct Name {
 
 class Ingest {
  public:
-  Ingest(archive* a, std::string name, const TarIngestOptions& opt)
+  Ingest(archive* a, std::string name, const TarIngestOptions& opt, ArchiveInput* input)
       : a_(a),
+        input_(input),
         name_(std::move(name)),
         opt_(opt),
         store_(std::make_unique<ContentStore>(opt.scratch_dir, opt.memory_limit, opt.keep_duplicates)) {
@@ -74,7 +75,13 @@ class Ingest {
   TarInput run() {
     for (;;) {
       archive_entry* e = nullptr;
+      // What the last member's data left unread (excluded, a link) is skipped here, so that
+      // the bound on the next one's headers counts only them.
+      if (!last_member_.empty() && archive_read_data_skip(a_) == ARCHIVE_FATAL)
+        throw Error(name_ + ": " + archive_message() + " (in member " + last_member_ + ")");
+      if (input_) input_->begin_header(a_);
       const int r = archive_read_next_header(a_, &e);
+      if (input_) input_->end_header();
       if (r == ARCHIVE_EOF) break;
       bool damaged = r < ARCHIVE_WARN || r == ARCHIVE_RETRY;  // RETRY: a bad header checksum
       if (r == ARCHIVE_WARN) {
@@ -560,6 +567,7 @@ class Ingest {
   }
 
   archive* a_;
+  ArchiveInput* input_;  // bounds what one member's headers read; null for other inputs
   const std::string name_;
   const TarIngestOptions& opt_;
   std::unique_ptr<ContentStore> store_;
@@ -621,10 +629,11 @@ bool normalize_member_path(std::string_view name, std::string& out, std::string&
   return true;
 }
 
-TarInput ingest_tar_archive(struct archive* a, const std::string& name, const TarIngestOptions& opt) {
+TarInput ingest_tar_archive(struct archive* a, const std::string& name, const TarIngestOptions& opt,
+                            ArchiveInput* input) {
   // pax names are UTF-8, converted to the thread's locale (see common/utf8_locale.h).
   ThreadUtf8Locale utf8;
-  return Ingest(a, name, opt).run();
+  return Ingest(a, name, opt, input).run();
 }
 
 TarInput ingest_tar(const TarIngestOptions& opt) {
@@ -645,7 +654,7 @@ TarInput ingest_tar(const TarIngestOptions& opt) {
     const char* m = archive_error_string(r.a);
     throw Error(name + ": " + (m ? m : "cannot be read as a tar archive"));
   }
-  TarInput in = ingest_tar_archive(r.a, name, opt);
+  TarInput in = ingest_tar_archive(r.a, name, opt, &input);
   return in;
 }
 

@@ -46,7 +46,9 @@ struct TarInput {
 TarInput ingest_tar(const TarIngestOptions& opt);
 // The same for an archive already open for reading (the fuzz harness reads from memory);
 // `name` is what messages call it.
-TarInput ingest_tar_archive(struct archive* a, const std::string& name, const TarIngestOptions& opt);
+class ArchiveInput;
+TarInput ingest_tar_archive(struct archive* a, const std::string& name, const TarIngestOptions& opt,
+                            ArchiveInput* input = nullptr);
 
 // A member's name as a path inside the image: leading '/' and "." components dropped, ".."
 // resolved. Returns false (with `why`) for a ".." that climbs above the root or a component

@@ -632,6 +632,29 @@ def test_blocks_claimed_by_all_members_are_bounded():
         log(f"ok: refused at the fifth 4 TiB member: {err.strip().splitlines()[-1]}")
 
 
+def test_a_sparse_map_of_millions_of_regions_is_bounded():
+    """libarchive reads a GNU sparse 1.0 map into a list, a node per region, before sqar sees
+    the member: a map of millions of empty regions in a few hundred KB of .tar.gz took GBs.
+    What one member's headers read from a gzip stream is bounded (4 MiB), so such a map is
+    refused, naming the cause, in little memory."""
+    regions = 5_000_000
+    mapping = b"%d\n" % regions + b"0\n0\n" * regions
+    body = mapping + b"\0" * (-len(mapping) % 512)
+    info = tarfile.TarInfo("GNUSparseFile.0/s")
+    info.size = len(body)
+    info.pax_headers = {"GNU.sparse.major": "1", "GNU.sparse.minor": "0", "GNU.sparse.name": "s",
+                        "GNU.sparse.realsize": "1"}
+    archive = gzip.compress(info.tobuf(format=tarfile.PAX_FORMAT) + body + b"\0" * 1024, 6)
+    with tempdir() as d:
+        write(f"{d}/map.tar.gz", archive)
+        os.makedirs(f"{d}/out")
+        code, _, err, rss = measured([SQAR, "create", "-q", "--tar", f"{d}/map.tar.gz", f"{d}/out/img.sqfs"])
+        assert code == 1 and "one member's headers take more than 4 MiB of the archive" in err, (code, err)
+        assert os.listdir(f"{d}/out") == []
+        assert rss < (256 if SANITIZED else 128) * MIB, f"{rss / MIB:.0f} MiB for a {len(archive)}-byte archive"
+        log(f"ok: a {len(archive)}-byte .tar.gz with a {regions}-region map refused in {rss / MIB:.0f} MiB")
+
+
 def test_damaged_pax_headers_are_errors():
     """libarchive reports a malformed pax record as a warning and stores the member under its
     ustar name, the pax path lost; GNU tar and bsdtar fail. So does sqar, naming the cause."""
@@ -719,5 +742,6 @@ if __name__ == "__main__":
           test_deep_member_with_an_anchored_exclude, test_member_300000_levels_deep, test_damaged_streams,
           test_member_over_4gib_and_sparse_holes, test_terabyte_holes_cost_their_block_list_not_their_bytes,
           test_blocks_claimed_by_all_members_are_bounded, test_damaged_pax_headers_are_errors,
+          test_a_sparse_map_of_millions_of_regions_is_bounded,
           test_interrupt_while_reading_the_stream,
           test_no_space_left_while_spilling])
