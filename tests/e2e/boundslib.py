@@ -34,16 +34,25 @@ sys.exit(os.waitstatus_to_exitcode(status) & 0xFF)
 """
 
 
+def _measuring_env():
+    """The environment of a measured command: outside sanitizer builds the address space is
+    capped at 4 GiB. ThreadSanitizer maps its shadow at fixed addresses, which a cap breaks
+    (its allocator fails a CHECK at start), and ASan's shadow needs terabytes; ASan's
+    quarantine keeps freed memory on purpose, so it is turned off to measure what is held."""
+    env = dict(os.environ)
+    if "ASAN_OPTIONS" in env:
+        env["ASAN_OPTIONS"] += ":quarantine_size_mb=0"
+    elif "TSAN_OPTIONS" not in env:
+        env["SQAR_TEST_AS_LIMIT"] = str(4 << 30)
+    return env
+
+
 def measured(cmd, timeout=300, keep_stdout=True):
     """(exit status, stdout, stderr, peak RSS in bytes) of cmd; keep_stdout=False sends its
     output to /dev/null. Outside sanitizer builds (whose shadow memory needs terabytes of address
     space) the address space is capped at 4 GiB, so a regression fails at once instead of pushing
     the machine into swap."""
-    env = dict(os.environ)
-    if not SANITIZED:
-        env["SQAR_TEST_AS_LIMIT"] = str(4 << 30)
-    else:  # ASan's quarantine keeps freed memory on purpose: measure what the program holds
-        env["ASAN_OPTIONS"] = env["ASAN_OPTIONS"] + ":quarantine_size_mb=0"
+    env = _measuring_env()
     with tempdir() as tmp, open(f"{tmp}/out", "w+") as out, open(f"{tmp}/err", "w+") as err:
         p = subprocess.run([sys.executable, "-c", _MEASURE, f"{tmp}/rss"] + cmd, env=env, timeout=timeout,
                            stdout=out if keep_stdout else subprocess.DEVNULL, stderr=err)
@@ -57,11 +66,7 @@ def measured(cmd, timeout=300, keep_stdout=True):
 def measured_head(cmd, nbytes, timeout=300):
     """(the first nbytes of cmd's output, peak RSS in bytes): the pipe is closed after them, so a
     command writing terabytes (cat of a huge sparse file) ends on EPIPE."""
-    env = dict(os.environ)
-    if not SANITIZED:
-        env["SQAR_TEST_AS_LIMIT"] = str(4 << 30)
-    else:
-        env["ASAN_OPTIONS"] = env["ASAN_OPTIONS"] + ":quarantine_size_mb=0"
+    env = _measuring_env()
     with tempdir() as tmp:
         p = subprocess.Popen([sys.executable, "-c", _MEASURE, f"{tmp}/rss"] + cmd, env=env,
                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
