@@ -23,8 +23,9 @@ int open_source(int dirfd, const char* name, struct stat& st) {
   // O_NOATIME keeps the build from dirtying inodes of the source tree (allowed for root/owner).
   // O_NONBLOCK makes opening a FIFO return at once. It stays set: it has no effect on reading
   // regular files (open(2)), and clearing it cost a system call per file (a filesystem that
-  // answers EAGAIN anyway gets it cleared then: read_at_most).
-  int flags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOATIME | O_NONBLOCK;
+  // answers EAGAIN anyway gets it cleared then: read_at_most). O_NOCTTY: a terminal put at the
+  // name is opened before fstat can tell, and must not become sqar's controlling terminal.
+  int flags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOATIME | O_NONBLOCK | O_NOCTTY;
   int fd = openat(dirfd, name, flags);
   if (fd < 0 && errno == EPERM) fd = openat(dirfd, name, flags &= ~O_NOATIME);
   // Another process holds a lease on the file (Samba's oplocks): with O_NONBLOCK the open
