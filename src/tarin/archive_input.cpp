@@ -1,6 +1,7 @@
 #include "tarin/archive_input.h"
 
 #include <archive.h>
+#include <archive_entry.h>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -44,6 +45,7 @@ ArchiveInput::ArchiveInput(const std::string& path, std::string name) : name_(st
 
 ArchiveInput::~ArchiveInput() {
   if (gzip_) inflateEnd(&z_);
+  if (decoder_) archive_read_free(decoder_);
   if (own_fd_) close(fd_);
 }
 
@@ -70,6 +72,91 @@ size_t ArchiveInput::fill_at_least(size_t want) {
   return in_len_;
 }
 
+ssize_t ArchiveInput::raw_read_cb(struct archive* a, void* self, const void** buf) {
+  auto* in = static_cast<ArchiveInput*>(self);
+  try {
+    *buf = in->in_.data();
+    if (in->first_bytes_pending_) {
+      in->first_bytes_pending_ = false;
+      return ssize_t(in->in_len_);
+    }
+    return ssize_t(in->fill());
+  } catch (const std::exception& e) {
+    archive_set_error(a, EIO, "%s", e.what());
+    return -1;
+  }
+}
+
+void ArchiveInput::start_decoder() {
+  decoder_ = archive_read_new();
+  if (!decoder_) throw Error("out of memory");
+  archive_read_support_filter_all(decoder_);
+  archive_read_support_format_raw(decoder_);
+  first_bytes_pending_ = true;
+  archive_entry* entry = nullptr;
+  if (archive_read_open(decoder_, this, nullptr, &ArchiveInput::raw_read_cb, nullptr) != ARCHIVE_OK ||
+      archive_read_next_header(decoder_, &entry) < ARCHIVE_WARN) {
+    const char* m = archive_error_string(decoder_);
+    throw Error(name_ + ": " + (m ? m : "cannot be decoded"));
+  }
+}
+
+size_t ArchiveInput::read_decoded(size_t room, const void** buf) {
+  while (block_left_ == 0 && !eof_) {
+    const void* p = nullptr;
+    size_t n = 0;
+    la_int64_t offset = 0;
+    const int r = archive_read_data_block(decoder_, &p, &n, &offset);
+    if (r == ARCHIVE_EOF) {
+      eof_ = true;
+    } else if (r < ARCHIVE_WARN) {
+      const char* m = archive_error_string(decoder_);
+      throw Error(name_ + ": " + (m ? m : "damaged compressed data"));
+    } else {
+      block_ = static_cast<const uint8_t*>(p);
+      block_left_ = n;
+    }
+  }
+  const size_t n = std::min(room, block_left_);
+  *buf = block_;
+  block_ += n;
+  block_left_ -= n;
+  return n;
+}
+
+size_t ArchiveInput::read_gzip(size_t room) {
+  // Members one after another (gzip -c a b > ab.gz is one stream), each trailer checked; bytes
+  // after the last member that are no gzip member are ignored, as gzip -d does.
+  z_.next_out = out_.data();
+  z_.avail_out = unsigned(room);
+  while (z_.avail_out == room && !eof_) {
+    if (z_.avail_in == 0) {
+      if (fill() == 0) {
+        if (in_member_) throw Error(name_ + ": gzip stream ends in the middle (truncated)");
+        eof_ = true;
+        break;
+      }
+      z_.next_in = in_.data();
+      z_.avail_in = unsigned(in_len_);
+    }
+    if (!in_member_) {
+      if (z_.next_in[0] != 0x1f) {  // trailing bytes (often zero padding)
+        eof_ = true;
+        break;
+      }
+      inflateReset(&z_);
+      in_member_ = true;
+    }
+    const int r = inflate(&z_, Z_NO_FLUSH);
+    if (r == Z_STREAM_END) {
+      in_member_ = false;
+    } else if (r != Z_OK && r != Z_BUF_ERROR) {
+      throw Error(name_ + ": damaged gzip data (" + (z_.msg ? z_.msg : "zlib error " + std::to_string(r)) + ")");
+    }
+  }
+  return room - z_.avail_out;
+}
+
 ssize_t ArchiveInput::read(struct archive* a, const void** buf) {
   try {
     check_header_bound(a);
@@ -82,47 +169,22 @@ ssize_t ArchiveInput::read(struct archive* a, const void** buf) {
         z_.next_in = in_.data();
         z_.avail_in = unsigned(in_len_);
         out_.resize(kBuffer);
+      } else if (in_len_ == 0) {
+        eof_ = true;  // an empty input: the tar reader says what it lacks
       } else {
-        *buf = in_.data();
-        return ssize_t(in_len_);
+        start_decoder();
       }
     }
-    if (!gzip_) {
+    const size_t room = header_start_ >= 0 ? kHeaderPiece : kBuffer;
+    if (gzip_) {
+      *buf = out_.data();
+      return ssize_t(read_gzip(room));
+    }
+    if (!decoder_) {
       *buf = in_.data();
-      return ssize_t(fill());
+      return 0;
     }
-    // gzip: decode members one after another (gzip -c a b > ab.gz is one stream), checking
-    // each trailer; bytes after the last member that are no gzip member are ignored, as gzip -d does.
-    const size_t room = header_start_ >= 0 ? kHeaderPiece : out_.size();
-    z_.next_out = out_.data();
-    z_.avail_out = unsigned(room);
-    while (z_.avail_out == room && !eof_) {
-      if (z_.avail_in == 0) {
-        if (fill() == 0) {
-          if (in_member_) throw Error(name_ + ": gzip stream ends in the middle (truncated)");
-          eof_ = true;
-          break;
-        }
-        z_.next_in = in_.data();
-        z_.avail_in = unsigned(in_len_);
-      }
-      if (!in_member_) {
-        if (z_.next_in[0] != 0x1f) {  // trailing bytes (often zero padding)
-          eof_ = true;
-          break;
-        }
-        inflateReset(&z_);
-        in_member_ = true;
-      }
-      const int r = inflate(&z_, Z_NO_FLUSH);
-      if (r == Z_STREAM_END) {
-        in_member_ = false;
-      } else if (r != Z_OK && r != Z_BUF_ERROR) {
-        throw Error(name_ + ": damaged gzip data (" + (z_.msg ? z_.msg : "zlib error " + std::to_string(r)) + ")");
-      }
-    }
-    *buf = out_.data();
-    return ssize_t(room - z_.avail_out);
+    return ssize_t(read_decoded(room, buf));
   } catch (const std::exception& e) {
     // The ingest names the archive in front of libarchive's message.
     std::string m = e.what();

@@ -639,11 +639,11 @@ TarInput ingest_tar_archive(struct archive* a, const std::string& name, const Ta
 TarInput ingest_tar(const TarIngestOptions& opt) {
   ArchiveReader r;
   if (!r.a) throw Error("out of memory");
-  // Every tar dialect and every compression libarchive knows; no other archive format, so a
-  // zip or an ISO is refused rather than read as something else.
+  // Every tar dialect; no other archive format, so a zip or an ISO is refused rather than read
+  // as something else. No filter: ArchiveInput hands over the decoded stream (every compression
+  // libarchive knows), in pieces it can bound.
   archive_read_support_format_tar(r.a);
   archive_read_support_format_gnutar(r.a);
-  archive_read_support_filter_all(r.a);
   // Read on past the end-of-archive blocks to the end of the stream: archives concatenated
   // with cat are read whole (GNU tar -i), and a compressor's trailer is checked (a gzip CRC
   // error after the last member would otherwise go unnoticed).
