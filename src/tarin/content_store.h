@@ -6,6 +6,9 @@
 // again: the member is rolled back and shares the earlier one. What remains sits in memory up
 // to a limit, then in an unlinked scratch file beside the image. Holes of sparse members are
 // not stored at all: a member is a list of data extents, and reads fill the gaps with zeros.
+// Zeros written out in full are not stored either: each 64 KiB of a member (by offset) that a
+// data block holds only zeros of is left a gap, so a database file's empty pages or a disk
+// image cost neither memory nor scratch space (8 GiB of zeros took 8 GiB of scratch file).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -70,6 +73,7 @@ class ContentStore final : public ContentSource {
 
   uint32_t content_of(uint32_t node) const { return node < node_content_.size() ? node_content_[node] : kNone; }
   void append(const uint8_t* p, size_t len);
+  void keep(uint64_t offset, const uint8_t* data, size_t len);  // one data extent of the member
   void flush_spill();
   void read_store(uint64_t where, uint8_t* out, size_t len) const;
   void hash_zeros(uint64_t len);

@@ -665,6 +665,44 @@ def test_a_sparse_map_of_millions_of_regions_is_bounded():
             log(f"ok: a {len(archive)}-byte .{suffix} with a {regions}-region map refused in {rss / MIB:.0f} MiB")
 
 
+def test_zeros_written_out_cost_no_scratch_space():
+    """A tar stores a file's zeros in full unless it was made with --sparse: a database file's
+    empty pages, a disk image. They are kept as holes, not in memory or the scratch file, so
+    1 GiB of zeros packs beside a 64 MiB tmpfs; data around zeros reads back exactly, and the
+    zeros are holes in the image (unsquashfs and the kernel read them as zeros)."""
+    need_root()
+    with tempdir() as d:
+        src = f"{d}/src"
+        os.makedirs(src)
+        with open(f"{src}/disk.img", "wb") as f:
+            f.truncate(1 << 30)
+        head, tail = pseudo_random(100_000, 61), pseudo_random(150_000, 62)
+        write(f"{src}/pages.db", head + bytes(3 << 20) + tail)
+        os.makedirs(f"{d}/out")
+        run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", f"{d}/out"])
+        try:
+            tar = subprocess.Popen(["tar", "--format=posix", "-C", src, "-cf", "-", "."], stdout=subprocess.PIPE)
+            r = subprocess.run([SQAR, "create", "-q", "--tar-memory", "16M", "--tar", "-", f"{d}/out/img.sqfs"],
+                               stdin=tar.stdout, stderr=subprocess.PIPE, text=True)
+            tar.stdout.close()
+            check_sanitizers(r.args, r.returncode, r.stderr)
+            assert r.returncode == 0, r.stderr
+            assert tar.wait() == 0
+            img = f"{d}/out/img.sqfs"
+            assert os.path.getsize(img) < 1 << 20, os.path.getsize(img)
+            got = subprocess.run(["unsquashfs", "-cat", img, "pages.db"], stdout=subprocess.PIPE, check=True).stdout
+            assert got == head + bytes(3 << 20) + tail, "pages.db differs"
+            with kernel_mount(img, f"{d}/mnt") as m:
+                st = os.stat(f"{m}/disk.img")
+                assert st.st_size == 1 << 30 and st.st_blocks == 0, (st.st_size, st.st_blocks)
+                with open(f"{m}/disk.img", "rb") as f:
+                    f.seek((1 << 30) - (1 << 20))
+                    assert f.read() == bytes(1 << 20)
+        finally:
+            subprocess.run(["umount", f"{d}/out"])
+        log("ok: 1 GiB of zeros in a tar packed beside a 64 MiB tmpfs, as holes; data around zeros exact")
+
+
 def test_damaged_pax_headers_are_errors():
     """libarchive reports a malformed pax record as a warning and stores the member under its
     ustar name, the pax path lost; GNU tar and bsdtar fail. So does sqar, naming the cause."""
@@ -752,6 +790,6 @@ if __name__ == "__main__":
           test_deep_member_with_an_anchored_exclude, test_member_300000_levels_deep, test_damaged_streams,
           test_member_over_4gib_and_sparse_holes, test_terabyte_holes_cost_their_block_list_not_their_bytes,
           test_blocks_claimed_by_all_members_are_bounded, test_damaged_pax_headers_are_errors,
-          test_a_sparse_map_of_millions_of_regions_is_bounded,
+          test_a_sparse_map_of_millions_of_regions_is_bounded, test_zeros_written_out_cost_no_scratch_space,
           test_interrupt_while_reading_the_stream,
           test_no_space_left_while_spilling])

@@ -1,6 +1,6 @@
 // ContentStore (create --tar): content is read back as added, across the memory / scratch-file
-// boundary and with holes as zeros; a duplicate is rolled back (it costs no store bytes) and
-// shares the first copy; hashes are of the whole content, holes included. And the member-name
+// boundary and with holes as zeros (zeros written out in full are stored as holes); a duplicate is rolled back (it
+// costs no store bytes) and shares the first copy; hashes are of the whole content, holes included. And the member-name
 // rules: leading '/' and '.' dropped, '..' resolved, climbing out and long names refused.
 #include "tarin/content_store.h"
 
@@ -84,6 +84,34 @@ TEST(ContentStoreTest, HolesReadAsZerosAndAreHashed) {
   std::vector<uint8_t> mid(50000);
   ASSERT_EQ(s.read(7, 10000, mid.size(), mid.data()), 0);
   EXPECT_TRUE(std::equal(mid.begin(), mid.end(), want.begin() + 10000));
+}
+
+TEST(ContentStoreTest, ZerosWrittenOutInFullAreNotStored) {
+  // A member as a tar holds a file with empty pages: data, 300,000 zeros, data, handed over in
+  // blocks that do not line up with the 64 KiB windows.
+  ContentStore s("/tmp", 1 << 20, false);
+  const auto d1 = bytes(5000, 8), d2 = bytes(70000, 9);
+  std::vector<uint8_t> whole(d1);
+  whole.resize(305000, 0);
+  whole.insert(whole.end(), d2.begin(), d2.end());
+  s.begin();
+  for (size_t at = 0; at < whole.size(); at += 10000)
+    s.add(at, whole.data() + at, std::min<size_t>(10000, whole.size() - at));
+  const uint32_t id = s.finish(whole.size());
+  // What is stored: the blocks that hold data, not the 29 that hold only zeros.
+  EXPECT_EQ(s.memory_bytes(), 10000u + 10000u + 65000u);
+  s.bind(1, id);
+  s.seal();
+  EXPECT_EQ(read_all(s, 1, whole.size()), whole);
+  EXPECT_TRUE(s.hash(1) == content_hash(whole.data(), whole.size()));
+  EXPECT_TRUE(s.range_is_hole(1, 65536, 65536));
+  EXPECT_FALSE(s.range_is_hole(1, 0, 65536));
+  // All zeros: nothing stored, read as zeros.
+  const std::vector<uint8_t> zeros(200000, 0);
+  const uint32_t z = add_whole(s, zeros);
+  EXPECT_EQ(s.memory_bytes(), 10000u + 10000u + 65000u);
+  s.bind(2, z);
+  EXPECT_EQ(read_all(s, 2, zeros.size()), zeros);
 }
 
 TEST(ContentStoreTest, KeepsDuplicatesWhenAskedTo) {
