@@ -20,6 +20,7 @@
 #include "pipeline/block_writer.h"
 #include "pipeline/content_source.h"
 #include "pipeline/first_error.h"
+#include "pipeline/hard_link_names.h"
 #include "pipeline/ordered_compressor.h"
 #include "pipeline/prestored.h"
 #include "pipeline/read_ahead.h"
@@ -44,7 +45,12 @@ enum class FileKind : uint8_t {
 class DataPipeline final : public UnitReader {
  public:
   DataPipeline(Tree& tree, ImageFile& out, const DataOptions& opt)
-      : tree_(tree), out_(out), opt_(opt), block_size_(opt.codec.block_size), threads_(std::max(1u, opt.threads)) {
+      : tree_(tree),
+        out_(out),
+        opt_(opt),
+        block_size_(opt.codec.block_size),
+        threads_(std::max(1u, opt.threads)),
+        links_(tree) {
     // A read unit is a whole number of blocks of about 1 MiB: big enough for few syscalls,
     // small enough to bound memory.
     chunk_ = std::max<uint64_t>(block_size_, (uint64_t(1) << 20) / block_size_ * block_size_);
@@ -85,6 +91,7 @@ class DataPipeline final : public UnitReader {
     errors_.throw_if_failed();
     out_.flush();
     for (const auto& [file, size] : cut_) tree_.nodes[tree_.files[file]].size = size;
+    for (const auto& [file, link] : read_through_) move_inode_to_link(tree_, file, link, *links_.of(tree_.files[file]));
     return finish(writer.bytes_written());
   }
 
@@ -190,6 +197,8 @@ class DataPipeline final : public UnitReader {
     std::vector<XattrList> xattrs(opt_.read_file_xattrs ? todo.size() : 0);
     std::vector<std::string> xattr_keys(todo.size());
     std::vector<OpenedFile> opened(todo.size());
+    std::vector<uint32_t> through(todo.size(), kNoNode);
+    std::vector<int> own_name_err(todo.size(), 0);
     ThreadPool pool(threads_);
     std::vector<DirectoryHandle> dirs(pool.threads());  // one a worker: the last directory it opened
     // Hashed on all cores; the decisions below are taken in image order.
@@ -198,11 +207,11 @@ class DataPipeline final : public UnitReader {
       if (opt_.content) {  // hashed as it came in
         prehash_[todo[k]] = opt_.content->hash(tree_.files[todo[k]]);
         hashed[k] = n.size;
-      } else if (const int dirfd = directory_of(dirs[w], n); dirfd < 0) {
-        errs[k] = errno;
       } else {
-        errs[k] = hash_source_file(dirfd, tree_.name_cstr(n), n.size, prehash_[todo[k]], changed[k], hashed[k],
-                                   opt_.read_file_xattrs ? &xattrs[k] : nullptr, &xattr_keys[k], &opened[k]);
+        errs[k] = by_a_name(dirs[w], todo[k], through[k], own_name_err[k], [&](int dirfd, const char* name) {
+          return hash_source_file(dirfd, name, n.size, prehash_[todo[k]], changed[k], hashed[k],
+                                  opt_.read_file_xattrs ? &xattrs[k] : nullptr, &xattr_keys[k], &opened[k]);
+        });
       }
       if (opt_.bytes_done) opt_.bytes_done->fetch_add(n.size, std::memory_order_relaxed);
     });
@@ -219,6 +228,7 @@ class DataPipeline final : public UnitReader {
         skip_file(f, errno_message(xattr_error_subject(tree_.path_of(n), xattr_keys[k]), errs[k]));
         continue;
       }
+      if (!opt_.content) note_read_through(f, through[k], own_name_err[k]);
       if (hashed[k] < n.size) {
         // Its content is no longer n.size bytes, so it is no duplicate of a file of that size:
         // stored on its own by the data pass, which finds (and reports) where it ends then,
@@ -328,7 +338,7 @@ class DataPipeline final : public UnitReader {
   }
 
   bool source_files_identical(uint32_t a, uint32_t b, uint64_t size) {
-    const Node &na = node_of(a), &nb = node_of(b);
+    const Node &na = read_name_of(a), &nb = read_name_of(b);
     const int dir_a = directory_of(compare_dirs_[0], na), dir_b = directory_of(compare_dirs_[1], nb);
     return dir_a >= 0 && dir_b >= 0 &&
            sqar::source_files_identical(dir_a, tree_.name_cstr(na), dir_b, tree_.name_cstr(nb), size);
@@ -347,11 +357,44 @@ class DataPipeline final : public UnitReader {
       s.data.resize(u.len);
       return opt_.content->read(tree_.files[u.file], u.offset, u.len, s.data.data());
     }
-    const Node& n = node_of(u.file);
+    return by_a_name(dir, u.file, s.through, s.own_name_err, [&](int dirfd, const char* name) {
+      s.xattr_key.clear();
+      return start_unit(read, dirfd, name, s, reads_xattrs(u));
+    });
+  }
+
+  // Calls open(dirfd, name) for file f's name, and when that name is gone or holds something
+  // else than a regular file now, for each of its hard links in turn until one holds a regular
+  // file: the inode outlives the name the scan found first. `through` receives the entry whose
+  // name was used, `own_name_err` what the file's own name gave. Returns what open returned
+  // (for the file's own name when no link holds the file either).
+  template <class Open>
+  int by_a_name(DirectoryHandle& dir, uint32_t f, uint32_t& through, int& own_name_err, Open&& open) const {
+    const uint32_t owner = tree_.files[f];
+    through = owner;
+    own_name_err = open_by_name(dir, owner, open);
+    if (own_name_err != ENOENT && own_name_err != kNotRegularFile) return own_name_err;
+    if (const std::vector<uint32_t>* links = links_.of(owner)) {
+      for (uint32_t link : *links) {
+        const int rc = open_by_name(dir, link, open);
+        if (rc == ENOENT || rc == kNotRegularFile) continue;
+        through = link;
+        return rc;
+      }
+    }
+    return own_name_err;
+  }
+  template <class Open>
+  int open_by_name(DirectoryHandle& dir, uint32_t node, Open& open) const {
+    const Node& n = tree_.nodes[node];
     const int dirfd = directory_of(dir, n);
-    if (dirfd < 0) return errno;
-    s.xattr_key.clear();
-    return start_unit(read, dirfd, tree_.name_cstr(n), s, reads_xattrs(u));
+    return dirfd < 0 ? errno : open(dirfd, tree_.name_cstr(n));
+  }
+
+  // The entry whose name file f was read through (sequencer thread).
+  const Node& read_name_of(uint32_t f) const {
+    const auto it = read_through_.find(f);
+    return tree_.nodes[it == read_through_.end() ? tree_.files[f] : it->second];
   }
 
   // Starts reading s.unit of the file `name` in `dirfd` into the slot: the one way units are
@@ -401,6 +444,7 @@ class DataPipeline final : public UnitReader {
     }
     if (!opt_.content) {
       if (u.offset == 0) {
+        note_read_through(f, s.through, s.own_name_err);
         first_open_ = s.opened;
         take_attributes_of_opened(f, s.opened);
       } else if (s.opened.inode != first_open_.inode) {
@@ -563,6 +607,20 @@ class DataPipeline final : public UnitReader {
       file_changed(f, "changed after the scan (" + what.substr(2) + ")", "stored with the attributes it had when read");
   }
 
+  // A hard-linked file read through another of its names, since its own one vanished or holds
+  // something else now: stored under its other names, which still name it on disk (the image
+  // leaves out only the name that went), and the entries are rewired once the readers are done
+  // (move_inode_to_link).
+  void note_read_through(uint32_t f, uint32_t through, int own_name_err) {
+    if (through == tree_.files[f]) {
+      read_through_.erase(f);
+      return;
+    }
+    if (!read_through_.insert_or_assign(f, through).second) return;  // the hashing pass said so already
+    file_changed(f, own_name_err == ENOENT ? "vanished before it was read" : "is no longer a regular file",
+                 "stored through its hard link " + tree_.path_of(through));
+  }
+
   // A file whose first open found it gone (ENOENT), or found something else at its name
   // (kNotRegularFile: a FIFO, a directory, a symlink, a device, a socket, which is not read).
   void left_out_before_read(uint32_t f, int err) {
@@ -633,8 +691,9 @@ class DataPipeline final : public UnitReader {
       for (uint64_t off = 0; off < n.size && !skip_[f] && !ended_before(f, off); off += chunk_) {
         s.unit = ReadUnit{f, off, std::min(chunk_, n.size - off), off + chunk_ >= n.size};
         s.changed.clear();
-        const int dirfd = directory_of(orphan_dir_, n);
-        s.err = dirfd < 0 ? errno : start_unit(read, dirfd, tree_.name_cstr(n), s, /*with_xattrs=*/false);
+        s.err = by_a_name(orphan_dir_, f, s.through, s.own_name_err, [&](int dirfd, const char* name) {
+          return start_unit(read, dirfd, name, s, /*with_xattrs=*/false);
+        });
         if (s.err == SourceRead::kReadPending) s.err = read.finish(s.data, s.changed);
         process_unit(s.unit, s);
       }
@@ -722,6 +781,9 @@ class DataPipeline final : public UnitReader {
   std::vector<Hash128> prehash_;
   // File -> its first block in --reuse OLD, for files being sequenced (sequencer thread only).
   std::unordered_map<uint32_t, uint32_t> reuse_first_;
+  const HardLinkNames links_;  // fixed before the workers start
+  // Hard-linked files read through another name than their own -> that entry (main thread).
+  std::unordered_map<uint32_t, uint32_t> read_through_;
   std::vector<bool> skip_;       // main thread only
   std::vector<bool> has_units_;  // fixed before the workers start
   size_t total_units_ = 0;

@@ -18,6 +18,7 @@
 
 #include "pipeline/first_error.h"
 #include "pipeline/source_reader.h"
+#include "scan/tree.h"
 #include "scan/xattr_reader.h"
 
 namespace sqar {
@@ -43,6 +44,11 @@ struct ReadSlot {
   XattrList xattrs;
   std::string xattr_key;
   OpenedFile opened;  // fstat of the file the unit was read from
+  // The entry whose name the unit was read through: the file's own, or one of its hard links
+  // when that name vanished or holds something else since the scan (own_name_err: ENOENT or
+  // kNotRegularFile). Set by UnitReader::start_read.
+  uint32_t through = kNoNode;
+  int own_name_err = 0;
   bool hole = false;  // the unit lies in a hole of a sparse file: `data` is empty, it reads as zeros
   // Set by the reader (release) once the fields above are final; cleared by release().
   std::atomic<bool> ready{false};

@@ -19,7 +19,8 @@ import stat
 
 from changing import IN_ACCESS, run_changing, until_valid
 from sqarfs_common import resident_pages
-from sqartest import SQAR, leftovers, log, main, pseudo_random, run, skip, tempdir, unsquashfs_extract, write
+from sqartest import (SQAR, kernel_mount, leftovers, log, main, pseudo_random, run, skip, tempdir, unsquashfs_extract,
+                      write)
 
 MIB = 1 << 20
 
@@ -400,24 +401,91 @@ def test_directory_swapped_for_a_symlink_after_the_scan():
         log("ok: a directory swapped for a symlink or a file after the scan: its files are left out as vanished")
 
 def test_hard_link_whose_first_name_vanishes():
-    """z/a and z/b are one file; z/a, the name it is read through, is removed after the scan.
-    The file is left out with both names, and the warning names z/b too (it named z/a only,
-    so z/b went missing without a word)."""
+    """z/a, z/b and zz/c are one file, read through z/a, the name the scan found first; z/big_a
+    and z/big_b another, of several read units. z/a and z/big_a are removed after the scan: the
+    inodes live on under their other names, so each is read through its next name and stored
+    under the names it still has, hard-linked to each other, with a warning naming the name
+    that went (the file was left out with all its names). z/gone_a and z/gone_b lose both
+    names: left out, the warning naming both. Checked with unsquashfs and the kernel's mount."""
+    small, big = b"one file, three names\n", pseudo_random(3 * MIB + 5, 41)
     with tempdir(prefix=os.path.join(os.getcwd(), "sqar-live-")) as d:
+        def vanish(src):
+            for name in ("a", "big_a", "gone_a", "gone_b"):
+                os.unlink(f"{src}/z/{name}")
+
         def attempt(n):
             src, img = f"{d}/src{n}", f"{d}/img{n}.sqfs"
             write(f"{src}/a/first", os.urandom(64 * MIB))  # read ahead for a while before z's turn
-            write(f"{src}/z/a", b"one file, two names\n")
+            write(f"{src}/z/a", small)
             os.link(f"{src}/z/a", f"{src}/z/b")
-            p, valid = run_changing([SQAR, "create", "-q", "-j", "1", src, img], src, lambda: os.unlink(f"{src}/z/a"),
-                                    changed=("a",))
+            os.makedirs(f"{src}/zz")
+            os.link(f"{src}/z/a", f"{src}/zz/c")
+            write(f"{src}/z/big_a", big)
+            os.link(f"{src}/z/big_a", f"{src}/z/big_b")
+            write(f"{src}/z/gone_a", b"gone with both names\n")
+            os.link(f"{src}/z/gone_a", f"{src}/z/gone_b")
+            p, valid = run_changing([SQAR, "create", "-q", "-j", "1", src, img], src, lambda: vanish(src),
+                                    changed=("a", "b", "big_a", "big_b", "gone_a", "gone_b"))
             return (p, src, img), valid
 
-        p, src, img = until_valid(3, attempt, "sqar had opened z/a before it stopped")
+        p, src, img = until_valid(3, attempt, "sqar had opened z/ before it stopped")
         assert p.returncode == 0, f"exit {p.returncode}: {p.stderr}"
-        assert f"{src}/z/a: vanished before it was read; left out, and with it its hard links {src}/z/b" in p.stderr, \
-            p.stderr
-        assert "squashfs-root/z/b" not in run(["unsquashfs", "-lln", img]).stdout
+        for said in (f"{src}/z/a: vanished before it was read; stored through its hard link {src}/z/b",
+                     f"{src}/z/big_a: vanished before it was read; stored through its hard link {src}/z/big_b",
+                     f"{src}/z/gone_a: vanished before it was read; left out, and with it its hard links "
+                     f"{src}/z/gone_b"):
+            assert f"warning: {said}\n" in p.stderr, f"no warning '{said}' in:\n{p.stderr}"
+        listing = run(["unsquashfs", "-lls", img]).stdout
+        for gone in ("z/a", "z/big_a", "z/gone_a", "z/gone_b"):
+            assert f"squashfs-root/{gone}\n" not in listing, f"{gone} vanished but is in the image:\n{listing}"
+        out = img + ".out"
+        unsquashfs_extract(img, out)
+        kept = {"z/b": small, "zz/c": small, "z/big_b": big}
+        for name, content in kept.items():
+            assert os.path.isfile(f"{out}/{name}") and open(f"{out}/{name}", "rb").read() == content, f"{name}: not stored whole"
+        run([SQAR, "verify", img])
+        if os.geteuid() == 0:
+            with kernel_mount(img, f"{d}/mnt") as mnt:
+                st = {name: os.stat(f"{mnt}/{name}") for name in kept}
+                assert st["z/b"].st_ino == st["zz/c"].st_ino and st["z/b"].st_nlink == 2, \
+                    f"z/b and zz/c are not one inode of 2 links: {st}"
+                assert st["z/big_b"].st_nlink == 1, f"z/big_b: {st['z/big_b'].st_nlink} links"
+                for name, content in kept.items():
+                    assert open(f"{mnt}/{name}", "rb").read() == content, f"{name}: the kernel reads other bytes"
+        log(f"ok: the names left of a hard-linked file whose first name vanished are stored: {p.stderr.strip()}")
+
+
+def test_hard_link_whose_first_name_vanishes_before_the_hashing_pass():
+    """z/p_a and z/p_b are one file, z/q another of the same content and size (2 MiB: hashed in
+    a first pass, then stored once). z/p_a is removed as that pass (-j1) reads a/big: the file
+    is hashed and stored through z/p_b, and z/q still shares its data (--verify-dedup compares
+    it through z/p_b too, so no collision is reported)."""
+    content = pseudo_random(2 * MIB + 17, 42)
+    with tempdir(prefix=os.path.join(os.getcwd(), "sqar-live-")) as d:
+        def attempt(n):
+            src, img = f"{d}/src{n}", f"{d}/img{n}.sqfs"
+            for name in ("big1", "big2"):  # hashed before z/'s files
+                write(f"{src}/a/{name}", pseudo_random(16 * MIB, 43))
+            write(f"{src}/z/p_a", content)
+            os.link(f"{src}/z/p_a", f"{src}/z/p_b")
+            write(f"{src}/z/q", content)
+            p, valid = run_changing([SQAR, "create", "-q", "-j", "1", "--verify-dedup", src, img], src,
+                                    lambda: os.unlink(f"{src}/z/p_a"), trigger_at=("a", "big1"),
+                                    changed=("p_a", "p_b"))
+            return (p, src, img), valid
+
+        p, src, img = until_valid(3, attempt, "sqar had opened z/p_a before it stopped")
+        assert p.returncode == 0, f"exit {p.returncode}: {p.stderr}"
+        said = f"warning: {src}/z/p_a: vanished before it was read; stored through its hard link {src}/z/p_b\n"
+        assert p.stderr.count("warning:") == 1 and said in p.stderr, p.stderr
+        out = img + ".out"
+        unsquashfs_extract(img, out)
+        assert not os.path.lexists(f"{out}/z/p_a"), "z/p_a vanished but is in the image"
+        for name in ("p_b", "q"):
+            assert open(f"{out}/z/{name}", "rb").read() == content, f"z/{name}: not stored whole"
+        run([SQAR, "verify", img])
+        log(f"ok: hashed and stored through the hard link left: {p.stderr.strip()}")
+
 
 def test_written_to_between_its_reads():
     """A large file is read in 1 MiB units, each through its own open; one written to in place
@@ -569,6 +637,6 @@ if __name__ == "__main__":
     main([test_warm, test_cold, test_reuse, test_during_hashing_pass, test_duplicate_written_to_during_the_hashing_pass,
           test_sparse_duplicate_whose_owner_vanishes,
           test_directory_vanishing_during_the_scan, test_directory_swapped_for_a_symlink_after_the_scan,
-          test_hard_link_whose_first_name_vanishes,
+          test_hard_link_whose_first_name_vanishes, test_hard_link_whose_first_name_vanishes_before_the_hashing_pass,
           test_written_to_between_its_reads, test_mode_changed_between_its_reads,
           test_written_to_during_its_one_read, test_strict])
