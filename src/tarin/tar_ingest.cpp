@@ -310,14 +310,17 @@ class Ingest {
                          ", which no earlier member of this archive names (a hard link can only "
                          "name a member before it in the same archive, not an entry of an image)");
       if (is_dir(t)) fail(member, "hard link to the directory " + std::string(hardlink));
-      if (names_[t].excluded) {
+      const bool excluded = names_[parent].excluded || opt_.excludes.excluded(state, base, false);
+      // A link the patterns leave out too (both names match, or a directory above both) goes
+      // as the user asked, without a word: the warning is for a name they meant to keep.
+      if (names_[t].excluded && !excluded) {
         warn(name_ + ": member " + member + ": a hard link to the excluded " + std::string(hardlink) + ", left out");
         // Left out as tar -x --exclude leaves it: an earlier member of its name stays.
         if (lookup_.find(key(parent, base)) == lookup_.end()) place(parent, base, path, member, names_[t].inode, true);
         return;
       }
       inode = names_[t].inode;
-      place(parent, base, path, member, inode, names_[parent].excluded || opt_.excludes.excluded(state, base, false));
+      place(parent, base, path, member, inode, excluded);
       return;
     }
     const bool excluded = names_[parent].excluded || opt_.excludes.excluded(state, base, type == AE_IFDIR);

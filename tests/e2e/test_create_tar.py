@@ -404,6 +404,31 @@ def test_excluded_members_and_repeated_xattrs_as_tar_x_gives_them():
         assert os.getxattr(f"{d}/tar-xattrs/f", "user.a") == b"second"
         log("ok: excluded members and a repeated xattr give what GNU tar -x gives")
 
+def test_hard_link_to_an_excluded_member():
+    """A hard link whose target member --exclude leaves out is left out with a warning naming
+    both (the stream holds the content only at the excluded member, which is not kept), as
+    GNU tar -x --exclude cannot make it either. When the patterns leave out the link too (a
+    directory above both, or a pattern both names match), nothing is said: the user asked for
+    exactly that (a warning for each link in an excluded directory buried the others)."""
+    need_tool("tar")
+    members = [dir_("lib"), reg("lib/libx.so.1", b"library"), link("lib/libx.so.1.0", "lib/libx.so.1"),
+               reg("keep", b"kept")]
+    with tempdir() as d:
+        for exclude in ("lib", "*.so*", "lib/*"):
+            out, err = unpack(d, tar_bytes(members), "--exclude", exclude)
+            assert err == "", f"--exclude {exclude}: {err}"
+            assert not os.path.exists(f"{out}/lib/libx.so.1.0") and read(f"{out}/keep") == b"kept", exclude
+        out, err = unpack(d, tar_bytes(members), "--exclude", "libx.so.1")
+        said = f"{d}/in.tar: member lib/libx.so.1.0: a hard link to the excluded lib/libx.so.1, left out"
+        assert f"warning: {said}\n" in err and err.count("warning:") == 1, err
+        assert sorted(os.listdir(f"{out}/lib")) == [], os.listdir(f"{out}/lib")
+        write(f"{d}/gnu.tar", tar_bytes(members))
+        os.makedirs(f"{d}/gnu")
+        gnu = run(["tar", "-xf", f"{d}/gnu.tar", "-C", f"{d}/gnu", "--exclude", "libx.so.1"], check=False)
+        assert gnu.returncode != 0 and os.listdir(f"{d}/gnu/lib") == [], "GNU tar -x made the link after all"
+        log(f"ok: a link to an excluded member: {err.strip()}")
+
+
 def test_encoded_xattr_names_come_back_as_they_were():
     """Tar writers %-encode some bytes of an xattr name (GNU tar '%' and '='; libarchive, and so
     bsdtar and sqar extract --tar, also spaces and bytes outside ASCII), and libarchive writes
@@ -785,7 +810,7 @@ if __name__ == "__main__":
     main([test_gnu_and_bsd_tar_of_a_full_tree_in_every_format_and_compression, test_ustar_of_a_tree_it_can_hold,
           test_image_equals_the_directory_image_for_any_thread_count, test_standard_input_and_options,
           test_names_stay_inside_the_root, test_links_duplicates_and_implicit_directories,
-          test_excluded_members_and_repeated_xattrs_as_tar_x_gives_them,
+          test_excluded_members_and_repeated_xattrs_as_tar_x_gives_them, test_hard_link_to_an_excluded_member,
           test_encoded_xattr_names_come_back_as_they_were,
           test_deep_member_with_an_anchored_exclude, test_member_300000_levels_deep, test_damaged_streams,
           test_member_over_4gib_and_sparse_holes, test_terabyte_holes_cost_their_block_list_not_their_bytes,
