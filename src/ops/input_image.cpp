@@ -1,6 +1,5 @@
 #include "ops/input_image.h"
 
-#include <fcntl.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -19,18 +18,6 @@
 
 namespace sqar::ops {
 namespace {
-
-class Fd {
- public:
-  explicit Fd(const std::string& path) : fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {
-    if (fd_ < 0) throw Error(errno_message(path, errno));
-  }
-  ~Fd() { ::close(fd_); }
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
 
 void pread_fully(int fd, const std::string& path, uint64_t off, void* buf, size_t len) {
   auto* p = static_cast<uint8_t*>(buf);
