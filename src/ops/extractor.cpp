@@ -22,6 +22,7 @@
 #include "common/file_type_name.h"
 #include "common/owner_id.h"
 #include "common/path_pattern.h"
+#include "common/unique_fd.h"
 #include "format/squashfs.h"
 #include "ops/data_key.h"
 #include "ops/entry_meta.h"
@@ -150,7 +151,6 @@ class Extractor::Impl {
  public:
   Impl(reader::Image& image, const ExtractOptions& opt) : img_(image), opt_(opt) {}
   ~Impl() {
-    if (root_fd_ >= 0) ::close(root_fd_);
     if (umask_cleared_) ::umask(umask_);
   }
 
@@ -375,8 +375,8 @@ class Extractor::Impl {
       if (ec) throw Error(opt_.dest + ": cannot create the target directory: " + ec.message());
       created_root_ = true;
     }
-    root_fd_ = ::open(opt_.dest.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (root_fd_ < 0) throw_errno(opt_.dest, errno);
+    root_fd_.reset(::open(opt_.dest.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!root_fd_) throw_errno(opt_.dest, errno);
     // Every entry gets its mode from the image, so the umask would only force a chmod: it
     // is 0 until we are done (restored by the destructor; umask() is process-wide).
     umask_ = ::umask(0);
@@ -385,7 +385,7 @@ class Extractor::Impl {
     egid_ = ::getegid();
     struct stat st;
     // New directories inherit a set-gid root's group (and bit): then files need a chown.
-    root_setgid_ = ::fstat(root_fd_, &st) != 0 || (st.st_mode & S_ISGID);
+    root_setgid_ = ::fstat(root_fd_.get(), &st) != 0 || (st.st_mode & S_ISGID);
     size_t dirs = 0;
     for (Item& it : items_)
       if (it.inode.is_dir()) it.dir_slot = int64_t(dirs++);
@@ -603,7 +603,7 @@ class Extractor::Impl {
   // log set is a few 150 MB files: with one thread per file, the last file ran alone).
   struct SharedFile {
     std::mutex mu;
-    int fd = -1;
+    UniqueFd fd;  // closed, with its error checked, by the last range to finish
     bool opened = false;
     // The inode, read once by the range that opens the file and shared by all its ranges (and
     // the block list's checkpoints, reader/block_index.h): read per range, a 64 GiB file's
@@ -735,7 +735,7 @@ class Extractor::Impl {
     if (opt_.progress) opt_.progress->phase = ExtractPhase::writing_entries;
     unsigned jobs = std::max(1u, opt_.jobs);
     std::vector<std::unique_ptr<DirStack>> stacks;
-    for (unsigned w = 0; w < jobs; ++w) stacks.push_back(std::make_unique<DirStack>(root_fd_));
+    for (unsigned w = 0; w < jobs; ++w) stacks.push_back(std::make_unique<DirStack>(root_fd_.get()));
     auto run_batch = [&](size_t b, unsigned w) {
       const Batch& batch = batches[b];
       const Item& dir = items_[batch.dir];
@@ -871,7 +871,7 @@ class Extractor::Impl {
 
   // Creates a regular file (never following a symlink at its name); --overwrite replaces
   // an existing non-directory.
-  int create_file(int dfd, const Item& it) {
+  UniqueFd create_file(int dfd, const Item& it) {
     std::string name(name_of(it));
     int fd;
     while ((fd = ::openat(dfd, name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
@@ -879,7 +879,7 @@ class Extractor::Impl {
       if (errno != EEXIST) sys_fail("create");
       replace_existing(dfd, name, it);
     }
-    return fd;
+    return UniqueFd(fd);
   }
 
   // One range of a big file. The first range to run creates the file; the last to finish
@@ -895,14 +895,14 @@ class Extractor::Impl {
         try {
           sf.inode.emplace(img_.read_inode(it.inode.ref));
           sf.fd = create_file(dfd, it);
-          remember_identity(sf.fd, it);
+          remember_identity(sf.fd.get(), it);
         } catch (...) {
           sf.failed = true;
           --sf.ranges_left;
           throw;
         }
       }
-      fd = sf.fd;
+      fd = sf.fd.get();
     }
     bool report = false, no_space = false, stopped = false;
     std::string why;
@@ -935,7 +935,7 @@ class Extractor::Impl {
         why = e.what();
       }
       sf.inode.reset();  // the other ranges are done with it
-      if (::close(fd) != 0 && !report && !sf.failed) {
+      if (sf.fd.close_checked() != 0 && !report && !sf.failed) {
         report = true;
         why = std::string("close: ") + strerror(errno);
       }
@@ -950,30 +950,25 @@ class Extractor::Impl {
   void write_entry(int dfd, const Item& it, const DirState& dir) {
     const InodeSummary& ino = it.inode;
     if (ino.is_regular()) {
-      int fd = create_file(dfd, it);
-      try {
-        remember_identity(fd, it);
-        if (ino.size > 0) {
-          std::optional<Inode> full;
-          std::optional<ContentHasher> hasher;
-          if (check_) hasher.emplace(check_->scheme());
-          try {
-            full.emplace(img_.read_inode(ino.ref));
-            if (write_content(fd, *full, 0, ino.size, ino.shares_blocks, hasher ? &*hasher : nullptr) < ino.size &&
-                ::ftruncate(fd, off_t(ino.size)) != 0)
-              sys_fail("truncate");
-          } catch (const std::exception& e) {
-            ::unlinkat(dfd, std::string(name_of(it)).c_str(), 0);
-            rethrow_with(e, kPartRemoved);
-          }
-          if (check_) check_content(dfd, fd, it, *full, &*hasher);
+      UniqueFd fd = create_file(dfd, it);
+      remember_identity(fd.get(), it);
+      if (ino.size > 0) {
+        std::optional<Inode> full;
+        std::optional<ContentHasher> hasher;
+        if (check_) hasher.emplace(check_->scheme());
+        try {
+          full.emplace(img_.read_inode(ino.ref));
+          if (write_content(fd.get(), *full, 0, ino.size, ino.shares_blocks, hasher ? &*hasher : nullptr) < ino.size &&
+              ::ftruncate(fd.get(), off_t(ino.size)) != 0)
+            sys_fail("truncate");
+        } catch (const std::exception& e) {
+          ::unlinkat(dfd, std::string(name_of(it)).c_str(), 0);
+          rethrow_with(e, kPartRemoved);
         }
-        set_meta_fd(fd, it, owned_when_new(ino, dir), mode_at_create(ino));
-      } catch (...) {
-        ::close(fd);
-        throw;
+        if (check_) check_content(dfd, fd.get(), it, *full, &*hasher);
       }
-      if (::close(fd) != 0) sys_fail("close");
+      set_meta_fd(fd.get(), it, owned_when_new(ino, dir), mode_at_create(ino));
+      if (fd.close_checked() != 0) sys_fail("close");
       return;
     }
     std::string name(name_of(it));
@@ -1159,7 +1154,7 @@ class Extractor::Impl {
   // files removed (which of them is damaged cannot be told), each named.
   void check_fragment_blocks() {
     if (!check_ || read_hashes_.empty()) return;
-    DirStack dirs(root_fd_);
+    DirStack dirs(root_fd_.get());
     for (uint32_t fragment : check_->bad_fragments(read_hashes_)) {
       auto items = fragment_items_.find(fragment);
       if (items == fragment_items_.end()) continue;
@@ -1220,8 +1215,8 @@ class Extractor::Impl {
     const unsigned jobs = std::max(1u, opt_.jobs);
     std::vector<std::unique_ptr<DirStack>> from, to;
     for (unsigned w = 0; w < jobs; ++w) {
-      from.push_back(std::make_unique<DirStack>(root_fd_));
-      to.push_back(std::make_unique<DirStack>(root_fd_));
+      from.push_back(std::make_unique<DirStack>(root_fd_.get()));
+      to.push_back(std::make_unique<DirStack>(root_fd_.get()));
     }
     parallel_for(copies.size(), jobs, [&](size_t k, unsigned w) {
       const Item& it = items_[copies[k]];
@@ -1229,18 +1224,10 @@ class Extractor::Impl {
       const DirState& dir = dir_state_[size_t(items_[size_t(it.parent)].dir_slot)];
       try {
         const int dfd = open_dir(*to[w], it.parent);
-        const int src = open_copy_source(*from[w], size_t(it.copy_of));
-        if (src < 0) {
+        if (const UniqueFd src = open_copy_source(*from[w], size_t(it.copy_of)))
+          copy_entry(dfd, src.get(), it, dir);
+        else
           write_entry(dfd, it, dir);  // decoded, as any file
-        } else {
-          try {
-            copy_entry(dfd, src, it, dir);
-          } catch (...) {
-            ::close(src);
-            throw;
-          }
-          ::close(src);
-        }
         written_[copies[k]] = 1;
       } catch (const KeptExisting& kept) {
         written_[copies[k]] = kept.linkable;
@@ -1252,33 +1239,31 @@ class Extractor::Impl {
     });
   }
 
-  // The extracted first file of a content, opened for reading, or -1 when it was not written
-  // or its name no longer leads to it.
-  int open_copy_source(DirStack& dirs, size_t first) {
-    if (!written_[first]) return -1;
+  // The extracted first file of a content, opened for reading, or nothing when it was not
+  // written or its name no longer leads to it.
+  UniqueFd open_copy_source(DirStack& dirs, size_t first) {
+    if (!written_[first]) return {};
     std::pair<dev_t, ino_t> id;
     {
       std::lock_guard lock(mu_);
       const auto found = identity_.find(first);
-      if (found == identity_.end()) return -1;
+      if (found == identity_.end()) return {};
       id = found->second;
     }
     const Item& it = items_[first];
     const int dfd = open_dir(dirs, it.parent);
-    const int fd = ::openat(dfd, std::string(name_of(it)).c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return -1;
+    UniqueFd fd(::openat(dfd, std::string(name_of(it)).c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+    if (!fd) return {};
     struct stat st {};
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_dev != id.first || st.st_ino != id.second ||
-        uint64_t(st.st_size) != it.inode.size) {
-      ::close(fd);
-      return -1;
-    }
+    if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_dev != id.first || st.st_ino != id.second ||
+        uint64_t(st.st_size) != it.inode.size)
+      return {};
     return fd;
   }
 
   // Writes `it` as a copy of src's bytes: the data regions only, so holes stay holes.
   void copy_entry(int dfd, int src, const Item& it, const DirState& dir) {
-    const int fd = create_file(dfd, it);
+    UniqueFd fd = create_file(dfd, it);
     try {
       const uint64_t size = it.inode.size;
       for (uint64_t off = 0; off < size;) {
@@ -1288,20 +1273,20 @@ class Extractor::Impl {
         if (data < 0 || uint64_t(data) >= size) break;
         const off_t hole = ::lseek(src, data, SEEK_HOLE);
         if (hole < 0) sys_fail("seek");
-        copy_range(src, fd, uint64_t(data), std::min<uint64_t>(uint64_t(hole), size));
+        copy_range(src, fd.get(), uint64_t(data), std::min<uint64_t>(uint64_t(hole), size));
         off = uint64_t(hole);
       }
-      if (::ftruncate(fd, off_t(size)) != 0) sys_fail("truncate");
+      if (::ftruncate(fd.get(), off_t(size)) != 0) sys_fail("truncate");
       if (opt_.progress) opt_.progress->bytes_done.fetch_add(size, std::memory_order_relaxed);
       // The copy is checked as a decoded file is: against the manifest, read back.
-      if (check_) check_content(dfd, fd, it, img_.read_inode(it.inode.ref, true), nullptr);
-      set_meta_fd(fd, it, owned_when_new(it.inode, dir), mode_at_create(it.inode));
+      if (check_) check_content(dfd, fd.get(), it, img_.read_inode(it.inode.ref, true), nullptr);
+      set_meta_fd(fd.get(), it, owned_when_new(it.inode, dir), mode_at_create(it.inode));
     } catch (const std::exception& e) {
-      ::close(fd);
+      fd.reset();  // closed before the unlink
       ::unlinkat(dfd, std::string(name_of(it)).c_str(), 0);
       rethrow_with(e, kPartRemoved);
     }
-    if (::close(fd) != 0) sys_fail("close");
+    if (fd.close_checked() != 0) sys_fail("close");
   }
 
   // Bytes [begin, end) of src to the same place in dst: copy_file_range, or read and write
@@ -1327,7 +1312,7 @@ class Extractor::Impl {
   }
 
   void make_links() {
-    DirStack from(root_fd_), to(root_fd_);
+    DirStack from(root_fd_.get()), to(root_fd_.get());
     for (const Item& it : items_) {
       if (!it.keep || it.link_to < 0) continue;
       if (skip_when_stopping()) continue;
@@ -1385,7 +1370,7 @@ class Extractor::Impl {
     constexpr size_t kChunk = 64;  // runs of neighbours keep each thread's DirStack short
     unsigned jobs = std::max(1u, opt_.jobs);
     std::vector<std::unique_ptr<DirStack>> stacks;
-    for (unsigned w = 0; w < jobs; ++w) stacks.push_back(std::make_unique<DirStack>(root_fd_));
+    for (unsigned w = 0; w < jobs; ++w) stacks.push_back(std::make_unique<DirStack>(root_fd_.get()));
     auto by_name = [&](DirStack& ds, const Item& it) {
       try {
         finish_dir_at(open_dir(ds, it.parent), std::string(name_of(it)), it);
@@ -1400,7 +1385,7 @@ class Extractor::Impl {
     // The target directory itself only takes the image root's metadata when we created it.
     if (items_[0].keep && created_root_) {
       try {
-        set_meta_fd(root_fd_, items_[0], false, false);
+        set_meta_fd(root_fd_.get(), items_[0], false, false);
       } catch (const std::exception& e) {
         fail("", e.what());
       }
@@ -1430,15 +1415,9 @@ class Extractor::Impl {
   // By name in its parent dfd, through a descriptor that cannot be a symlink.
   void finish_dir_at(int dfd, const std::string& name, const Item& it) {
     auto [owned, mode_set] = dir_owned_mode_set(it);
-    int fd = ::openat(dfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) sys_fail("open");
-    try {
-      set_meta_fd(fd, it, owned, mode_set);
-    } catch (...) {
-      ::close(fd);
-      throw;
-    }
-    ::close(fd);
+    const UniqueFd fd(::openat(dfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!fd) sys_fail("open");
+    set_meta_fd(fd.get(), it, owned, mode_set);
   }
 
   reader::Image& img_;
@@ -1452,7 +1431,7 @@ class Extractor::Impl {
   std::string names_;                                             // every entry's name, back to back (see Item)
   // --strip-components: the image parent of each entry moved to the root (for messages).
   std::unordered_map<int64_t, int64_t> image_parent_;
-  int root_fd_ = -1;
+  UniqueFd root_fd_;
   bool created_root_ = false;
   mode_t umask_ = 022;
   bool umask_cleared_ = false;
