@@ -1291,6 +1291,8 @@ class Extractor::Impl {
 
   // Bytes [begin, end) of src to the same place in dst: copy_file_range, or read and write
   // where the kernel cannot copy between the two (it reports EXDEV, EINVAL or EOPNOTSUPP).
+  // ImageFile::append_range is not this loop: it appends at the image's end, counts the bytes
+  // the kernel copied, and falls back to reading on any error but ENOSPC.
   static void copy_range(int src, int dst, uint64_t begin, uint64_t end) {
     loff_t in = loff_t(begin), out = loff_t(begin);
     while (uint64_t(in) < end) {
