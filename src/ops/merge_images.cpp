@@ -13,6 +13,7 @@
 
 #include "common/endian.h"
 #include "common/error.h"
+#include "common/unique_fd.h"
 #include "dedup/content_key.h"
 #include "format/squashfs.h"
 #include "ops/append_lock.h"
@@ -470,38 +471,32 @@ class Merger {
     const InputImage& in = inputs_[k];
     // The file that was loaded, not the one at its name now (replaced meanwhile, its bytes
     // would be copied under the loaded image's tables).
-    const int fd = ::fcntl(in.image->file_descriptor(), F_DUPFD_CLOEXEC, 0);
-    if (fd < 0) throw Error(errno_message(in.path, errno));
-    try {
-      std::vector<uint8_t> checked;
-      for (Range& r : ranges_[k]) {
-        if (in.digests) {
-          check_stored_bytes(fd, in.path, *in.digests, r.begin, r.end, checked);
-          stats_.checked_bytes += r.end - r.begin;
-        }
-        // The first input's first range starts at 0, as the output does; every other large
-        // range keeps its offset within a device block, so extents can be shared.
-        if (r.end - r.begin >= kAlignedCopyMin && r.begin != 0) {
-          const uint64_t pad = (r.begin - out.position()) % fmt::kDeviceAlign;
-          const std::vector<uint8_t> zeros(size_t(pad), 0);
-          out.append(zeros.data(), zeros.size());
-        }
-        r.dst = out.position();
-        // In pieces, so that a progress display moves while a large region is copied.
-        for (uint64_t pos = r.begin; pos < r.end; pos += kCopyPiece) {
-          const uint64_t len = std::min(kCopyPiece, r.end - pos);
-          stats_.shared_bytes += out.append_from(fd, in.path, pos, len);
-          if (progress_) progress_->bytes_done += len;
-        }
-        stats_.copied_bytes += r.end - r.begin;
+    const UniqueFd fd(::fcntl(in.image->file_descriptor(), F_DUPFD_CLOEXEC, 0));
+    if (!fd) throw Error(errno_message(in.path, errno));
+    std::vector<uint8_t> checked;
+    for (Range& r : ranges_[k]) {
+      if (in.digests) {
+        check_stored_bytes(fd.get(), in.path, *in.digests, r.begin, r.end, checked);
+        stats_.checked_bytes += r.end - r.begin;
       }
-      // What was checked must be what was copied: an input rewritten meanwhile is refused.
-      check_input_unchanged(in, fd);
-    } catch (...) {
-      ::close(fd);
-      throw;
+      // The first input's first range starts at 0, as the output does; every other large
+      // range keeps its offset within a device block, so extents can be shared.
+      if (r.end - r.begin >= kAlignedCopyMin && r.begin != 0) {
+        const uint64_t pad = (r.begin - out.position()) % fmt::kDeviceAlign;
+        const std::vector<uint8_t> zeros(size_t(pad), 0);
+        out.append(zeros.data(), zeros.size());
+      }
+      r.dst = out.position();
+      // In pieces, so that a progress display moves while a large region is copied.
+      for (uint64_t pos = r.begin; pos < r.end; pos += kCopyPiece) {
+        const uint64_t len = std::min(kCopyPiece, r.end - pos);
+        stats_.shared_bytes += out.append_from(fd.get(), in.path, pos, len);
+        if (progress_) progress_->bytes_done += len;
+      }
+      stats_.copied_bytes += r.end - r.begin;
     }
-    ::close(fd);
+    // What was checked must be what was copied: an input rewritten meanwhile is refused.
+    check_input_unchanged(in, fd.get());
   }
 
   uint64_t relocate(uint32_t k, uint64_t pos) const {
