@@ -16,44 +16,28 @@ AppendLock::AppendLock(const std::string& image, const std::function<void(const 
   // an old one by the time it gets the lock: it then locks the file now at the name. A bound on
   // the rounds only keeps a pathological loop (IMAGE replaced without end) from spinning forever.
   for (unsigned round = 0;; ++round) {
-    fd_ = ::open(image.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd_ < 0) throw_errno(image, errno);
-    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    fd_.reset(::open(image.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+    if (!fd_) throw_errno(image, errno);
+    if (::flock(fd_.get(), LOCK_EX | LOCK_NB) != 0) {
       const int err = errno;
       // A filesystem without locks (ENOLCK, EINVAL on some FUSE mounts) still gets the check
       // before the commit.
       if (err != EWOULDBLOCK) {
-        if (err != ENOLCK && err != EINVAL && err != EOPNOTSUPP) {
-          ::close(fd_);
-          throw_errno(image, err);
-        }
+        if (err != ENOLCK && err != EINVAL && err != EOPNOTSUPP) throw_errno(image, err);
       } else {
         if (warn && round == 0) warn(image + ": another sqar append of this image is running; waiting for it to end");
-        while (::flock(fd_, LOCK_EX) != 0) {
-          if (errno == EINTR) continue;
-          const int e = errno;
-          ::close(fd_);
-          throw_errno(image, e);
-        }
+        while (::flock(fd_.get(), LOCK_EX) != 0)
+          if (errno != EINTR) throw_errno(image, errno);
       }
     }
     struct stat held {};
-    if (::fstat(fd_, &held) != 0) {
-      const int err = errno;
-      ::close(fd_);
-      throw_errno(image, err);
-    }
+    if (::fstat(fd_.get(), &held) != 0) throw_errno(image, errno);
     dev_ = held.st_dev;
     ino_ = held.st_ino;
     if (struct stat now{}; ::stat(image.c_str(), &now) == 0 && now.st_dev == dev_ && now.st_ino == ino_) return;
-    ::close(fd_);
-    fd_ = -1;
+    fd_.reset();
     if (round > 1000) throw Error(image + ": replaced again and again while waiting to append to it");
   }
-}
-
-AppendLock::~AppendLock() {
-  if (fd_ >= 0) ::close(fd_);
 }
 
 void AppendLock::check_still_in_place() const {

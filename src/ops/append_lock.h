@@ -10,12 +10,13 @@
 #include <functional>
 #include <string>
 
+#include "common/unique_fd.h"
+
 namespace sqar::ops {
 
 class AppendLock {
  public:
   AppendLock(const std::string& image, const std::function<void(const std::string&)>& warn);
-  ~AppendLock();
   AppendLock(const AppendLock&) = delete;
   AppendLock& operator=(const AppendLock&) = delete;
 
@@ -24,7 +25,7 @@ class AppendLock {
 
  private:
   std::string path_;
-  int fd_ = -1;
+  UniqueFd fd_;  // holds the flock
   dev_t dev_ = 0;
   ino_t ino_ = 0;
 };
