@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <string>
 
+#include "common/unique_fd.h"
+
 namespace sqar::ops {
 
 class PinnedEntry {
@@ -19,7 +21,6 @@ class PinnedEntry {
   // Opens `name` in `dfd` without following it. Throws sqar::Error when it is missing or its
   // type is not `type` (S_IFIFO, S_IFLNK, ...): someone replaced it after we created it.
   PinnedEntry(int dfd, const std::string& name, mode_t type);
-  ~PinnedEntry();
   PinnedEntry(const PinnedEntry&) = delete;
   PinnedEntry& operator=(const PinnedEntry&) = delete;
 
@@ -31,7 +32,7 @@ class PinnedEntry {
   int set_xattr(const char* key, const std::string& value);
 
  private:
-  int fd_ = -1;
+  UniqueFd fd_;
   int dfd_;
   std::string name_;
   mode_t type_;
