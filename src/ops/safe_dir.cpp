@@ -1,7 +1,6 @@
 #include "ops/safe_dir.h"
 
 #include <fcntl.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -16,15 +15,10 @@ std::pair<std::string_view, std::string_view> split_parent(std::string_view path
   return {path.substr(0, slash), path.substr(slash + 1)};
 }
 
-DirStack::~DirStack() {
-  for (auto& level : stack_)
-    if (level.fd >= 0) ::close(level.fd);
-}
-
 namespace {
 
-int open_below(int parent, const std::string& name) {
-  return ::openat(parent, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+UniqueFd open_below(int parent, const std::string& name) {
+  return UniqueFd(::openat(parent, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
 }
 
 [[noreturn]] void throw_open_failure(const std::string& where, int err) {
@@ -37,7 +31,7 @@ int open_below(int parent, const std::string& name) {
 
 size_t DirStack::open_descriptors() const {
   size_t n = 0;
-  for (const auto& level : stack_) n += level.fd >= 0;
+  for (const auto& level : stack_) n += level.fd ? 1 : 0;
   return n;
 }
 
@@ -48,28 +42,25 @@ std::string DirStack::path_to(size_t level) const {
 }
 
 int DirStack::fd_at(size_t level) {
-  if (stack_[level].fd >= 0) return stack_[level].fd;
+  if (stack_[level].fd) return stack_[level].fd.get();
   size_t from = level;
-  while (from > 0 && stack_[from - 1].fd < 0) --from;
-  int parent = from == 0 ? root_ : stack_[from - 1].fd;
+  while (from > 0 && !stack_[from - 1].fd) --from;
+  int parent = from == 0 ? root_ : stack_[from - 1].fd.get();
   for (size_t i = from; i <= level; ++i) {
     stack_[i].fd = open_below(parent, stack_[i].name);
-    if (stack_[i].fd < 0) throw_open_failure(path_to(i), errno);
-    parent = stack_[i].fd;
+    if (!stack_[i].fd) throw_open_failure(path_to(i), errno);
+    parent = stack_[i].fd.get();
   }
   // The levels reopened on the way that the bound does not keep are closed again, and those
   // it keeps for now are trimmed again once deeper levels push them out of the top.
   close_unkept(from, std::min(level, stack_.size() > kKeepTop ? stack_.size() - kKeepTop : 0));
   trimmed_ = std::min(trimmed_, from);
-  return stack_[level].fd;
+  return stack_[level].fd.get();
 }
 
 void DirStack::close_unkept(size_t from, size_t to) {
   for (size_t i = from; i < to; ++i)
-    if (stack_[i].fd >= 0 && (i + 1) % kCheckpoint != 0) {
-      ::close(stack_[i].fd);
-      stack_[i].fd = -1;
-    }
+    if (stack_[i].fd && (i + 1) % kCheckpoint != 0) stack_[i].fd.reset();
 }
 
 void DirStack::trim() {
@@ -80,10 +71,7 @@ void DirStack::trim() {
 }
 
 void DirStack::pop_to(size_t levels) {
-  while (stack_.size() > levels) {
-    if (stack_.back().fd >= 0) ::close(stack_.back().fd);
-    stack_.pop_back();
-  }
+  while (stack_.size() > levels) stack_.pop_back();
   trimmed_ = std::min(trimmed_, stack_.size());
 }
 
@@ -104,9 +92,9 @@ int DirStack::open(std::string_view dir) {
     size_t j = std::min(dir.find('/', pos), dir.size());
     int parent = stack_.empty() ? root_ : fd_at(stack_.size() - 1);
     std::string name(dir.substr(pos, j - pos));
-    int fd = open_below(parent, name);
-    if (fd < 0) throw_open_failure(std::string(dir.substr(0, j)), errno);
-    stack_.push_back({std::move(name), fd});
+    UniqueFd fd = open_below(parent, name);
+    if (!fd) throw_open_failure(std::string(dir.substr(0, j)), errno);
+    stack_.push_back({std::move(name), std::move(fd)});
     cur_.assign(dir.substr(0, j));
     pos = j + 1;
     trim();
@@ -129,12 +117,12 @@ int DirStack::open_node(uint64_t node, size_t depth, const NodeUp& up) {
   for (auto it = below.rbegin(); it != below.rend(); ++it) {
     const int parent = stack_.empty() ? root_ : fd_at(stack_.size() - 1);
     std::string name(it->second);
-    const int fd = open_below(parent, name);
-    if (fd < 0) {
+    UniqueFd fd = open_below(parent, name);
+    if (!fd) {
       const int err = errno;
       throw_open_failure(path_to(stack_.size()) + (stack_.empty() ? "" : "/") + name, err);
     }
-    stack_.push_back({std::move(name), fd, it->first});
+    stack_.push_back({std::move(name), std::move(fd), it->first});
     trim();
   }
   return stack_.empty() ? root_ : fd_at(stack_.size() - 1);

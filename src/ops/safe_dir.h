@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/unique_fd.h"
+
 namespace sqar::ops {
 
 // Splits "a/b/c" into its parent "a/b" and name "c" ("" parent for top-level names).
@@ -27,7 +29,6 @@ class DirStack {
   static constexpr size_t kKeepTop = 32, kCheckpoint = 32;
 
   explicit DirStack(int root_fd) : root_(root_fd) {}
-  ~DirStack();
   DirStack(const DirStack&) = delete;
   DirStack& operator=(const DirStack&) = delete;
 
@@ -49,13 +50,13 @@ class DirStack {
  private:
   struct Level {
     std::string name;
-    int fd;             // -1 while closed (see the class comment)
+    UniqueFd fd;        // empty while closed (see the class comment)
     uint64_t node = 0;  // open_node's key
   };
   int fd_at(size_t level);  // reopens when closed
   void trim();              // closes what the bound does not keep
   void close_unkept(size_t from, size_t to);
-  void pop_to(size_t levels);               // closes and drops the levels from `levels` on
+  void pop_to(size_t levels);               // drops (and so closes) the levels from `levels` on
   std::string path_to(size_t level) const;  // for messages
   int root_;
   std::vector<Level> stack_;
