@@ -21,6 +21,7 @@
 #include "common/error.h"
 #include "common/file_type_name.h"
 #include "common/owner_id.h"
+#include "common/unique_fd.h"
 #include "format/squashfs.h"
 #include "ops/entry_format.h"
 #include "ops/manifest_check.h"
@@ -58,14 +59,11 @@ bool same_content(reader::Image& image, reader::InodeRef ref, DirStack& dirs, co
   auto [dir, name] = split_parent(path);
   // O_NONBLOCK: the scan saw a file, but a FIFO put in its place since would block the open
   // until some writer came.
-  const int fd = ::openat(dirs.open(dir), std::string(name).c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) throw Error(errno_message(shown, errno));
-  struct CloseFd {
-    int fd;
-    ~CloseFd() { ::close(fd); }
-  } closer{fd};
+  const UniqueFd fd(
+      ::openat(dirs.open(dir), std::string(name).c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  if (!fd) throw Error(errno_message(shown, errno));
   struct stat st;
-  if (::fstat(fd, &st) != 0) throw Error(errno_message(shown, errno));
+  if (::fstat(fd.get(), &st) != 0) throw Error(errno_message(shown, errno));
   if (!S_ISREG(st.st_mode))
     throw Error(shown + ": is now a " + file_type_name(st.st_mode) + " (it changed while being compared)");
   // Full blocks are decoded into a per-thread buffer, not the shared cache: each is read once
@@ -79,7 +77,7 @@ bool same_content(reader::Image& image, reader::InodeRef ref, DirStack& dirs, co
     if (n == 0) throw Error(image.path() + ": content of " + path + " ends early in the image");
     size_t got = 0;
     while (got < n) {
-      ssize_t r = ::pread(fd, disk.data() + got, n - got, off_t(off + got));
+      ssize_t r = ::pread(fd.get(), disk.data() + got, n - got, off_t(off + got));
       if (r < 0 && errno == EINTR) continue;
       if (r < 0) throw Error(errno_message(shown, errno));
       if (r == 0) break;
@@ -116,13 +114,9 @@ class TreeComparer {
         unlisted_(tree.unlisted_dirs.begin(), tree.unlisted_dirs.end()) {}
 
   CompareCounts run() {
-    root_fd_ = ::open(root_.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (root_fd_ < 0) throw Error(errno_message(root_, errno));
-    struct CloseFd {
-      int fd;
-      ~CloseFd() { ::close(fd); }
-    } closer{root_fd_};
-    for (unsigned w = 0; w < std::max(1u, opt_.jobs); ++w) dirs_.push_back(std::make_unique<DirStack>(root_fd_));
+    const UniqueFd root(::open(root_.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!root) throw Error(errno_message(root_, errno));
+    for (unsigned w = 0; w < std::max(1u, opt_.jobs); ++w) dirs_.push_back(std::make_unique<DirStack>(root.get()));
     try {
       walk();
     } catch (const Error&) {
@@ -592,8 +586,7 @@ class TreeComparer {
   const CompareOptions& opt_;
   const CompareReport& report_;
   std::unordered_map<uint32_t, std::string> unlisted_;  // node -> why it could not be listed
-  int root_fd_ = -1;
-  std::vector<std::unique_ptr<DirStack>> dirs_;  // one per worker: DirStack is per thread
+  std::vector<std::unique_ptr<DirStack>> dirs_;         // one per worker: DirStack is per thread
   CompareCounts counts_;
   std::string path_;                 // the path of the entry or directory the walk is at ("" is the root)
   reader::WalkGuard guard_{image_};  // loops, overlapping listings and block lists
