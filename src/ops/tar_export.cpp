@@ -22,6 +22,7 @@
 #include "common/display_name.h"
 #include "common/error.h"
 #include "common/owner_id.h"
+#include "common/unique_fd.h"
 #include "common/utf8_locale.h"
 #include "format/squashfs.h"
 #include "ops/decode_ahead.h"
@@ -52,29 +53,23 @@ class Sink {
       // O_CREAT as tar opens it, so the kernel's protected_fifos applies (a FIFO another user
       // planted in /tmp is refused); no O_TRUNC, and what was opened is checked again, since
       // the name may have changed since the stat.
-      const int fd = ::open(output.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NOCTTY, 0666);
-      if (fd < 0) throw_errno(output, errno);
-      if (::fstat(fd, &st) != 0 || !is_stream(st.st_mode)) {
-        ::close(fd);
+      device_.reset(::open(output.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NOCTTY, 0666));
+      if (!device_) throw_errno(output, errno);
+      if (::fstat(device_.get(), &st) != 0 || !is_stream(st.st_mode))
         throw Error(output + ": changed from a device or FIFO while it was opened; nothing written");
-      }
-      fd_ = fd;
-      owned_fd_ = true;
       return;
     }
     file_.emplace(output, /*overwrite=*/true);  // as `tar -cf` replaces
-  }
-  ~Sink() {
-    if (owned_fd_) ::close(fd_);
   }
   Sink(const Sink&) = delete;
   Sink& operator=(const Sink&) = delete;
 
   void write(const void* data, size_t len) {
     if (file_) return file_->append(data, len);
+    const int fd = device_ ? device_.get() : STDOUT_FILENO;
     auto p = static_cast<const uint8_t*>(data);
     while (len) {
-      ssize_t n = ::write(fd_, p, len);
+      ssize_t n = ::write(fd, p, len);
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) throw_errno(name_, errno);
       p += n, len -= size_t(n);
@@ -85,17 +80,15 @@ class Sink {
   bool streams() const { return !file_; }
   void commit() {
     if (file_) file_->commit();
-    if (owned_fd_ && ::close(std::exchange(fd_, -1)) != 0 && errno != EINTR) throw_errno(name_, errno);
-    owned_fd_ = false;
+    if (device_ && device_.close_checked() != 0 && errno != EINTR) throw_errno(name_, errno);
   }
 
  private:
   static bool is_stream(mode_t mode) { return S_ISCHR(mode) || S_ISBLK(mode) || S_ISFIFO(mode); }
 
   std::string name_;
-  std::optional<ImageFile> file_;
-  int fd_ = STDOUT_FILENO;
-  bool owned_fd_ = false;
+  std::optional<ImageFile> file_;  // OUTPUT as a file
+  UniqueFd device_;                // OUTPUT as a device or FIFO; with neither, standard output
 };
 
 struct ArchiveFree {
