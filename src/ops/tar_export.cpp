@@ -356,8 +356,9 @@ class Exporter {
     stripped_names_.try_emplace(std::string(kept), inode.ref, std::string(image_path));
   }
   bool stripped_name_taken(const std::string& path, std::string_view name, const Inode& inode) {
-    if (opt_.strip_components == 0 || !without_stripped(path) || without_stripped(path)->size() != name.size())
-      return false;
+    if (opt_.strip_components == 0) return false;
+    const std::optional<std::string_view> kept = without_stripped(path);
+    if (!kept || kept->size() != name.size()) return false;
     const auto it = stripped_names_.find(std::string(name));
     if (it == stripped_names_.end() || it->second.first == inode.ref) return false;
     if (opt_.problems)
