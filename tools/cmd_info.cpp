@@ -91,6 +91,9 @@ Stats collect(reader::Image& image) {
 // The level the image's data was compressed at, when it is known: sqar's settings trailer
 // says it for every compressor; without one, only gzip's, zstd's and lzo's options (or the
 // format's defaults) say it, and xz's and lz4's options hold none.
+// Not options_block_tells_level(), which says whether the level is certain enough for --reuse
+// (a stored gzip 9 may stand for sqar's 10-12; plain lz4 counts as level 0): info shows the
+// level the image states, and none for lz4.
 std::optional<int> known_level(reader::Image& image) {
   const CodecConfig& c = image.codec_config();
   try {
