@@ -217,9 +217,13 @@ void take_open_settings_from(const std::string& old_image, CodecConfig& codec, b
   const CodecConfig& o = old->codec_config();
   if (!codec_can_write(o.id) || (compressor_given && codec.id != o.id)) return;
   codec.id = o.id;
-  if (level_given || codec.block_size != old->super().block_size) return;
+  if (level_given) return;
+  // Each setting left open is OLD's, also when -b changes the block size (and so turns reuse
+  // off): a nightly job that changes only -b keeps its level.
   const uint32_t block_size = codec.block_size;
   codec = o;  // level and the codec's extras (gzip window, xz dictionary, lz4 hc, lzo algorithm)
+  // xz's dictionary follows the block size unless given: OLD's was sized to OLD's blocks.
+  if (block_size != codec.block_size) codec.xz_dict_size = 0;
   codec.block_size = block_size;
   // lz4's options block says only "high compression", not its level: take lz4hc's default.
   if (codec.id == CodecId::lz4 && codec.lz4_hc && codec.level <= 0) codec.level = 9;

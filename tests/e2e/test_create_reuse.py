@@ -80,6 +80,15 @@ def test_rebuild_after_rotation_copies_unchanged_blocks_and_is_identical():
         assert open(f"{d}/implicit.sqfs", "rb").read() == open(f"{d}/fresh.sqfs", "rb").read()
         os.remove(f"{d}/implicit.sqfs")
         log("ok: --reuse OLD alone builds with OLD's compressor, level and block size")
+        # Each setting left open is OLD's: -b alone keeps OLD's compressor and level (no reuse
+        # then, with a warning), as -l alone keeps its block size.
+        other_block = sqar_create(src, f"{d}/b.sqfs", "-b", "64K", "--reuse", f"{d}/old.sqfs", env=ENV)
+        assert (other_block["compressor"], other_block["level"], other_block["block_size"]) == ("zstd", 15, 65536), \
+            other_block
+        other_level = sqar_create(src, f"{d}/l.sqfs", "-l", "3", "--reuse", f"{d}/old.sqfs", env=ENV)
+        assert (other_level["compressor"], other_level["level"], other_level["block_size"]) == ("zstd", 3, BLOCK), \
+            other_level
+        log("ok: -b or -l alone with --reuse keeps OLD's other settings")
 
         # What OLD held unchanged: the three rotated logs (now .1 .. .3) and the full tree's files
         # with full blocks; the random ones are stored raw, which takes no codec time anyway.
