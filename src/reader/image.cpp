@@ -40,39 +40,27 @@ ImageImpl::ImageImpl(std::string path, const ImageOptions& options)
       kernel_limits_(options.kernel_limits),
       data_cache_(options.cache_bytes),
       meta_cache_(options.metadata_cache_bytes) {
-  fd_ = options.fd >= 0 ? fcntl(options.fd, F_DUPFD_CLOEXEC, 0)
-                        : ::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd_ < 0) throw_errno(path_, errno);
+  // Owned from here: a throw below closes it (the destructor does not run for a constructor
+  // that throws; members' destructors do).
+  fd_.reset(options.fd >= 0 ? fcntl(options.fd, F_DUPFD_CLOEXEC, 0)
+                            : ::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+  if (!fd_) throw_errno(path_, errno);
+  const int fd = fd_.get();
   // O_NONBLOCK only so that opening a named pipe without a writer does not hang; reads block.
-  if (options.fd < 0) fcntl(fd_, F_SETFL, fcntl(fd_, F_GETFL) & ~O_NONBLOCK);
+  if (options.fd < 0) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
   struct stat st;
-  if (fstat(fd_, &st) != 0) {
-    int e = errno;
-    ::close(fd_);
-    throw_errno(path_, e);
-  }
-  if (S_ISDIR(st.st_mode)) {
-    ::close(fd_);
-    throw Error(path_ + ": is a directory, not a SquashFS image");
-  }
+  if (fstat(fd, &st) != 0) throw_errno(path_, errno);
+  if (S_ISDIR(st.st_mode)) throw Error(path_ + ": is a directory, not a SquashFS image");
   // A pipe's size reads as 0 ("too small"), which hides the real cause: it cannot seek.
-  if (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)) {
-    ::close(fd_);
+  if (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode))
     throw Error(path_ + ": is a pipe, which cannot seek: a SquashFS image must be read from a file or block device");
-  }
   file_size_ = uint64_t(st.st_size);
   if (S_ISBLK(st.st_mode)) {
-    off_t end = lseek(fd_, 0, SEEK_END);
+    off_t end = lseek(fd, 0, SEEK_END);
     if (end > 0) file_size_ = uint64_t(end);
   }
-  try {
-    load_superblock();
-    load_ids();
-  } catch (...) {
-    ::close(fd_);
-    fd_ = -1;
-    throw;
-  }
+  load_superblock();
+  load_ids();
   // The settings trailer gives the level the options block cannot (xz, lz4, gzip 10-12): what
   // append and --reuse take as the image's. A damaged trailer leaves the options block's
   // level, and the accessors report the damage to whoever asks (verify).
@@ -80,9 +68,7 @@ ImageImpl::ImageImpl(std::string path, const ImageOptions& options)
   if (trailers_.settings) codec_cfg_.level = trailers_.settings->level;
 }
 
-ImageImpl::~ImageImpl() {
-  if (fd_ >= 0) ::close(fd_);
-}
+ImageImpl::~ImageImpl() = default;
 
 void ImageImpl::fail(const std::string& what) const { throw Error(path_ + ": " + what); }
 
@@ -92,7 +78,7 @@ void ImageImpl::read_exact(uint64_t pos, void* dst, size_t len, const char* what
   uint8_t* out = static_cast<uint8_t*>(dst);
   uint64_t at = offset_ + pos;
   while (len > 0) {
-    ssize_t n = ::pread(fd_, out, len, off_t(at));
+    ssize_t n = ::pread(fd_.get(), out, len, off_t(at));
     if (n < 0) {
       if (errno == EINTR) continue;
       fail(std::string("reading ") + what + " at " + hex(pos) + ": " + strerror(errno));
@@ -121,7 +107,7 @@ std::string ImageImpl::embedded_image_hint() const {
   std::vector<uint8_t> head(size_t(std::min<uint64_t>(file_size_, kSearched)));
   size_t got = 0;
   while (got < head.size()) {
-    const ssize_t n = ::pread(fd_, head.data() + got, head.size() - got, off_t(got));
+    const ssize_t n = ::pread(fd_.get(), head.data() + got, head.size() - got, off_t(got));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     got += size_t(n);

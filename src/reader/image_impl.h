@@ -4,6 +4,7 @@
 #include <mutex>
 
 #include "cache/block_cache.h"
+#include "common/unique_fd.h"
 #include "reader/image.h"
 
 namespace sqar::reader {
@@ -41,7 +42,7 @@ class ImageImpl final : public Image {
   const CodecConfig& codec_config() const override { return codec_cfg_; }
   uint64_t offset() const override { return offset_; }
   uint64_t file_size() const override { return file_size_; }
-  int file_descriptor() const override { return fd_; }
+  int file_descriptor() const override { return fd_.get(); }
 
   InodeRef root_ref() const override { return sb_.root_inode_ref; }
   Inode root() override { return read_inode(sb_.root_inode_ref); }
@@ -140,7 +141,7 @@ class ImageImpl final : public Image {
 
   std::string path_;
   uint64_t offset_;
-  int fd_ = -1;
+  UniqueFd fd_;
   uint64_t file_size_ = 0;
   uint64_t serial_;                 // distinguishes images for thread-local codecs
   void (*before_block_load_)();     // ImageOptions::before_block_load

@@ -22,7 +22,7 @@ void ImageImpl::read_trailer(uint64_t pos, void* dst, size_t len, const char* wh
   if (pos > file_size_ || len > file_size_ - pos) fail(std::string(what) + " is truncated");
   auto* out = static_cast<uint8_t*>(dst);
   while (len) {
-    const ssize_t n = ::pread(fd_, out, len, off_t(pos));
+    const ssize_t n = ::pread(fd_.get(), out, len, off_t(pos));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) fail("reading the " + std::string(what) + ": " + (n < 0 ? strerror(errno) : "unexpected end of file"));
     out += n, pos += uint64_t(n), len -= size_t(n);
