@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <mutex>
+#include <utility>
 
 #include "common/display_name.h"
 
@@ -18,6 +19,18 @@ std::string g_last;  // the kernel retries a failed read: log the same problem o
 std::chrono::steady_clock::time_point g_window_start;
 int g_logged = 0;
 long g_suppressed = 0;
+}  // namespace
+
+namespace {
+void write_error(const std::string& message) {
+  // Messages name entries of the image, whose bytes may hold control characters.
+  const std::string line = printable(message);
+  if (g_syslog) {
+    syslog(LOG_ERR, "%s", line.c_str());
+  } else {
+    fprintf(stderr, "sqarfs: %s\n", line.c_str());
+  }
+}
 }  // namespace
 
 void log_to_syslog(bool enable) {
@@ -43,18 +56,22 @@ void log_error(const std::string& message) {
       g_suppressed = 0;
     }
     if (g_logged >= kBurst) {
-      ++g_suppressed;
-      return;
+      if (g_suppressed++ > 0) return;
+      line = "more than 20 errors in 10 s: the rest of them are counted, not logged";
+    } else {
+      ++g_logged;
     }
-    ++g_logged;
   }
-  // Messages name entries of the image, whose bytes may hold control characters.
-  line = printable(line);
-  if (g_syslog) {
-    syslog(LOG_ERR, "%s", line.c_str());
-  } else {
-    fprintf(stderr, "sqarfs: %s\n", line.c_str());
+  write_error(line);
+}
+
+void log_held_back_count() {
+  long held_back;
+  {
+    std::lock_guard lock(g_mu);
+    held_back = std::exchange(g_suppressed, 0);
   }
+  if (held_back) write_error(std::to_string(held_back) + " similar errors not logged");
 }
 
 void log_info(const std::string& message) {

@@ -134,6 +134,7 @@ int main(int argc, char** argv) {
     fuse_loop_cfg_destroy(cfg);
   }
   fs->stop_background_threads();
+  log_held_back_count();
   fuse_session_unmount(se);
   fuse_remove_signal_handlers(se);
   fuse_session_destroy(se);

@@ -229,7 +229,35 @@ def entry_naming_the_root():
         assert "names the root directory" in m.stderr, m.stderr
 
 
+def error_lines_are_rate_limited_and_counted():
+    """A damaged image can fail thousands of reads a second: 20 lines are logged in 10 s, then
+    one line says the rest are counted, and their number is logged at unmount, so a burst that
+    stopped is accounted for. Every read still answers EIO."""
+    img = Image(block_size=4096, compress_data=True)
+    files = {f"f{i:02}": img.file((b"line %d of a damaged file\n" % i) * 400) for i in range(30)}
+    data = bytearray(img.build(img.dir(files)))
+    inode_table = struct.unpack_from("<Q", data, 64)[0]
+    for at in range(96, inode_table):  # every compressed data block and fragment: zlib fails
+        data[at] ^= 0x5A
+    with tempdir() as tmp:
+        image, mnt = f"{tmp}/damaged.sqfs", f"{tmp}/mnt"
+        with open(image, "wb") as f:
+            f.write(data)
+        with mounted(image, mnt) as m:
+            assert m.mounted, m.stderr
+            for name in sorted(files):
+                expect_eio(lambda: open(f"{mnt}/{name}", "rb").read(), f"read of {name}")
+        lines = m.stderr.splitlines()
+    note = [line for line in lines if "more than 20 errors in 10 s: the rest of them are counted, not logged" in line]
+    held = [line for line in lines if line.endswith(" similar errors not logged")]
+    errors = [line for line in lines if line not in note + held]
+    assert len(note) == 1 and len(held) == 1 and len(errors) == 20, lines
+    # One line for each file's failed read: the 20 logged, the rest counted.
+    assert held[0] == f"sqarfs: {len(files) - 20} similar errors not logged", held
+    log(f"ok: 30 failing reads logged 20 lines, the note, and '{held[0]}' at unmount")
+
+
 if __name__ == "__main__":
     require_fuse()
     main([xattr_bomb, shared_xattr_set_answers_each_request_alone, large_valid_xattr_set_is_served, sparse_bomb_stat, sparse_bomb_read, long_block_list_random_reads, bad_inode_does_not_hide_siblings,
-          file_size_near_2_64, entry_naming_the_root])
+          file_size_near_2_64, entry_naming_the_root, error_lines_are_rate_limited_and_counted])
