@@ -19,14 +19,12 @@ std::string g_last;  // the kernel retries a failed read: log the same problem o
 std::chrono::steady_clock::time_point g_window_start;
 int g_logged = 0;
 long g_suppressed = 0;
-}  // namespace
 
-namespace {
-void write_error(const std::string& message) {
+void write_line(int priority, const std::string& message) {
   // Messages name entries of the image, whose bytes may hold control characters.
   const std::string line = printable(message);
   if (g_syslog) {
-    syslog(LOG_ERR, "%s", line.c_str());
+    syslog(priority, "%s", line.c_str());
   } else {
     fprintf(stderr, "sqarfs: %s\n", line.c_str());
   }
@@ -62,7 +60,7 @@ void log_error(const std::string& message) {
       ++g_logged;
     }
   }
-  write_error(line);
+  write_line(LOG_ERR, line);
 }
 
 void log_held_back_count() {
@@ -71,16 +69,9 @@ void log_held_back_count() {
     std::lock_guard lock(g_mu);
     held_back = std::exchange(g_suppressed, 0);
   }
-  if (held_back) write_error(std::to_string(held_back) + " similar errors not logged");
+  if (held_back) write_line(LOG_ERR, std::to_string(held_back) + " similar errors not logged");
 }
 
-void log_info(const std::string& message) {
-  const std::string line = printable(message);
-  if (g_syslog) {
-    syslog(LOG_INFO, "%s", line.c_str());
-  } else {
-    fprintf(stderr, "sqarfs: %s\n", line.c_str());
-  }
-}
+void log_info(const std::string& message) { write_line(LOG_INFO, message); }
 
 }  // namespace sqar::fuse
