@@ -2,12 +2,14 @@
 inotify, stops sqar (SIGSTOP) when it opens (or reads) a chosen file or directory, makes the
 change, and lets it go on (SIGCONT). A try where sqar had already reached what the change
 touches does not count (run_changing says so), and the caller tries again."""
+import contextlib
 import ctypes
 import os
 import select
 import signal
 import struct
 import subprocess
+import time
 
 from sqartest import log
 
@@ -62,6 +64,24 @@ def all_stopped(pid):
     return True
 
 
+@contextlib.contextmanager
+def prompt_watcher():
+    """Runs the block at real-time priority where allowed (root), its children at normal
+    priority: the watcher must stop sqar between two of its system calls, and on a machine
+    busy with other tests (ctest -j2) a watcher of normal priority woke after sqar had read
+    the whole file. Elsewhere the block runs as it is."""
+    try:
+        old = os.sched_getscheduler(0), os.sched_getparam(0)
+        os.sched_setscheduler(0, os.SCHED_FIFO | os.SCHED_RESET_ON_FORK, os.sched_param(1))
+    except (OSError, AttributeError):
+        yield
+        return
+    try:
+        yield
+    finally:
+        os.sched_setscheduler(0, old[0], old[1])
+
+
 def run_changing(cmd, src, change, trigger_at=("a", "first"), changed=None, guarded="z", dirs=False, on=IN_OPEN):
     """Runs cmd; when it opens src/a/first (the first file of the data pass; or trigger_at:
     directory below src, name in it) stops it, calls change() and continues it. Returns
@@ -78,26 +98,27 @@ def run_changing(cmd, src, change, trigger_at=("a", "first"), changed=None, guar
     early = []
     trigger_opens = 0
     try:
-        while p.poll() is None and not fired:
-            for wd, mask, name in ino.events(0.05):
-                if not dirs and (mask & IN_ISDIR or not name):
-                    continue
-                trigger_opens += wd == trigger and name == trigger_at[1] and bool(mask & IN_OPEN)
-                if wd == trigger and name == trigger_at[1] and mask & on and not fired:
-                    os.kill(p.pid, signal.SIGSTOP)
-                    fired = True
-                elif (wd == guard and fired and name != trigger_at[1] and mask & IN_OPEN
-                      and (changed is None or name in changed)):
-                    early.append(name or guarded)
-            if fired:
-                while not all_stopped(p.pid):
-                    pass
-                late = ino.events(0)
-                early += [n or guarded for wd, m, n in late if wd == guard and n != trigger_at[1] and m & IN_OPEN
-                          and (dirs or (n and not m & IN_ISDIR)) and (changed is None or n in changed)]
-                trigger_opens += sum(wd == trigger and n == trigger_at[1] and bool(m & IN_OPEN) for wd, m, n in late)
-                change()
-                os.kill(p.pid, signal.SIGCONT)
+        with prompt_watcher():
+            while p.poll() is None and not fired:
+                for wd, mask, name in ino.events(0.05):
+                    if not dirs and (mask & IN_ISDIR or not name):
+                        continue
+                    trigger_opens += wd == trigger and name == trigger_at[1] and bool(mask & IN_OPEN)
+                    if wd == trigger and name == trigger_at[1] and mask & on and not fired:
+                        os.kill(p.pid, signal.SIGSTOP)
+                        fired = True
+                    elif (wd == guard and fired and name != trigger_at[1] and mask & IN_OPEN
+                          and (changed is None or name in changed)):
+                        early.append(name or guarded)
+                if fired:
+                    while not all_stopped(p.pid):
+                        time.sleep(0.0001)  # at real-time priority: leave the core to sqar's threads
+                    late = ino.events(0)
+                    early += [n or guarded for wd, m, n in late if wd == guard and n != trigger_at[1] and m & IN_OPEN
+                              and (dirs or (n and not m & IN_ISDIR)) and (changed is None or n in changed)]
+                    trigger_opens += sum(wd == trigger and n == trigger_at[1] and bool(m & IN_OPEN) for wd, m, n in late)
+                    change()
+                    os.kill(p.pid, signal.SIGCONT)
         out, err = p.communicate()
     finally:
         if p.poll() is None:
