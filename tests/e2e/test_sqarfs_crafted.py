@@ -6,6 +6,7 @@ damaged inode does not hide its siblings from readdir.
 These images go to sqarfs only, never to the kernel's squashfs driver (a hostile image can hang
 it). The kernel and unsquashfs list all 20 names of the damaged directory; the writer is proven
 against unsquashfs in test_crafted_bounds.py."""
+import contextlib
 import errno
 import os
 import random
@@ -17,7 +18,7 @@ from boundslib import (MIB, READ_BOUND, SANITIZED, XATTR_BOMB_VALUE, bad_sibling
 from craftfs import Image
 from sqarfs_common import require_fuse
 from sqarfs_foreground import ForegroundMount
-from sqartest import SQARFS, log, main, tempdir
+from sqartest import SQARFS, log, main, tempdir, write
 
 
 def expect_eio(call, what):
@@ -32,6 +33,18 @@ def expect_eio(call, what):
 def mounted(image, mnt):
     os.makedirs(mnt, exist_ok=True)
     return ForegroundMount([SQARFS, image, mnt], mnt)
+
+
+@contextlib.contextmanager
+def mounted_bytes(data, name):
+    """The crafted image `data`, written as `name` in a temporary directory and mounted by
+    sqarfs in the foreground: yields (the mount, its directory); its stderr is read after."""
+    with tempdir() as tmp:
+        image, mnt = f"{tmp}/{name}", f"{tmp}/mnt"
+        write(image, data)
+        with mounted(image, mnt) as m:
+            assert m.mounted, m.stderr
+            yield m, mnt
 
 
 def xattr_bomb():
@@ -217,16 +230,11 @@ def entry_naming_the_root():
     # inodes share one metadata block, so the offset alone points it at the root.
     at = data.index(b"\x01\x00\x00\x00r", dir_table) - 4
     struct.pack_into("<H", data, at, root.ref & 0xFFFF)
-    with tempdir() as tmp:
-        image, mnt = f"{tmp}/loop.sqfs", f"{tmp}/mnt"
-        with open(image, "wb") as f:
-            f.write(data)
-        with mounted(image, mnt) as m:
-            assert m.mounted, m.stderr
-            expect_eio(lambda: os.stat(f"{mnt}/r"), "stat of the entry naming the root")
-            with open(f"{mnt}/f") as f:
-                assert f.read() == "sibling\n"
-        assert "names the root directory" in m.stderr, m.stderr
+    with mounted_bytes(data, "loop.sqfs") as (m, mnt):
+        expect_eio(lambda: os.stat(f"{mnt}/r"), "stat of the entry naming the root")
+        with open(f"{mnt}/f") as f:
+            assert f.read() == "sibling\n"
+    assert "names the root directory" in m.stderr, m.stderr
 
 
 def error_lines_are_rate_limited_and_counted():
@@ -239,15 +247,10 @@ def error_lines_are_rate_limited_and_counted():
     inode_table = struct.unpack_from("<Q", data, 64)[0]
     for at in range(96, inode_table):  # every compressed data block and fragment: zlib fails
         data[at] ^= 0x5A
-    with tempdir() as tmp:
-        image, mnt = f"{tmp}/damaged.sqfs", f"{tmp}/mnt"
-        with open(image, "wb") as f:
-            f.write(data)
-        with mounted(image, mnt) as m:
-            assert m.mounted, m.stderr
-            for name in sorted(files):
-                expect_eio(lambda: open(f"{mnt}/{name}", "rb").read(), f"read of {name}")
-        lines = m.stderr.splitlines()
+    with mounted_bytes(data, "damaged.sqfs") as (m, mnt):
+        for name in sorted(files):
+            expect_eio(lambda: open(f"{mnt}/{name}", "rb").read(), f"read of {name}")
+    lines = m.stderr.splitlines()
     note = [line for line in lines if "more than 20 errors in 10 s: the rest of them are counted, not logged" in line]
     held = [line for line in lines if line.endswith(" similar errors not logged")]
     errors = [line for line in lines if line not in note + held]
