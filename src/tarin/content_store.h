@@ -8,7 +8,7 @@
 // not stored at all: a member is a list of data extents, and reads fill the gaps with zeros.
 // Zeros written out in full are not stored either: each 64 KiB of a member (by offset) that a
 // data block holds only zeros of is left a gap, so a database file's empty pages or a disk
-// image cost neither memory nor scratch space (8 GiB of zeros took 8 GiB of scratch file).
+// image cost neither memory nor scratch space (kept, 8 GiB of zeros would need 8 GiB of it).
 #pragma once
 #include <cstdint>
 #include <memory>
